@@ -1,0 +1,63 @@
+"""Checkpoint ids and channel versions.
+
+Checkpoint ids are UUIDv6 strings: the 60-bit timestamp comes first, so sorting
+the strings sorts by creation time, and the 14-bit clock sequence carries the step
+(``-2`` -> ``bffe``, ``-1`` -> ``bfff``, ``0`` -> ``8000``). Savers pick the latest
+checkpoint with ``max(id)`` and page with ``id < before``.
+
+Channel versions are strings ``"<n:032>.<random>"``: the counter orders them, the
+random tail keeps two forks that reach the same counter distinct.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+
+__all__ = ["uuid6", "next_version", "version_counter"]
+
+_GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
+_lock = threading.Lock()
+_last_ticks = 0
+
+
+def _ticks() -> int:
+    """100 ns ticks since the Gregorian epoch, strictly increasing in this process."""
+    global _last_ticks
+    now = time.time_ns() // 100 + _GREGORIAN_OFFSET
+    with _lock:
+        if now <= _last_ticks:
+            now = _last_ticks + 1
+        _last_ticks = now
+    return now
+
+
+def uuid6(clock_seq: int | None = None) -> uuid.UUID:
+    """A time-ordered UUIDv6; ``clock_seq`` (the step) fills the clock-sequence field."""
+    ticks = _ticks()
+    if clock_seq is None:
+        clock_seq = random.getrandbits(14)
+    node = random.getrandbits(48)
+    value = (ticks >> 12) << 80  # time_high + time_mid (48 bits)
+    value |= 0x6 << 76  # version 6
+    value |= (ticks & 0x0FFF) << 64  # time_low (12 bits)
+    value |= 0x2 << 62  # RFC 4122 variant
+    value |= (clock_seq & 0x3FFF) << 48
+    value |= node
+    return uuid.UUID(int=value)
+
+
+def version_counter(version: str | int | float | None) -> int:
+    """The monotonic part of a channel version (``None`` -> 0)."""
+    if version is None:
+        return 0
+    if isinstance(version, (int, float)):
+        return int(version)
+    return int(version.split(".", 1)[0])
+
+
+def next_version(current: str | int | float | None) -> str:
+    """The version that follows ``current``, as LangGraph's string savers format it."""
+    return f"{version_counter(current) + 1:032}.{random.random():016}"

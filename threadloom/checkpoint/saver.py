@@ -1,0 +1,220 @@
+"""``BaseCheckpointSaver``: the one interface the runtime talks to.
+
+Every backend implements the sync methods and their ``a*`` twins. The runtime
+only ever calls ``get_tuple``, ``list``, ``put``, ``put_writes`` and
+``get_next_version``; retention (``delete_thread``, ``delete_for_runs``,
+``copy_thread``, ``prune``) and ``stats`` are for operators.
+
+Savers are context managers: ``with SqliteSaver.from_conn_string(path) as saver``
+closes what the saver opened, and never what the caller passed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from threadloom.checkpoint.ids import next_version
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.base import (
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        PruneReport,
+        RunnableConfig,
+    )
+    from threadloom.checkpoint.serde.base import SerializerProtocol
+
+__all__ = ["BaseCheckpointSaver"]
+
+
+class BaseCheckpointSaver:
+    """Stores checkpoints and pending writes for threads.
+
+    Subclasses must implement ``get_tuple``, ``list``, ``put`` and ``put_writes``
+    (and their async twins); the rest have sensible defaults or raise
+    ``NotImplementedError`` naming the saver.
+    """
+
+    serde: SerializerProtocol
+
+    def __init__(self, *, serde: SerializerProtocol | None = None) -> None:
+        if serde is None:
+            from threadloom.checkpoint.serde import default_serializer
+
+            serde = default_serializer()
+        self.serde = serde
+
+    # -- lifetime -----------------------------------------------------------
+
+    def close(self) -> None:
+        """Release what the saver opened itself. Idempotent."""
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        self.close()
+
+    def __enter__(self) -> BaseCheckpointSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BaseCheckpointSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- reading --------------------------------------------------------------
+
+    def get(self, config: RunnableConfig) -> Checkpoint | None:
+        """The checkpoint addressed by ``config`` (latest when it has no checkpoint_id)."""
+        tup = self.get_tuple(config)
+        return tup.checkpoint if tup else None
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint with its metadata, parent and pending writes, or None."""
+        raise self._missing("get_tuple")
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first, lazily; ``filter`` is equality on metadata keys."""
+        raise self._missing("list")
+
+    # -- writing --------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint as a child of ``config``'s checkpoint; return its config.
+
+        Only channels named in ``new_versions`` changed; the others are already
+        stored under their current version.
+        """
+        raise self._missing("put")
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against ``config``'s checkpoint.
+
+        If every write targets a special channel (``__error__``, ``__interrupt__``,
+        ``__resume__``, ``__scheduled__``) they replace earlier ones; otherwise the
+        first write for a given (task_id, index) wins.
+        """
+        raise self._missing("put_writes")
+
+    def get_next_version(self, current: str | int | float | None, channel: Any = None) -> str:
+        """The version a channel gets when it changes."""
+        return next_version(current)
+
+    # -- retention ------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of a thread, and blobs only it used."""
+        raise self._missing("delete_thread")
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) that the given runs created."""
+        raise self._missing("delete_for_runs")
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's whole history under a new thread id."""
+        raise self._missing("copy_thread")
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+    ) -> PruneReport:
+        """Drop old checkpoints, keeping what the kept ones still need."""
+        raise self._missing("prune")
+
+    def stats(self, thread_id: str | None = None) -> dict[str, Any]:
+        """Counts and bytes: checkpoints, writes, threads, stored vs logical size."""
+        raise self._missing("stats")
+
+    # -- async twins ----------------------------------------------------------
+
+    async def aget(self, config: RunnableConfig) -> Checkpoint | None:
+        tup = await self.aget_tuple(config)
+        return tup.checkpoint if tup else None
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        raise self._missing("aget_tuple")
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        raise self._missing("alist")
+        yield  # pragma: no cover  (makes this an async generator)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        raise self._missing("aput")
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        raise self._missing("aput_writes")
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        raise self._missing("adelete_thread")
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        raise self._missing("adelete_for_runs")
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        raise self._missing("acopy_thread")
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+    ) -> PruneReport:
+        raise self._missing("aprune")
+
+    async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
+        raise self._missing("astats")
+
+    def _missing(self, method: str) -> NotImplementedError:
+        return NotImplementedError(f"{type(self).__name__} does not implement {method}()")

@@ -1,0 +1,197 @@
+"""Every error threadloom raises on purpose.
+
+The tree, so callers can catch at the level they care about::
+
+    ThreadloomError
+    ├── ConfigError                  bad or missing config (thread_id, ...)
+    ├── CheckpointNotFoundError      an explicit checkpoint_id that does not exist
+    ├── SerializationError           a value that cannot be stored or revived
+    │   └── CorruptBlobError         stored bytes that do not decode
+    ├── StorageError                 a backend refused (not SQLite, schema too new)
+    ├── ThreadBusyError              another run holds the thread
+    │   └── LeaseLostError           our lease expired or was taken over
+    ├── EmptyChannelError            reading a channel that was never written
+    ├── InvalidUpdateError           a write the graph cannot accept
+    ├── EmptyInputError              a graph invoked with no input
+    ├── TaskNotFound                 a task id that is not part of the step
+    ├── UnknownInterruptError        a resume aimed at no (or an ambiguous) interrupt
+    └── GraphRecursionError          recursion_limit reached (also a RecursionError)
+
+Control-flow signals are not errors and live on their own root so that
+``except ThreadloomError`` never swallows them::
+
+    GraphBubbleUp
+    ├── GraphInterrupt               a node paused for a human
+    │   └── NodeInterrupt            (legacy) raised from inside a node
+    └── ParentCommand                a Command aimed at the parent graph
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from threadloom.types import Command, Interrupt
+
+__all__ = [
+    "ThreadloomError",
+    "ConfigError",
+    "CheckpointNotFoundError",
+    "SerializationError",
+    "CorruptBlobError",
+    "StorageError",
+    "ThreadBusyError",
+    "LeaseLostError",
+    "EmptyChannelError",
+    "InvalidUpdateError",
+    "EmptyInputError",
+    "TaskNotFound",
+    "UnknownInterruptError",
+    "GraphRecursionError",
+    "GraphBubbleUp",
+    "GraphInterrupt",
+    "NodeInterrupt",
+    "ParentCommand",
+]
+
+
+class ThreadloomError(Exception):
+    """Root of every error threadloom raises deliberately."""
+
+
+class ConfigError(ThreadloomError, ValueError):
+    """The config lacks something required (``thread_id``) or holds a bad value.
+
+    Subclasses ValueError so code written for LangGraph's ValueError still catches it.
+    """
+
+
+class CheckpointNotFoundError(ThreadloomError, LookupError):
+    """An explicit ``checkpoint_id`` names no stored checkpoint."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str, checkpoint_ns: str = "") -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.checkpoint_ns = checkpoint_ns
+        ns = f" (namespace {checkpoint_ns!r})" if checkpoint_ns else ""
+        super().__init__(
+            f"thread {thread_id!r}{ns} has no checkpoint {checkpoint_id!r}"
+        )
+
+
+class SerializationError(ThreadloomError, TypeError):
+    """A value cannot be serialized or revived.
+
+    ``path`` says where inside the state the value sits (``messages[3].metadata``),
+    ``type_name`` names its type.
+    """
+
+    def __init__(self, message: str, *, path: str = "", type_name: str = "") -> None:
+        self.path = path
+        self.type_name = type_name
+        super().__init__(message)
+
+
+class CorruptBlobError(SerializationError):
+    """Stored bytes could not be decoded; names where they came from."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        channel: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.channel = channel
+        where = ", ".join(
+            f"{k} {v!r}"
+            for k, v in (
+                ("thread", thread_id),
+                ("checkpoint", checkpoint_id),
+                ("channel", channel),
+            )
+            if v is not None
+        )
+        super().__init__(f"{message} ({where})" if where else message)
+
+
+class StorageError(ThreadloomError):
+    """A storage backend cannot be used: not a database, schema too new, unreachable."""
+
+
+class ThreadBusyError(ThreadloomError):
+    """Another run holds the thread's lease."""
+
+    def __init__(self, thread_id: str, holder: str | None = None, message: str | None = None) -> None:
+        self.thread_id = thread_id
+        self.holder = holder
+        if message is None:
+            message = f"thread {thread_id!r} is busy" + (f" (held by run {holder!r})" if holder else "")
+        super().__init__(message)
+
+
+class LeaseLostError(ThreadBusyError):
+    """This writer's lease expired or was taken over; nothing was written."""
+
+
+class EmptyChannelError(ThreadloomError):
+    """A channel was read before anything was written to it."""
+
+
+class InvalidUpdateError(ThreadloomError):
+    """A write the graph cannot accept (two values for a LastValue, an unknown key, ...)."""
+
+
+class EmptyInputError(ThreadloomError):
+    """The graph was invoked with empty input."""
+
+
+class TaskNotFound(ThreadloomError):
+    """A task id named by the caller is not part of the step."""
+
+
+class UnknownInterruptError(ThreadloomError):
+    """A resume value addresses no pending interrupt, or several ambiguously."""
+
+
+class GraphRecursionError(ThreadloomError, RecursionError):
+    """The graph ran ``recursion_limit`` supersteps without finishing.
+
+    Raise the limit through ``config={"recursion_limit": n}`` if the loop is expected.
+    """
+
+
+class GraphBubbleUp(Exception):
+    """Root of control-flow signals that travel up through nodes; never a failure."""
+
+
+class GraphInterrupt(GraphBubbleUp):
+    """A node paused; ``args[0]`` is the tuple of :class:`Interrupt`."""
+
+    def __init__(self, interrupts: Sequence[Interrupt] | Any = ()) -> None:
+        super().__init__(interrupts)
+
+    @property
+    def interrupts(self) -> Any:
+        return self.args[0] if self.args else ()
+
+
+class NodeInterrupt(GraphInterrupt):
+    """Legacy: raised by a node to interrupt with a value."""
+
+    def __init__(self, value: Any, id: str | None = None) -> None:
+        from threadloom.types import Interrupt
+
+        interrupt = Interrupt(value=value) if id is None else Interrupt(value=value, id=id)
+        super().__init__([interrupt])
+
+
+class ParentCommand(GraphBubbleUp):
+    """Carries a ``Command(graph=Command.PARENT)`` up to the parent graph."""
+
+    def __init__(self, command: Command) -> None:
+        super().__init__(command)

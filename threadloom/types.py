@@ -1,0 +1,300 @@
+"""The values users pass to and get back from graphs.
+
+``Send``, ``Command``, ``Interrupt``, ``StateSnapshot`` and ``PregelTask`` are
+stored inside checkpoints, so their fields and names are part of the stored format
+(the serializer registers them by name). Everything here is plain data; the
+behaviour lives in :mod:`threadloom.pregel`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
+
+from xxhash import xxh3_128_hexdigest
+
+from threadloom.constants import NS_SEP
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.base import CheckpointMetadata
+
+__all__ = [
+    "All",
+    "CachePolicy",
+    "Checkpointer",
+    "Command",
+    "Durability",
+    "Interrupt",
+    "Overwrite",
+    "PregelTask",
+    "RetryPolicy",
+    "Send",
+    "StateSnapshot",
+    "StateUpdate",
+    "StreamMode",
+    "StreamWriter",
+    "default_retry_on",
+    "interrupt",
+]
+
+All = Literal["*"]
+"""Interrupt before/after every node."""
+
+StreamMode = Literal["values", "updates", "checkpoints", "tasks", "debug", "messages", "custom"]
+"""How :meth:`Pregel.stream` reports progress."""
+
+Durability = Literal["sync", "async", "exit"]
+"""When checkpoints reach the saver: before the next step (sync), alongside it
+(async, the default), or only when the run ends (exit)."""
+
+StreamWriter = Callable[[Any], None]
+"""Callable a node uses to emit ``custom`` stream events."""
+
+Checkpointer = Any
+"""``None`` (inherit the parent's), ``True`` (own namespace, persistent), ``False``
+(no checkpoints) or a saver instance."""
+
+RunnableConfig = dict[str, Any]
+
+
+def default_retry_on(exc: Exception) -> bool:
+    """Retry what is likely transient; never programming errors."""
+    if isinstance(
+        exc,
+        (
+            ValueError,
+            TypeError,
+            ArithmeticError,
+            ImportError,
+            LookupError,
+            NameError,
+            SyntaxError,
+            RuntimeError,
+            ReferenceError,
+            StopIteration,
+            StopAsyncIteration,
+            OSError,
+        ),
+    ) and not isinstance(exc, ConnectionError):
+        return False
+    return True
+
+
+class RetryPolicy(NamedTuple):
+    """How a node is retried after an exception.
+
+    The n-th retry waits ``min(max_interval, initial_interval * backoff_factor**n)``
+    seconds, plus up to 1 s of jitter.
+    """
+
+    initial_interval: float = 0.5
+    backoff_factor: float = 2.0
+    max_interval: float = 128.0
+    max_attempts: int = 3
+    jitter: bool = True
+    retry_on: type[Exception] | Sequence[type[Exception]] | Callable[[Exception], bool] = (
+        default_retry_on
+    )
+
+    def should_retry(self, exc: Exception) -> bool:
+        """True when ``exc`` matches ``retry_on``."""
+        on = self.retry_on
+        if isinstance(on, Sequence):
+            return isinstance(exc, tuple(on))
+        if isinstance(on, type) and issubclass(on, BaseException):
+            return isinstance(exc, on)
+        if callable(on):
+            return bool(on(exc))
+        raise TypeError(f"retry_on must be an exception class, a sequence of them or a callable, got {on!r}")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before retry number ``attempt`` (1-based)."""
+        interval = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        return interval + (random.uniform(0, 1) if self.jitter else 0)
+
+
+def _default_cache_key(*args: Any, **kwargs: Any) -> str:
+    from threadloom.checkpoint.serde.keys import stable_key
+
+    return stable_key((args, kwargs))
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """Cache a node's writes by a key derived from its input.
+
+    ``key_func`` turns the node's input into a key (default: a stable hash of the
+    input's serialized form); ``ttl`` is in seconds, ``None`` for no expiry.
+    """
+
+    key_func: Callable[..., str | bytes] = _default_cache_key
+    ttl: int | None = None
+
+
+_DEFAULT_INTERRUPT_ID = "placeholder-id"
+
+
+def interrupt_id(ns: str, answered: int = 0) -> str:
+    """Stable id of the interrupt that fills answer slot ``answered`` of task ``ns``."""
+    return xxh3_128_hexdigest((f"{ns}{NS_SEP}{answered}" if answered else ns).encode())
+
+
+class Interrupt:
+    """A pause raised by a node, waiting for ``Command(resume=...)``.
+
+    ``id`` is stable across re-runs of the same task, so a resume map
+    ``{interrupt.id: answer}`` addresses exactly this pause.
+    """
+
+    __slots__ = ("value", "id")
+
+    def __init__(self, value: Any, id: str = _DEFAULT_INTERRUPT_ID) -> None:
+        self.value = value
+        self.id = id
+
+    @classmethod
+    def from_ns(cls, value: Any, ns: str, answered: int = 0) -> Interrupt:
+        return cls(value=value, id=interrupt_id(ns, answered))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Interrupt) and (self.value, self.id) == (other.value, other.id)
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __repr__(self) -> str:
+        return f"Interrupt(value={self.value!r}, id={self.id!r})"
+
+
+class StateUpdate(NamedTuple):
+    """One update in :meth:`Pregel.bulk_update_state`."""
+
+    values: dict[str, Any] | Any | None
+    as_node: str | None = None
+    task_id: str | None = None
+
+
+class PregelTask(NamedTuple):
+    """A task of a step, as :class:`StateSnapshot` shows it."""
+
+    id: str
+    name: str
+    path: tuple[str | int | tuple, ...]
+    error: Exception | None = None
+    interrupts: tuple[Interrupt, ...] = ()
+    state: None | RunnableConfig | StateSnapshot = None
+    result: Any | None = None
+
+
+class StateSnapshot(NamedTuple):
+    """The state of a thread at the start of a step."""
+
+    values: dict[str, Any] | Any
+    next: tuple[str, ...]
+    config: RunnableConfig
+    metadata: CheckpointMetadata | None
+    created_at: str | None
+    parent_config: RunnableConfig | None
+    tasks: tuple[PregelTask, ...]
+    interrupts: tuple[Interrupt, ...] = ()
+
+
+class Send:
+    """Run ``node`` in the next step with ``arg`` as its input (a PUSH task).
+
+    Used for map-reduce: a conditional edge returns one ``Send`` per item.
+    """
+
+    __slots__ = ("node", "arg")
+
+    def __init__(self, /, node: str, arg: Any) -> None:
+        self.node = node
+        self.arg = arg
+
+    def __hash__(self) -> int:
+        return hash((self.node, repr(self.arg)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Send) and self.node == other.node and self.arg == other.arg
+
+    def __repr__(self) -> str:
+        return f"Send(node={self.node!r}, arg={self.arg!r})"
+
+
+N = TypeVar("N", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command(Generic[N]):
+    """Update state, resume an interrupt and/or choose the next nodes in one value.
+
+    ``graph=Command.PARENT`` sends the command to the closest parent graph.
+    ``resume`` is either one value for the next pending interrupt or a map
+    ``{interrupt_id: value}``.
+    """
+
+    graph: str | None = None
+    update: Any | None = None
+    resume: dict[str, Any] | Any | None = None
+    goto: Send | Sequence[Send | N] | N = ()
+
+    PARENT: ClassVar[Literal["__parent__"]] = "__parent__"
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={value!r}"
+            for name, value in (
+                ("graph", self.graph),
+                ("update", self.update),
+                ("resume", self.resume),
+                ("goto", self.goto),
+            )
+            if value
+        )
+        return f"Command({fields})"
+
+    def _update_as_tuples(self) -> Sequence[tuple[str, Any]]:
+        """The update as (key, value) pairs, whatever shape it was given in."""
+        update = self.update
+        if update is None:
+            return []
+        if isinstance(update, dict):
+            return list(update.items())
+        if isinstance(update, (list, tuple)) and all(
+            isinstance(t, tuple) and len(t) == 2 and isinstance(t[0], str) for t in update
+        ):
+            return list(update)
+        if hasattr(update, "__dataclass_fields__") or hasattr(update, "model_fields"):
+            from threadloom.graph.schema import fields_of  # lazy: graph depends on types
+
+            return [(k, getattr(update, k)) for k in fields_of(type(update))]
+        return [("__root__", update)]
+
+
+class Overwrite:
+    """Write ``value`` to a reducer channel as is, bypassing the reducer."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Overwrite) and self.value == other.value
+
+    def __repr__(self) -> str:
+        return f"Overwrite(value={self.value!r})"
+
+
+def interrupt(value: Any) -> Any:
+    """Pause the current node and surface ``value`` to the caller.
+
+    The first time it runs it raises :class:`~threadloom.errors.GraphInterrupt`;
+    when the thread is resumed with ``Command(resume=answer)`` the node re-runs
+    from its start and this call returns ``answer``. Needs a checkpointer.
+    """
+    from threadloom.pregel.interrupts import interrupt as _interrupt
+
+    return _interrupt(value)
