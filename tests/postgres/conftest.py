@@ -1,0 +1,36 @@
+"""Postgres test fixtures: one private schema per test session, dropped at the end.
+
+Several test runs may share the server, so nothing here touches ``public``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """Remove a test schema and everything in it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def pg_schema(pg_url: str) -> Iterator[str]:
+    """A schema name unique to this test session."""
+    name = f"tl_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    yield name
+    drop_schema(pg_url, name)
+
+
+@pytest.fixture
+def fresh_schema(pg_url: str) -> Iterator[str]:
+    """A schema unique to one test (for migration/setup tests)."""
+    name = f"tl_t_{uuid.uuid4().hex[:12]}"
+    yield name
+    drop_schema(pg_url, name)

@@ -1,0 +1,38 @@
+"""Redis test fixtures: a unique key prefix per test, every key removed afterwards.
+
+Several test runs may share the server, so tests never FLUSHDB.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+redis = pytest.importorskip("redis")
+
+
+def keys_under(client: redis.Redis, prefix: str) -> list[bytes]:
+    """Every key written under ``prefix`` (both ``{prefix:thread}`` and ``{prefix}``)."""
+    found: list[bytes] = []
+    for pattern in (f"{{{prefix}:*", f"{{{prefix}}}*"):
+        found.extend(client.scan_iter(match=pattern, count=1000))
+    return found
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def key_prefix(redis_client: redis.Redis) -> Iterator[str]:
+    """A prefix unique to one test; its keys are deleted afterwards."""
+    prefix = f"tltest-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    leftover = keys_under(redis_client, prefix)
+    if leftover:
+        redis_client.delete(*leftover)
