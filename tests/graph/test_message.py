@@ -1,0 +1,69 @@
+"""add_messages on plain dict messages and on langchain_core objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from threadloom.graph.message import REMOVE_ALL_MESSAGES, RemoveMessage, add_messages
+
+
+def test_append_assigns_ids_without_mutating_inputs() -> None:
+    left = [{"role": "user", "content": "hi"}]
+    out = add_messages(left, {"role": "assistant", "content": "hello"})
+    assert [m["content"] for m in out] == ["hi", "hello"]
+    assert all(m["id"] for m in out)
+    assert "id" not in left[0]
+
+
+def test_shorthands_become_dicts() -> None:
+    out = add_messages([], ["plain", ("ai", "answer")])
+    assert [(m["role"], m["content"]) for m in out] == [("user", "plain"), ("assistant", "answer")]
+
+
+def test_replace_by_id_keeps_position() -> None:
+    left = [
+        {"role": "user", "content": "a", "id": "1"},
+        {"role": "user", "content": "b", "id": "2"},
+    ]
+    out = add_messages(left, [{"role": "user", "content": "A", "id": "1"}])
+    assert [m["content"] for m in out] == ["A", "b"]
+
+
+def test_remove_by_id_and_unknown_id() -> None:
+    left = [
+        {"role": "user", "content": "a", "id": "1"},
+        {"role": "user", "content": "b", "id": "2"},
+    ]
+    assert [m["id"] for m in add_messages(left, RemoveMessage("1"))] == ["2"]
+    with pytest.raises(ValueError, match="doesn't exist \\('9'\\)"):
+        add_messages(left, RemoveMessage("9"))
+
+
+def test_remove_marker_survives_as_plain_dict() -> None:
+    left = [{"role": "user", "content": "a", "id": "1"}]
+    assert add_messages(left, [dict(RemoveMessage("1"))]) == []
+
+
+def test_remove_all_keeps_only_what_follows() -> None:
+    left = [{"role": "user", "content": "a", "id": "1"}]
+    out = add_messages(
+        left, [RemoveMessage(REMOVE_ALL_MESSAGES), {"role": "user", "content": "new", "id": "n"}]
+    )
+    assert out == [{"role": "user", "content": "new", "id": "n"}]
+
+
+def test_langchain_objects_kept_as_objects() -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    left = [lc.HumanMessage("hi", id="1")]
+    out = add_messages(left, [lc.AIMessage("yo", id="2"), lc.HumanMessage("HI", id="1")])
+    assert [type(m).__name__ for m in out] == ["HumanMessage", "AIMessage"]
+    assert out[0].content == "HI"
+    assert add_messages(out, lc.RemoveMessage(id="2")) == [out[0]]
+
+
+def test_matches_langgraph_on_langchain_messages() -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    lg = pytest.importorskip("langgraph.graph.message")
+    left = [lc.HumanMessage("a", id="1"), lc.AIMessage("b", id="2")]
+    right = [lc.AIMessage("B", id="2"), lc.RemoveMessage(id="1"), lc.HumanMessage("c", id="3")]
+    assert add_messages(left, right) == lg.add_messages(left, right)

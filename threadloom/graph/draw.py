@@ -1,0 +1,138 @@
+"""Drawing a StateGraph: its nodes and edges as data, and as Mermaid text.
+
+Built from the builder's declarations, not from running anything, so it works
+for any compiled graph. Conditional edges (branches, ``Command`` destinations)
+are dotted in Mermaid; edges into a join are plain edges from each start.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.constants import END, START
+
+if TYPE_CHECKING:
+    from threadloom.graph.state import StateGraph
+
+__all__ = ["DrawableGraph", "Edge", "Node", "graph_of"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """A drawn node; ``data`` is the runnable (or ``None`` for START/END)."""
+
+    id: str
+    name: str
+    data: Any = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A drawn edge; ``conditional`` edges exist only when a branch picks them."""
+
+    source: str
+    target: str
+    data: str | None = None
+    conditional: bool = False
+
+
+@dataclass
+class DrawableGraph:
+    """What ``CompiledStateGraph.get_graph()`` returns."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+
+    def add_edge(
+        self, source: str, target: str, data: str | None = None, conditional: bool = False
+    ) -> None:
+        edge = Edge(source, target, data, conditional)
+        if edge not in self.edges:
+            self.edges.append(edge)
+
+    def draw_mermaid(self, *, with_styles: bool = True, curve_style: str = "linear") -> str:
+        """Mermaid flowchart text (paste into mermaid.live or a Markdown fence)."""
+        lines: list[str] = []
+        if with_styles:
+            lines += ["---", "config:", "  flowchart:", f"    curve: {curve_style}", "---"]
+        lines.append("graph TD;")
+        for node in self.nodes.values():
+            label = _escape(node.name)
+            if node.id == START:
+                lines.append(f"\t{_safe_id(node.id)}([<p>{label}</p>]):::first")
+            elif node.id == END:
+                lines.append(f"\t{_safe_id(node.id)}([<p>{label}</p>]):::last")
+            else:
+                lines.append(f"\t{_safe_id(node.id)}({label})")
+        for edge in self.edges:
+            src, dst = _safe_id(edge.source), _safe_id(edge.target)
+            if edge.conditional:
+                arrow = f" -. &nbsp;{_escape(edge.data)}&nbsp; .-> " if edge.data else " -.-> "
+            else:
+                arrow = f" -- &nbsp;{_escape(edge.data)}&nbsp; --> " if edge.data else " --> "
+            lines.append(f"\t{src}{arrow}{dst};")
+        if with_styles:
+            lines += [
+                "\tclassDef default fill:#f2f0ff,line-height:1.2",
+                "\tclassDef first fill-opacity:0",
+                "\tclassDef last fill:#bfb6fc",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain-data form: ``{"nodes": [{"id", "name"}], "edges": [{...}]}``."""
+        return {
+            "nodes": [{"id": n.id, "name": n.name} for n in self.nodes.values()],
+            "edges": [
+                {
+                    "source": e.source,
+                    "target": e.target,
+                    "data": e.data,
+                    "conditional": e.conditional,
+                }
+                for e in self.edges
+            ],
+        }
+
+
+def _safe_id(node_id: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", lambda m: f"_{ord(m.group())}_", node_id)
+
+
+def _escape(text: str) -> str:
+    return text.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;") if text else text
+
+
+def graph_of(builder: StateGraph) -> DrawableGraph:
+    """Nodes and edges of a builder, START first and END last."""
+    graph = DrawableGraph()
+    graph.nodes[START] = Node(START, START)
+    for name, spec in builder.nodes.items():
+        graph.nodes[name] = Node(name, name, spec.runnable, spec.metadata)
+    for start, end in sorted(builder.edges):
+        graph.add_edge(start, end)
+    for starts, end in sorted(builder.waiting_edges):
+        for start in starts:
+            graph.add_edge(start, end)
+    for start, branches in builder.branches.items():
+        for branch in branches.values():
+            if branch.ends:
+                for label, end in branch.ends.items():
+                    graph.add_edge(start, end, None if str(label) == end else str(label), True)
+            else:  # unknown targets: any node may follow
+                for end in [*builder.nodes, END]:
+                    if end != start:
+                        graph.add_edge(start, end, conditional=True)
+    for name, spec in builder.nodes.items():
+        if isinstance(spec.ends, dict):
+            for end, label in spec.ends.items():
+                graph.add_edge(name, end, label, True)
+        elif spec.ends:
+            for end in spec.ends:
+                graph.add_edge(name, end, conditional=True)
+    if any(e.target == END for e in graph.edges):
+        graph.nodes[END] = Node(END, END)
+    return graph

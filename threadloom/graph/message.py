@@ -1,0 +1,166 @@
+"""Chat-message state: the ``add_messages`` reducer and ``MessagesState``.
+
+Messages are plain dicts (``{"role": "user", "content": "hi", "id": "..."}``) so
+threadloom needs no LLM library. When the caller uses langchain_core message
+objects they are kept as they are (duck-typed: ``.id`` and ``.type``), so the
+same state works with either; langchain_core is never imported here.
+
+Merging by id is what makes conversations editable: a message whose id is
+already present replaces the old one, ``RemoveMessage(id)`` deletes it and
+``RemoveMessage(REMOVE_ALL_MESSAGES)`` clears the history.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, TypedDict
+
+__all__ = [
+    "REMOVE_ALL_MESSAGES",
+    "AnyMessage",
+    "Messages",
+    "MessagesState",
+    "RemoveMessage",
+    "add_messages",
+]
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+"""Id for ``RemoveMessage`` meaning "drop every message before this one"."""
+
+AnyMessage = Any
+"""A message: a dict with ``role``/``content`` (and ``id``) or a langchain_core message."""
+
+Messages = list[AnyMessage] | AnyMessage
+
+_ROLE_ALIASES = {"human": "user", "ai": "assistant"}
+
+
+class RemoveMessage(dict):
+    """Marker that deletes the message with ``id`` when merged by :func:`add_messages`.
+
+    A dict subclass so it serializes like any message and survives in pending
+    writes; after a round trip it is the plain dict ``{"type": "remove", ...}``,
+    which :func:`add_messages` recognises too.
+    """
+
+    def __init__(self, id: str, **kwargs: Any) -> None:
+        super().__init__(type="remove", role="remove", content="", id=id, **kwargs)
+
+    @property
+    def id(self) -> str:
+        return self["id"]
+
+    def __repr__(self) -> str:
+        return f"RemoveMessage(id={self['id']!r})"
+
+
+def _get_id(message: Any) -> str | None:
+    if isinstance(message, dict):
+        return message.get("id")
+    return getattr(message, "id", None)
+
+
+def _is_remove(message: Any) -> bool:
+    if isinstance(message, dict):
+        return message.get("type") == "remove"
+    return getattr(message, "type", None) == "remove"
+
+
+def _coerce(message: Any) -> Any:
+    """A message in a form the reducer can key by id (dicts copied, objects kept)."""
+    if isinstance(message, RemoveMessage):
+        return message
+    if isinstance(message, dict):
+        out = dict(message)
+        if "role" not in out and "type" in out and out["type"] != "remove":
+            out["role"] = _ROLE_ALIASES.get(out["type"], out["type"])
+        return out
+    if isinstance(message, str):
+        return {"role": "user", "content": message}
+    if isinstance(message, (tuple, list)) and len(message) == 2 and isinstance(message[0], str):
+        role, content = message
+        return {"role": _ROLE_ALIASES.get(role, role), "content": content}
+    if hasattr(message, "content"):
+        return _chunk_to_message(message)
+    raise TypeError(
+        f"cannot use {type(message).__name__} as a chat message: expected a dict with "
+        "'role' and 'content', a (role, content) tuple, a string or a message object"
+    )
+
+
+def _chunk_to_message(message: Any) -> Any:
+    """Streaming chunks (``AIMessageChunk``) become full messages, as LangGraph does."""
+    if type(message).__name__.endswith("Chunk"):
+        try:
+            from langchain_core.messages import message_chunk_to_message
+        except ImportError:  # pragma: no cover - chunks only exist with langchain_core
+            return message
+        return message_chunk_to_message(message)
+    return message
+
+
+def _with_id(message: Any) -> Any:
+    if _get_id(message) is not None:
+        return message
+    new_id = str(uuid.uuid4())
+    if isinstance(message, dict):
+        return {**message, "id": new_id}
+    message.id = new_id  # langchain objects: assigned in place, as LangGraph does
+    return message
+
+
+def _as_list(value: Messages) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    if isinstance(value, tuple) and not (len(value) == 2 and isinstance(value[0], str)):
+        return list(value)
+    return [value]
+
+
+def add_messages(left: Messages, right: Messages) -> list[AnyMessage]:
+    """Merge two message lists by id: append new ones, replace same-id ones.
+
+    Messages without an id get a fresh uuid4. ``RemoveMessage(id)`` deletes
+    the message with that id; ``RemoveMessage(REMOVE_ALL_MESSAGES)`` discards
+    everything before it (``left`` and earlier items of ``right``).
+
+    Raises:
+        ValueError: a ``RemoveMessage`` names an id that is not in the list.
+        TypeError: an item is not something a message can be made from.
+    """
+    left_list = [_with_id(_coerce(m)) for m in _as_list(left)]
+    right_list = [_with_id(_coerce(m)) for m in _as_list(right)]
+    for idx in range(len(right_list) - 1, -1, -1):
+        m = right_list[idx]
+        if _is_remove(m) and _get_id(m) == REMOVE_ALL_MESSAGES:
+            return right_list[idx + 1 :]
+    merged = list(left_list)
+    position = {_get_id(m): i for i, m in enumerate(merged)}
+    removed: set[str] = set()
+    for m in right_list:
+        mid = _get_id(m)
+        existing = position.get(mid)
+        if existing is not None:
+            if _is_remove(m):
+                removed.add(mid)  # type: ignore[arg-type]
+            else:
+                removed.discard(mid)  # type: ignore[arg-type]
+                merged[existing] = m
+        elif _is_remove(m):
+            raise ValueError(
+                f"Attempting to delete a message with an ID that doesn't exist ('{mid}')"
+            )
+        else:
+            position[mid] = len(merged)
+            merged.append(m)
+    if removed:
+        merged = [m for m in merged if _get_id(m) not in removed]
+    return merged
+
+
+class MessagesState(TypedDict):
+    """State with one ``messages`` key merged by :func:`add_messages`; subclass to add keys."""
+
+    messages: Annotated[list[AnyMessage], add_messages]

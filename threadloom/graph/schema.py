@@ -1,0 +1,242 @@
+"""State schemas: which keys a graph has and how each key merges updates.
+
+A schema is a TypedDict, a dataclass, a pydantic v2 model or any class with
+annotations. Each annotated field becomes one channel named after the field:
+
+- ``Annotated[T, reducer]`` (``reducer(old, new) -> merged``) ->
+  ``BinaryOperatorAggregate`` so parallel writes are folded, not rejected;
+- ``Annotated[T, SomeChannel(...)]`` or ``Annotated[T, SomeChannelClass]`` -> that channel;
+- anything else -> ``LastValue`` (one write per step).
+
+A schema without annotations (``StateGraph(list)``) is a single ``__root__`` channel.
+
+Parsing (:func:`parse_schema`) is pure and does not import the runtime; only
+:func:`channels_for` builds channel objects. The channel names are exactly
+LangGraph's, so checkpoints of the same graph are comparable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import sys
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args, get_origin, get_type_hints
+
+import typing_extensions
+
+__all__ = [
+    "ROOT",
+    "FieldSpec",
+    "channels_for",
+    "coerce_state",
+    "fields_of",
+    "is_pydantic_model",
+    "needs_coercion",
+    "parse_schema",
+    "schema_types",
+    "strip_annotated",
+]
+
+ROOT = "__root__"
+"""Channel name used when the whole state is one value (schema without fields)."""
+
+_WRAPPERS: set[Any] = {typing.ClassVar}
+for _module in (typing, typing_extensions):
+    for _name in ("Required", "NotRequired", "ReadOnly"):
+        if hasattr(_module, _name):
+            _WRAPPERS.add(getattr(_module, _name))
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One state key as declared: its type, and how updates to it are merged."""
+
+    name: str
+    annotation: Any
+    """The declared annotation, ``Annotated[...]`` and all."""
+    type: Any
+    """The value type with ``Annotated``/``Required``/``NotRequired`` removed."""
+    reducer: Callable[[Any, Any], Any] | None = None
+    channel: Any = None
+    """An explicit channel instance or class from ``Annotated`` metadata."""
+
+
+def is_pydantic_model(cls: Any) -> bool:
+    """True for a pydantic v2 ``BaseModel`` subclass (without importing pydantic)."""
+    return inspect.isclass(cls) and hasattr(cls, "model_fields") and hasattr(cls, "model_validate")
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Drop ``Required``/``NotRequired``/``ReadOnly`` wrappers around an annotation."""
+    while get_origin(annotation) in _WRAPPERS:
+        annotation = get_args(annotation)[0]
+    return annotation
+
+
+def strip_annotated(annotation: Any) -> Any:
+    """The bare type of an annotation: no ``Annotated`` metadata, no wrappers."""
+    annotation = _unwrap(annotation)
+    while hasattr(annotation, "__metadata__"):
+        annotation = _unwrap(annotation.__origin__)
+    return annotation
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    try:
+        return get_type_hints(cls, include_extras=True)
+    except Exception:  # forward refs that cannot resolve: fall back to raw annotations
+        hints: dict[str, Any] = {}
+        for base in reversed(getattr(cls, "__mro__", (cls,))):
+            hints.update(getattr(base, "__annotations__", {}) or {})
+        if module is not None:
+            ns = vars(module)
+            hints = {k: ns.get(v, v) if isinstance(v, str) else v for k, v in hints.items()}
+        return hints
+
+
+def fields_of(cls: Any) -> dict[str, Any]:
+    """Field name -> annotation (with ``Annotated`` extras) of a state class, in order.
+
+    Works for TypedDicts, dataclasses, pydantic v2 models and plain annotated
+    classes; returns ``{}`` for types without annotations (``list``, ``int``).
+    ``ClassVar`` fields and pydantic private attributes are not fields.
+    """
+    if not inspect.isclass(cls) or not _has_annotations(cls):
+        return {}
+    hints = _type_hints(cls)
+    if is_pydantic_model(cls):
+        names = list(cls.model_fields)
+    elif dataclasses.is_dataclass(cls):
+        names = [f.name for f in dataclasses.fields(cls)]
+    else:
+        names = [k for k, v in hints.items() if get_origin(v) is not typing.ClassVar]
+    return {name: hints.get(name, Any) for name in names if name != "__slots__"}
+
+
+def _has_annotations(cls: type) -> bool:
+    return any(getattr(base, "__annotations__", None) for base in cls.__mro__ if base is not object)
+
+
+def _is_channel(item: Any) -> bool:
+    try:
+        from threadloom.channels.base import BaseChannel
+    except ImportError:  # runtime not importable: only reducers can be parsed
+        return False
+    return isinstance(item, BaseChannel) or (
+        inspect.isclass(item) and issubclass(item, BaseChannel)
+    )
+
+
+def _reducer_arity_ok(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature (operator.add has one)
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) == 2
+
+
+def _field_spec(name: str, annotation: Any) -> FieldSpec:
+    bare = strip_annotated(annotation)
+    inner = _unwrap(annotation)
+    metadata = getattr(inner, "__metadata__", ())
+    for item in metadata:
+        if _is_channel(item):
+            return FieldSpec(name, annotation, bare, channel=item)
+    if metadata and callable(metadata[-1]) and not inspect.isclass(metadata[-1]):
+        reducer = metadata[-1]
+        if not _reducer_arity_ok(reducer):
+            raise ValueError(
+                f"invalid reducer for state key {name!r}: expected a function (a, b) -> c, "
+                f"got {reducer!r} with signature {inspect.signature(reducer)}"
+            )
+        return FieldSpec(name, annotation, bare, reducer=reducer)
+    return FieldSpec(name, annotation, bare)
+
+
+def parse_schema(schema: Any) -> dict[str, FieldSpec]:
+    """Every state key a schema declares, with its reducer or explicit channel.
+
+    Raises:
+        ValueError: a reducer that does not take exactly two positional arguments.
+    """
+    fields = fields_of(schema)
+    if not fields:
+        return {ROOT: _field_spec(ROOT, schema)}
+    return {name: _field_spec(name, ann) for name, ann in fields.items()}
+
+
+def channels_for(specs: dict[str, FieldSpec]) -> dict[str, Any]:
+    """One fresh channel object per state key (needs ``threadloom.channels``)."""
+    from threadloom.channels import BinaryOperatorAggregate, LastValue
+
+    out: dict[str, Any] = {}
+    for name, spec in specs.items():
+        if spec.channel is not None:
+            channel = spec.channel(spec.type) if inspect.isclass(spec.channel) else spec.channel
+        elif spec.reducer is not None:
+            channel = BinaryOperatorAggregate(spec.type, spec.reducer)
+        else:
+            channel = LastValue(spec.type)
+        if hasattr(channel, "key"):
+            try:
+                channel.key = name
+            except AttributeError:  # a channel with a read-only key
+                pass
+        out[name] = channel
+    return out
+
+
+def same_channel(a: Any, b: Any) -> bool:
+    """Whether two channels for the same key behave alike (same kind and reducer)."""
+    if type(a) is not type(b):
+        return False
+    op_a, op_b = getattr(a, "operator", None), getattr(b, "operator", None)
+    return op_a is op_b or op_a == op_b
+
+
+def needs_coercion(schema: Any) -> bool:
+    """Whether nodes reading this schema get an instance rather than a dict."""
+    return inspect.isclass(schema) and (
+        dataclasses.is_dataclass(schema) or is_pydantic_model(schema)
+    )
+
+
+def coerce_state(schema: Any, values: dict[str, Any]) -> Any:
+    """Turn the dict of channel values into the schema class a node expects."""
+    return schema(**values)
+
+
+def schema_types(tp: Any, _seen: set[int] | None = None) -> set[type]:
+    """User classes reachable from a schema's annotations (for the serde allowlist).
+
+    Walks ``Annotated``, unions, generics and nested dataclass/pydantic fields;
+    builtins and typing constructs are skipped.
+    """
+    seen = _seen if _seen is not None else set()
+    if id(tp) in seen:
+        return set()
+    seen.add(id(tp))
+    found: set[type] = set()
+    tp = strip_annotated(tp)
+    for arg in get_args(tp):
+        found |= schema_types(arg, seen)
+    if not inspect.isclass(tp) or get_origin(tp) is not None:
+        return found
+    if tp.__module__ in ("builtins", "typing", "collections.abc", "typing_extensions"):
+        return found
+    if dataclasses.is_dataclass(tp) or is_pydantic_model(tp) or _is_enum(tp):
+        found.add(tp)
+    for ann in fields_of(tp).values():
+        found |= schema_types(ann, seen)
+    return found
+
+
+def _is_enum(tp: type) -> bool:
+    import enum
+
+    return issubclass(tp, enum.Enum)
