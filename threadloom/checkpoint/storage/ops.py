@@ -1,0 +1,348 @@
+"""Backend-neutral storage operations: the contract between flows and executors.
+
+Everything a saver decides (row mapping, content addressing, list deltas,
+reference counting, retention) is written once, in :mod:`.flows`, as
+generators. A flow *yields* one of the operations below and is *sent* its
+result, exactly like httpx's ``auth_flow`` or psycopg's generators. A backend
+only implements an executor: one small function per operation, sync or async,
+that runs the operation against its store and returns the documented result.
+
+Rules every executor follows
+----------------------------
+* The driver (:mod:`.drive`) runs a whole flow inside ONE transaction
+  (``write=True`` flows take the write lock up front: SQLite ``BEGIN
+  IMMEDIATE``, Postgres a normal transaction). Operations never commit.
+* Hashes are 16-byte ``bytes`` (blake2b-128 of ``tag + b"\\0" + data``).
+  ``hashes``/``children`` fields pack several hashes back to back (``len`` is a
+  multiple of 16, repeats allowed: every occurrence holds one reference).
+* Rows are NamedTuples whose field order is the column order of the reference
+  (SQLite) schema, so ``executemany(sql, rows)`` works directly.
+* Results are plain lists/dicts of rows; an executor never returns backend
+  cursor objects (flows may run after the executor moved on).
+
+Reference counting (``blobs.refs``)
+-----------------------------------
+A blob is held by (a) every occurrence of its hash in a ref row's ``hashes``
+and (b) every occurrence in another blob's ``children`` (list manifests hold
+their segments). ``SaveCheckpoint`` adds (a) for the ref rows it inserts;
+flows add (b) and every decrement through :class:`AdjustRefcounts`, then call
+:class:`DropUnreferenced`, so a deleted thread leaves no orphan blob behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = [
+    "HASH_SIZE",
+    "KIND_INLINE",
+    "KIND_BLOB",
+    "KIND_LIST",
+    "CheckpointRow",
+    "RefRow",
+    "BlobRow",
+    "WriteRow",
+    "SaveResult",
+    "StatsResult",
+    "Op",
+    "GetCheckpoint",
+    "ListCheckpoints",
+    "FindRunCheckpoints",
+    "LoadRefs",
+    "LoadThreadRefs",
+    "LoadBlobs",
+    "LoadWrites",
+    "SaveCheckpoint",
+    "SaveWrites",
+    "InsertRows",
+    "AdjustRefcounts",
+    "DropUnreferenced",
+    "DeleteCheckpoints",
+    "DeleteRefs",
+    "CollectStats",
+]
+
+HASH_SIZE = 16
+
+KIND_INLINE = 0
+"""Ref row holds the value itself: ``tag`` + ``data`` (small values, ``"empty"``)."""
+KIND_BLOB = 1
+"""Ref row points at one blob (``hashes`` = that hash) holding the whole value."""
+KIND_LIST = 2
+"""Ref row is a list stored as chunks: ``data`` = manifest hash (or ``b""``),
+``hashes`` = manifest hash (if any) + tail chunk hashes, ``length`` = item count."""
+
+
+# -- rows -------------------------------------------------------------------
+
+
+class CheckpointRow(NamedTuple):
+    """One checkpoint without its channel values.
+
+    ``data`` is the serializer's output for the checkpoint *body* (versions,
+    versions_seen, ts, ...), ``metadata`` is JSON text (filterable), ``run_id``
+    is copied out of the metadata so ``delete_for_runs`` can use an index.
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    tag: str
+    data: bytes
+    metadata: str
+    run_id: str | None
+
+
+class RefRow(NamedTuple):
+    """Where the value of ``channel`` at ``version`` lives, for one thread/namespace.
+
+    Keyed by ``(thread_id, checkpoint_ns, channel, version)``; ``version`` is the
+    compact text form from :func:`threadloom.checkpoint.storage.rows.version_key`.
+    ``logical`` is the size the value would take stored in full (for stats).
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    channel: str
+    version: str
+    kind: int
+    tag: str
+    data: bytes
+    hashes: bytes
+    length: int
+    logical: int
+
+
+class BlobRow(NamedTuple):
+    """Content-addressed bytes shared by every ref (any thread) holding them.
+
+    ``children`` packs the hashes this blob itself holds (a list manifest holds
+    its sealed segments); ``b""`` for plain values and chunks.
+    """
+
+    hash: bytes
+    tag: str
+    data: bytes
+    children: bytes
+
+
+class WriteRow(NamedTuple):
+    """One pending write of a task against a checkpoint."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    idx: int
+    channel: str
+    tag: str
+    value: bytes
+    task_path: str
+
+
+class SaveResult(NamedTuple):
+    """What :class:`SaveCheckpoint` actually inserted.
+
+    ``new_blobs``: hashes that did not exist before (so the flow adds their
+    children's references). ``inserted_refs``: one bool per ref row given, False
+    when a row with that key already existed (first write wins; no reference
+    was added for it).
+    """
+
+    new_blobs: frozenset[bytes]
+    inserted_refs: tuple[bool, ...]
+
+
+class StatsResult(NamedTuple):
+    """Raw aggregates for :meth:`BaseCheckpointSaver.stats`.
+
+    ``blob_bytes`` counts each distinct blob once (what is really stored),
+    ``per_channel`` maps channel -> (ref rows, logical bytes, inline bytes),
+    ``threads_bytes`` maps thread -> checkpoint + write + inline bytes
+    (only the largest ``top`` threads).
+    """
+
+    checkpoints: int
+    writes: int
+    threads: int
+    refs: int
+    blobs: int
+    checkpoint_bytes: int
+    write_bytes: int
+    inline_bytes: int
+    blob_bytes: int
+    logical_bytes: int
+    per_channel: dict[str, tuple[int, int, int]]
+    threads_bytes: dict[str, int]
+
+
+# -- operations -------------------------------------------------------------
+
+
+class Op:
+    """Base of every operation (executors dispatch on the concrete type)."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GetCheckpoint(Op):
+    """-> ``CheckpointRow | None``: the row with ``checkpoint_id``, or the latest
+    (greatest ``checkpoint_id``) of the thread/namespace when it is None."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ListCheckpoints(Op):
+    """-> ``list[CheckpointRow]`` ordered by ``(checkpoint_id, thread_id,
+    checkpoint_ns)`` DESC.
+
+    ``thread_id``/``checkpoint_ns`` None = any. ``filter``: pairs
+    ``(key, json_value)``, each meaning ``metadata[key] == json_value`` where
+    ``json_value`` is the value's JSON text (keys are pre-validated against
+    ``^[A-Za-z0-9_.-]+$``; bind values as parameters). ``before``: only ids
+    ``< before``. ``after``: keyset cursor, only rows strictly after this
+    ``(checkpoint_id, thread_id, checkpoint_ns)`` in the order above.
+    ``limit`` None = all.
+    """
+
+    thread_id: str | None
+    checkpoint_ns: str | None
+    filter: tuple[tuple[str, str], ...] = ()
+    before: str | None = None
+    after: tuple[str, str, str] | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FindRunCheckpoints(Op):
+    """-> ``list[CheckpointRow]`` whose ``run_id`` is in ``run_ids`` (any thread)."""
+
+    run_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadRefs(Op):
+    """-> ``list[RefRow]`` for the given ``(channel, version_key)`` pairs of one
+    thread/namespace (missing keys are simply absent)."""
+
+    thread_id: str
+    checkpoint_ns: str
+    keys: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadThreadRefs(Op):
+    """-> ``list[RefRow]``: every ref row of a thread (one namespace, or all
+    when ``checkpoint_ns`` is None)."""
+
+    thread_id: str
+    checkpoint_ns: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBlobs(Op):
+    """-> ``dict[bytes, BlobRow]`` for the hashes that exist."""
+
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadWrites(Op):
+    """-> ``list[WriteRow]`` of the given checkpoints (any order; flows sort).
+
+    ``checkpoint_ids`` None = every write of the thread (``checkpoint_ns`` None =
+    every namespace).
+    """
+
+    thread_id: str
+    checkpoint_ns: str | None
+    checkpoint_ids: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class SaveCheckpoint(Op):
+    """-> :class:`SaveResult`. Atomically, in this order:
+
+    1. insert each blob unless its hash exists (``refs`` starts at 0);
+    2. insert each ref row unless its key exists; for each inserted row add one
+       reference per hash occurrence in ``row.hashes``;
+    3. insert or replace the checkpoint row (``row`` may be None: refs only).
+    """
+
+    row: CheckpointRow | None
+    refs: tuple[RefRow, ...]
+    blobs: tuple[BlobRow, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SaveWrites(Op):
+    """-> None. ``upsert`` True: insert or replace on ``(thread, ns, checkpoint,
+    task_id, idx)``; False: insert or ignore (the first write wins)."""
+
+    rows: tuple[WriteRow, ...]
+    upsert: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InsertRows(Op):
+    """-> None. Bulk insert-or-replace (copy_thread); refcounts are NOT touched
+    (the flow follows with :class:`AdjustRefcounts`)."""
+
+    checkpoints: tuple[CheckpointRow, ...] = ()
+    refs: tuple[RefRow, ...] = ()
+    writes: tuple[WriteRow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AdjustRefcounts(Op):
+    """-> None. ``refs += delta`` for each ``(hash, delta)`` (hashes are unique
+    in ``deltas``; unknown hashes are ignored)."""
+
+    deltas: tuple[tuple[bytes, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DropUnreferenced(Op):
+    """-> ``list[BlobRow]``: deletes the blobs among ``hashes`` whose ``refs``
+    is <= 0 and returns them (the flow then releases their ``children``)."""
+
+    hashes: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteCheckpoints(Op):
+    """-> int (checkpoints deleted). Deletes checkpoint rows AND their writes.
+
+    ``checkpoint_ids`` None = all of the thread; ``checkpoint_ns`` None = every
+    namespace (only allowed with ``checkpoint_ids`` None).
+    """
+
+    thread_id: str
+    checkpoint_ns: str | None
+    checkpoint_ids: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRefs(Op):
+    """-> None. Deletes ref rows (no refcount change: flows adjust first).
+
+    ``keys`` None = every ref of the thread (``checkpoint_ns`` None = every ns).
+    """
+
+    thread_id: str
+    checkpoint_ns: str | None
+    keys: tuple[tuple[str, str], ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class CollectStats(Op):
+    """-> :class:`StatsResult` for one thread, or the whole store when None."""
+
+    thread_id: str | None
+    top: int = 10
