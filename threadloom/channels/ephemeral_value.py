@@ -1,0 +1,59 @@
+"""``EphemeralValue``: a value that lives for exactly one step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.errors import InvalidUpdateError
+
+__all__ = ["EphemeralValue"]
+
+
+class EphemeralValue(BaseChannel):
+    """Holds the value written in the previous step; an empty update clears it.
+
+    Used for ``__start__`` and ``branch:to:<node>`` trigger channels.
+    ``guard=True`` rejects two writes in one step.
+    """
+
+    __slots__ = ("value", "guard")
+
+    def __init__(self, typ: Any = None, guard: bool = True, key: str = "") -> None:
+        super().__init__(typ, key)
+        self.guard = guard
+        self.value: Any = MISSING
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EphemeralValue) and other.guard == self.guard
+
+    def from_checkpoint(self, checkpoint: Any) -> EphemeralValue:
+        new = type(self)(self.typ, self.guard, self.key)
+        if checkpoint is not MISSING:
+            new.value = checkpoint
+        return new
+
+    def update(self, values: Sequence[Any]) -> bool:
+        if not values:
+            if self.value is not MISSING:
+                self.value = MISSING
+                return True
+            return False
+        if len(values) != 1 and self.guard:
+            raise InvalidUpdateError(
+                f"At key {self.key!r}: EphemeralValue(guard=True) can receive only one value per step"
+            )
+        self.value = values[-1]
+        return True
+
+    def get(self) -> Any:
+        if self.value is MISSING:
+            raise self._empty()
+        return self.value
+
+    def is_available(self) -> bool:
+        return self.value is not MISSING
+
+    def checkpoint(self) -> Any:
+        return self.value

@@ -1,0 +1,62 @@
+"""[4] Channels <-> checkpoints (pure).
+
+``channels_from_checkpoint`` rebuilds live channels from a stored checkpoint;
+``create_checkpoint`` (in :mod:`threadloom.checkpoint.base`) goes the other way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.checkpoint.base import (
+    Checkpoint,
+    copy_checkpoint,
+    create_checkpoint,
+    empty_checkpoint,
+)
+from threadloom.constants import TASKS
+
+__all__ = [
+    "channels_from_checkpoint",
+    "copy_checkpoint",
+    "create_checkpoint",
+    "empty_checkpoint",
+    "get_new_channel_versions",
+    "migrate_checkpoint",
+]
+
+
+def channels_from_checkpoint(
+    specs: Mapping[str, BaseChannel], checkpoint: Mapping[str, Any]
+) -> dict[str, BaseChannel]:
+    """Fresh channels for ``specs``, holding ``checkpoint``'s values (specs are never mutated)."""
+    values = checkpoint["channel_values"]
+    channels: dict[str, BaseChannel] = {}
+    for name, spec in specs.items():
+        channel = spec.from_checkpoint(values.get(name, MISSING))
+        channel.key = name
+        channels[name] = channel
+    return channels
+
+
+def get_new_channel_versions(
+    previous: Mapping[str, Any], current: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The versions in ``current`` that differ from ``previous``: what a put must store."""
+    if not previous:
+        return dict(current)
+    null = type(next(iter(current.values()), ""))() if current else ""
+    return {k: v for k, v in current.items() if v > previous.get(k, null)}
+
+
+def migrate_checkpoint(checkpoint: Checkpoint) -> None:
+    """Upgrade a v<4 checkpoint in place: ``pending_sends`` move into ``__pregel_tasks``."""
+    if checkpoint["v"] >= 4:
+        return
+    sends = checkpoint.pop("pending_sends", None)  # type: ignore[misc]
+    if sends:
+        checkpoint["channel_values"][TASKS] = list(sends)
+        versions = checkpoint["channel_versions"]
+        versions[TASKS] = max(versions.values()) if versions else 1

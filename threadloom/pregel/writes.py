@@ -1,0 +1,170 @@
+"""[3] Applying a step's writes to channels and versions (pure, no I/O).
+
+``apply_writes`` is the one place channel versions move: every channel changed
+in a step gets the same new version (``get_next_version`` of the current
+maximum), tasks' triggers are marked seen and consumed, and channels nobody
+wrote get an empty update (so ephemeral ones clear). Tasks are applied in
+task-path order, so the result does not depend on which task finished first.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from threadloom.channels.base import BaseChannel
+from threadloom.constants import (
+    ERROR,
+    ERROR_SOURCE_NODE,
+    INTERRUPT,
+    NO_WRITES,
+    NULL_TASK_ID,
+    PUSH,
+    RESERVED,
+    RESUME,
+    RETURN,
+)
+from threadloom.pregel.ids import task_path_str
+from threadloom.types import Interrupt
+
+__all__ = [
+    "CONTROL_WRITES",
+    "TaskStatus",
+    "apply_writes",
+    "increment",
+    "read_task_statuses",
+]
+
+logger = logging.getLogger("threadloom.pregel")
+
+CONTROL_WRITES = frozenset((ERROR, ERROR_SOURCE_NODE, INTERRUPT, RESUME))
+"""Writes that say what happened to a task rather than what it produced."""
+_NOT_APPLIED = frozenset((NO_WRITES, PUSH, RESUME, INTERRUPT, RETURN, ERROR, ERROR_SOURCE_NODE))
+
+
+def increment(current: int | None, channel: Any = None) -> int:
+    """Version function used when there is no checkpointer: plain integers."""
+    return current + 1 if current is not None else 1
+
+
+def apply_writes(
+    checkpoint: dict[str, Any],
+    channels: Mapping[str, BaseChannel],
+    tasks: Iterable[Any],
+    get_next_version: Callable[[Any, Any], Any] | None,
+    trigger_to_nodes: Mapping[str, Sequence[str]],
+) -> set[str]:
+    """Apply ``tasks``' writes to ``channels``, bumping versions in ``checkpoint``.
+
+    Args:
+        checkpoint: mutated in place (``channel_versions``, ``versions_seen``).
+        channels: mutated in place.
+        tasks: objects with ``path``, ``name``, ``writes``, ``triggers``.
+        get_next_version: ``None`` applies values without moving versions.
+        trigger_to_nodes: channel -> nodes it triggers; decides when to ``finish()``.
+
+    Returns:
+        The channels updated in this step (available ones only).
+
+    Raises:
+        InvalidUpdateError: a channel rejected its writes (two values for a LastValue).
+    """
+    tasks = sorted(tasks, key=lambda t: task_path_str(t.path[:3]))
+    bump_step = any(t.triggers for t in tasks)
+    versions = checkpoint["channel_versions"]
+    seen_all = checkpoint["versions_seen"]
+    for task in tasks:
+        if task.triggers:
+            seen = seen_all.setdefault(task.name, {})
+            for chan in task.triggers:
+                if chan in versions:
+                    seen[chan] = versions[chan]
+    next_version = (
+        None
+        if get_next_version is None
+        else get_next_version(max(versions.values()) if versions else None, None)
+    )
+    consumed = {
+        chan
+        for task in tasks
+        for chan in task.triggers
+        if chan not in RESERVED and chan in channels
+    }
+    for chan in consumed:
+        if channels[chan].consume() and next_version is not None:
+            versions[chan] = next_version
+    by_channel: dict[str, list[Any]] = {}
+    for task in tasks:
+        for chan, value in task.writes:
+            if chan in _NOT_APPLIED:
+                continue
+            if chan in channels:
+                by_channel.setdefault(chan, []).append(value)
+            else:
+                logger.warning(
+                    "Task %s with path %s wrote to unknown channel %s, ignoring it.",
+                    task.name,
+                    task.path,
+                    chan,
+                )
+    updated: set[str] = set()
+    for chan, values in by_channel.items():
+        channel = channels[chan]
+        if channel.update(values) and next_version is not None:
+            versions[chan] = next_version
+            if channel.is_available():
+                updated.add(chan)
+    if bump_step:
+        for chan, channel in channels.items():
+            if chan not in updated and channel.is_available():
+                if channel.update(()) and next_version is not None:
+                    versions[chan] = next_version
+                    if channel.is_available():
+                        updated.add(chan)
+        if updated.isdisjoint(trigger_to_nodes):
+            for chan, channel in channels.items():
+                if channel.finish() and next_version is not None:
+                    versions[chan] = next_version
+                    if channel.is_available():
+                        updated.add(chan)
+    return updated
+
+
+class TaskStatus(NamedTuple):
+    """What the pending writes say about one task."""
+
+    output: tuple[tuple[str, Any], ...] = ()
+    interrupts: tuple[Interrupt, ...] = ()
+    error: BaseException | None = None
+
+    @property
+    def finished(self) -> bool:
+        """A task finished iff it recorded an output write (``__no_writes__`` counts)."""
+        return bool(self.output)
+
+    @property
+    def pending_interrupts(self) -> tuple[Interrupt, ...]:
+        """Interrupts still waiting for an answer (none once the task finished)."""
+        return () if self.output else self.interrupts
+
+
+def read_task_statuses(pending_writes: Iterable[Sequence[Any]]) -> dict[str, TaskStatus]:
+    """Status of every task with recorded writes (NULL_TASK_ID writes are input, skipped)."""
+    output: dict[str, list[tuple[str, Any]]] = {}
+    interrupts: dict[str, list[Any]] = {}
+    errors: dict[str, BaseException] = {}
+    for tid, chan, value in pending_writes:
+        if tid == NULL_TASK_ID:
+            continue
+        output.setdefault(tid, [])
+        if chan == INTERRUPT:
+            interrupts.setdefault(tid, []).extend(value if isinstance(value, Sequence) else [value])
+        elif chan == ERROR:
+            errors.setdefault(tid, value)
+        elif chan not in CONTROL_WRITES:
+            output[tid].append((chan, value))
+    return {
+        tid: TaskStatus(tuple(out), tuple(interrupts.get(tid, ())), errors.get(tid))
+        for tid, out in output.items()
+    }
