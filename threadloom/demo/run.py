@@ -140,7 +140,7 @@ def scene_crash(graph: Any, saver: Any, config: dict[str, Any], db: str) -> None
         [sys.executable, "-m", "threadloom.demo.crash", db, THREAD, "Could you also check #A1002?"],
         env={**os.environ, "THREADLOOM_DEMO_HANG": "1"},
     )
-    say('  worker (pid %d) user: "Could you also check #A1002?"' % child.pid)
+    say(f'  worker (pid {child.pid}) user: "Could you also check #A1002?"')
     saved = _wait_for_write(saver, config, "orders", child)
     child.kill()
     child.wait()
