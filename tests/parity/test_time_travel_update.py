@@ -1,0 +1,318 @@
+"""Parity: update_state / bulk_update_state, forks and their errors, as in LangGraph 1.2.22."""
+
+from __future__ import annotations
+
+import importlib.util
+import operator
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from typing_extensions import TypedDict
+
+
+def _helpers() -> Any:
+    name = "threadloom_parity_helpers"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("helpers.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+h = _helpers()
+CFG = {"configurable": {"thread_id": "t1"}}
+
+
+class State(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+class Plain(TypedDict, total=False):
+    topic: str
+    count: int
+
+
+def appender(tag: str, log: list[str] | None = None):
+    def node(state: State) -> dict:
+        if log is not None:
+            log.append(tag)
+        return {"value": [tag]}
+
+    return node
+
+
+def chain(lib, saver, *names: str, log=None, ask: tuple[str, ...] = ()):
+    builder = lib.StateGraph(State)
+    for name in names:
+        if name in ask:
+
+            def node(state: State, _name=name) -> dict:
+                return {"value": [f"{_name}:{lib.interrupt(_name + '?')}"]}
+
+            builder.add_node(name, node)
+        else:
+            builder.add_node(name, appender(name, log))
+    builder.add_edge(lib.START, names[0])
+    for a, b in zip(names, names[1:]):
+        builder.add_edge(a, b)
+    return builder.compile(checkpointer=saver)
+
+
+def history(graph, config=CFG, **kwargs) -> list:
+    return list(graph.get_state_history(config, **kwargs))
+
+
+# -- update_state on the latest checkpoint --------------------------------------------
+
+
+def sc_update_latest(lib, saver, durability):
+    log: list[str] = []
+    graph = chain(lib, saver, "a", "b", ask=("b",), log=log)
+    graph.invoke({"value": ["in"]}, CFG, **h.kw(durability))
+    obs = [("inferred", graph.update_state(CFG, {"value": ["patched"]}))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("explicit", graph.update_state(CFG, {"value": ["as-b"]}, as_node="b")))
+    obs.append(("after as b", graph.get_state(CFG)))
+    obs.append(("unknown", h.raises(lambda: graph.update_state(CFG, {}, as_node="zzz"), lib)))
+    obs.append(("continue", graph.invoke(None, CFG, **h.kw(durability))))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_update_latest(saver: str, durability: str) -> None:
+    h.run_parity(sc_update_latest, saver, durability)
+
+
+def sc_update_fresh_thread(lib, saver, durability):
+    graph = chain(lib, saver, "a", "b")
+    obs = [("update fresh", graph.update_state(CFG, {"value": ["seed"]}))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("run", graph.invoke(None, CFG)))
+    obs.append(("history", history(graph)))
+    cfg2 = {"configurable": {"thread_id": "t2"}}
+    obs.append(("as a fresh", graph.update_state(cfg2, {"value": ["x"]}, as_node="a")))
+    obs.append(("state2", graph.get_state(cfg2)))
+    obs.append(("run2", graph.invoke(None, cfg2)))
+    return obs
+
+
+def test_update_fresh_thread() -> None:
+    h.run_parity(sc_update_fresh_thread)
+
+
+def sc_ambiguous_update(lib, saver, durability):
+    graph = (
+        lib.StateGraph(State)
+        .add_node("x", appender("x"))
+        .add_node("y", appender("y"))
+        .add_node("z", appender("z"))
+        .add_edge(lib.START, "x")
+        .add_edge(lib.START, "y")
+        .add_edge(["x", "y"], "z")
+        .compile(checkpointer=saver, interrupt_before=["z"])
+    )
+    graph.invoke({"value": []}, CFG)
+    obs = [("ambiguous", h.raises(lambda: graph.update_state(CFG, {"value": ["?"]}), lib))]
+    obs.append(("as y", graph.update_state(CFG, {"value": ["y2"]}, as_node="y")))
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("finish", graph.invoke(None, CFG)))
+    return obs
+
+
+def test_ambiguous_update_needs_as_node() -> None:
+    h.run_parity(sc_ambiguous_update)
+
+
+def sc_update_as_input_copy_end(lib, saver, durability):
+    graph = chain(lib, saver, "a", "b", "c")
+    obs = [("input fresh", graph.update_state(CFG, {"value": ["i"]}, as_node="__input__"))]
+    obs.append(("s0", graph.get_state(CFG)))
+    obs.append(("run", graph.invoke(None, CFG)))
+    obs.append(("input again", graph.update_state(CFG, {"value": ["j"]}, as_node="__input__")))
+    obs.append(("s1", graph.get_state(CFG)))
+    before_b = next(s for s in history(graph) if s.next == ("b",))
+    obs.append(("copy", graph.update_state(before_b.config, None, as_node="__copy__")))
+    obs.append(("s2", graph.get_state(CFG)))
+    obs.append(("run copy", graph.invoke(None, CFG)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_update_as_input_and_copy(saver: str) -> None:
+    h.run_parity(sc_update_as_input_copy_end, saver)
+
+
+def sc_update_as_end(lib, saver, durability):
+    graph = chain(lib, saver, "a", "b", "c", ask=("b",))
+    graph.invoke({"value": []}, CFG)
+    obs = [("end", graph.update_state(CFG, None, as_node=lib.END))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("invoke", graph.invoke(None, CFG)))
+    obs.append(
+        (
+            "end values",
+            h.raises(lambda: graph.update_state(CFG, {"value": ["e"]}, as_node=lib.END), lib),
+        )
+    )
+    obs.append(("history", history(graph)))
+    return obs
+
+
+def test_update_as_end_clears_tasks() -> None:
+    h.run_parity(sc_update_as_end)
+
+
+def sc_update_with_conditional_edge(lib, saver, durability):
+    """update_state runs the node's writers: its conditional edge picks the next node."""
+
+    def route(state: State) -> str:
+        return "yes" if "go" in state["value"] else "no"
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("decide", appender("decide"))
+        .add_node("yes", appender("yes"))
+        .add_node("no", appender("no"))
+        .add_edge(lib.START, "decide")
+        .add_conditional_edges("decide", route, ["yes", "no"])
+        .compile(checkpointer=saver, interrupt_before=["yes", "no"])
+    )
+    graph.invoke({"value": []}, CFG)
+    obs = [("state", graph.get_state(CFG))]
+    obs.append(("update", graph.update_state(CFG, {"value": ["go"]}, as_node="decide")))
+    obs.append(("routed", graph.get_state(CFG)))
+    obs.append(("finish", graph.invoke(None, CFG)))
+    return obs
+
+
+def test_update_runs_conditional_edges() -> None:
+    h.run_parity(sc_update_with_conditional_edge)
+
+
+def sc_update_plain_state(lib, saver, durability):
+    """LastValue channels, Command goto from a node, update with Command-free dict."""
+    graph = (
+        lib.StateGraph(Plain)
+        .add_node("n", lambda s: {"count": s.get("count", 0) + 1})
+        .add_edge(lib.START, "n")
+        .compile(checkpointer=saver)
+    )
+    graph.invoke({"topic": "t", "count": 0}, CFG)
+    obs = [("update", graph.update_state(CFG, {"topic": "u"}))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("bad key", h.raises(lambda: graph.update_state(CFG, {"nope": 1}), lib)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+def test_update_plain_state() -> None:
+    h.run_parity(sc_update_plain_state)
+
+
+# -- forks ------------------------------------------------------------------------------
+
+
+def sc_fork_old_checkpoint(lib, saver, durability):
+    log: list[str] = []
+    graph = chain(lib, saver, "a", "b", "c", log=log)
+    graph.invoke({"value": []}, CFG)  # full history first; forks run under `durability`
+    before_b = next(s for s in history(graph) if s.next == ("b",))
+    fork1 = graph.update_state(before_b.config, {"value": ["f1"]})
+    obs = [("fork1 cfg", fork1), ("fork1 state", graph.get_state(fork1))]
+    log.clear()
+    obs.append(("run fork1", graph.invoke(None, fork1, **h.kw(durability))))
+    obs.append(("ran", list(log)))
+    fork2 = graph.update_state(before_b.config, {"value": ["f2"]}, as_node="a")
+    obs.append(("run fork2", graph.invoke(None, fork2, **h.kw(durability))))
+    obs.append(("latest", graph.get_state(CFG)))
+    obs.append(("history", history(graph)))
+    obs.append(("old branch", graph.get_state(before_b.config)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_fork_keeps_branches_apart(saver: str, durability: str) -> None:
+    h.run_parity(sc_fork_old_checkpoint, saver, durability)
+
+
+def sc_fork_interrupt(lib, saver, durability):
+    graph = chain(lib, saver, "a", "ask", "b", ask=("ask",))
+    graph.invoke({"value": []}, CFG)
+    graph.invoke(lib.Command(resume="hello"), CFG)
+    at_interrupt = next(
+        s for s in history(graph) if s.next == ("ask",) and any(t.interrupts for t in s.tasks)
+    )
+    fork = graph.update_state(at_interrupt.config, {"value": ["forked"]})
+    obs = [("fork state", graph.get_state(fork))]
+    obs.append(("run fork", graph.invoke(None, fork)))
+    obs.append(("resume fork", graph.invoke(lib.Command(resume="world"), fork)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_fork_of_interrupt_refires(saver: str) -> None:
+    h.run_parity(sc_fork_interrupt, saver)
+
+
+# -- bulk_update_state ------------------------------------------------------------------
+
+
+def sc_bulk_update(lib, saver, durability):
+    graph = chain(lib, saver, "a", "b", "c")
+    SU = lib.StateUpdate
+    cfg = graph.bulk_update_state(
+        CFG,
+        [
+            [SU({"value": ["in"]}, "__input__")],
+            [SU({"value": ["a1"]}, "a")],
+            [SU({"value": ["b1"]}, "b"), SU({"value": ["b2"]}, "b")],
+        ],
+    )
+    obs = [("bulk cfg", cfg), ("state", graph.get_state(CFG)), ("history", history(graph))]
+    obs.append(("run", graph.invoke(None, CFG)))
+    obs.append(("empty", h.raises(lambda: graph.bulk_update_state(CFG, []), lib)))
+    obs.append(("empty step", h.raises(lambda: graph.bulk_update_state(CFG, [[]]), lib)))
+    obs.append(
+        (
+            "no as_node",
+            h.raises(
+                lambda: graph.bulk_update_state(
+                    CFG, [[SU({"value": ["x"]}), SU({"value": ["y"]})]]
+                ),
+                lib,
+            ),
+        )
+    )
+    obs.append(("history after errors", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_bulk_update_state(saver: str) -> None:
+    h.run_parity(sc_bulk_update, saver)
+
+
+def sc_bulk_copy_then_update(lib, saver, durability):
+    graph = chain(lib, saver, "a", "b")
+    graph.invoke({"value": []}, CFG)
+    before_b = next(s for s in history(graph) if s.next == ("b",))
+    SU = lib.StateUpdate
+    cfg = graph.bulk_update_state(
+        before_b.config,
+        [[SU(None, "__copy__")], [SU({"value": ["x"]}, "a")]],
+    )
+    obs = [("cfg", cfg), ("state", graph.get_state(cfg)), ("run", graph.invoke(None, cfg))]
+    obs.append(("history", history(graph)))
+    return obs
+
+
+def test_bulk_copy_then_update() -> None:
+    h.run_parity(sc_bulk_copy_then_update)
