@@ -1,0 +1,277 @@
+"""Parity: subgraph state (namespaces, checkpoint_map, checkpointer None/True/False,
+interrupts, resume, replay and forks at every level, three levels deep)."""
+
+from __future__ import annotations
+
+import importlib.util
+import operator
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from typing_extensions import TypedDict
+
+
+def _helpers() -> Any:
+    name = "threadloom_parity_helpers"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("helpers.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+h = _helpers()
+CFG = {"configurable": {"thread_id": "t1"}}
+
+
+class State(TypedDict):
+    value: Annotated[list[str], operator.add]
+
+
+def appender(tag: str, log: list[str] | None = None):
+    def node(state: State) -> dict:
+        if log is not None:
+            log.append(tag)
+        return {"value": [tag]}
+
+    return node
+
+
+def asker(lib, tag: str, log: list[str] | None = None):
+    def node(state: State) -> dict:
+        if log is not None:
+            log.append(tag)
+        return {"value": [f"{tag}:{lib.interrupt(tag + '?')}"]}
+
+    return node
+
+
+def child_graph(lib, *, ask: bool = True, checkpointer: Any = None, log=None):
+    """START -> c1 -> (c_ask) -> c2"""
+    builder = lib.StateGraph(State).add_node("c1", appender("c1", log))
+    names = ["c1"]
+    if ask:
+        builder.add_node("c_ask", asker(lib, "c_ask", log))
+        names.append("c_ask")
+    builder.add_node("c2", appender("c2", log))
+    names.append("c2")
+    builder.add_edge(lib.START, "c1")
+    for a, b in zip(names, names[1:]):
+        builder.add_edge(a, b)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def parent_graph(lib, saver, child, log=None, name: str = "child"):
+    """START -> p1 -> child -> p2"""
+    return (
+        lib.StateGraph(State)
+        .add_node("p1", appender("p1", log))
+        .add_node(name, child)
+        .add_node("p2", appender("p2", log))
+        .add_edge(lib.START, "p1")
+        .add_edge("p1", name)
+        .add_edge(name, "p2")
+        .compile(checkpointer=saver)
+    )
+
+
+def history(graph, config=CFG, **kwargs) -> list:
+    return list(graph.get_state_history(config, **kwargs))
+
+
+def sc_interrupt_in_subgraph(lib, saver, durability):
+    log: list[str] = []
+    graph = parent_graph(lib, saver, child_graph(lib, log=log), log)
+    obs = [("first", graph.invoke({"value": []}, CFG, **h.kw(durability)))]
+    parent = graph.get_state(CFG)
+    obs.append(("parent", parent))
+    obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    sub_cfg = parent.tasks[0].state
+    obs.append(("child via task.state", graph.get_state(sub_cfg)))
+    obs.append(("child history", history(graph, sub_cfg)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="ok"), CFG, **h.kw(durability))))
+    obs.append(("done", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("history", history(graph)))
+    obs.append(("ran", list(log)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_interrupt_inside_subgraph(saver: str, durability: str) -> None:
+    h.run_parity(sc_interrupt_in_subgraph, saver, durability)
+
+
+def sc_update_subgraph_state(lib, saver, durability):
+    graph = parent_graph(lib, saver, child_graph(lib))
+    graph.invoke({"value": []}, CFG)
+    sub_cfg = graph.get_state(CFG).tasks[0].state
+    obs = [("update child", graph.update_state(sub_cfg, {"value": ["patched"]}, as_node="c1"))]
+    obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="ok"), CFG)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_update_state_of_subgraph(saver: str) -> None:
+    h.run_parity(sc_update_subgraph_state, saver)
+
+
+def sc_replay_parent_before_subgraph(lib, saver, durability):
+    log: list[str] = []
+    graph = parent_graph(lib, saver, child_graph(lib, log=log), log)
+    graph.invoke({"value": []}, CFG)
+    graph.invoke(lib.Command(resume="first"), CFG)
+    before_child = next(s for s in history(graph) if s.next == ("child",))
+    log.clear()
+    obs = [("replay", graph.invoke(None, before_child.config, **h.kw(durability)))]
+    obs.append(("ran", list(log)))
+    obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="second"), CFG)))
+    fork = graph.update_state(before_child.config, {"value": ["forked"]}, as_node="p1")
+    obs.append(("fork", graph.invoke(None, fork)))
+    obs.append(("fork nested", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_replay_and_fork_parent_around_subgraph(saver: str, durability: str) -> None:
+    h.run_parity(sc_replay_parent_before_subgraph, saver, durability)
+
+
+def sc_three_levels(lib, saver, durability):
+    log: list[str] = []
+    inner = child_graph(lib, log=log)
+    middle = (
+        lib.StateGraph(State)
+        .add_node("m1", appender("m1", log))
+        .add_node("inner", inner)
+        .add_edge(lib.START, "m1")
+        .add_edge("m1", "inner")
+        .compile()
+    )
+    graph = parent_graph(lib, saver, middle, log, name="middle")
+    obs = [("first", graph.invoke({"value": []}, CFG, **h.kw(durability)))]
+    nested = graph.get_state(CFG, subgraphs=True)
+    obs.append(("nested", nested))
+    middle_cfg = graph.get_state(CFG).tasks[0].state
+    obs.append(("middle", graph.get_state(middle_cfg, subgraphs=True)))
+    inner_cfg = graph.get_state(middle_cfg).tasks[0].state
+    obs.append(("inner", graph.get_state(inner_cfg)))
+    obs.append(("inner history", history(graph, inner_cfg)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="deep"), CFG, **h.kw(durability))))
+    obs.append(("done", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("ran", list(log)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_three_levels_deep(saver: str, durability: str) -> None:
+    h.run_parity(sc_three_levels, saver, durability)
+
+
+def sc_checkpointer_true(lib, saver, durability):
+    """checkpointer=True: the subgraph keeps its own state across parent runs."""
+
+    class Count(TypedDict):
+        value: Annotated[list[str], operator.add]
+
+    child = (
+        lib.StateGraph(Count)
+        .add_node("c", lambda s: {"value": [f"c{len(s['value'])}"]})
+        .add_edge(lib.START, "c")
+        .compile(checkpointer=True)
+    )
+
+    def call_child(state: State) -> dict:
+        out = child.invoke({"value": []})
+        return {"value": out["value"][-1:]}
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("call", call_child)
+        .add_edge(lib.START, "call")
+        .compile(checkpointer=saver)
+    )
+    obs = [("run1", graph.invoke({"value": []}, CFG, **h.kw(durability)))]
+    obs.append(("run2", graph.invoke({"value": []}, CFG, **h.kw(durability))))
+    obs.append(("run3", graph.invoke({"value": []}, CFG, **h.kw(durability))))
+    obs.append(("state", graph.get_state(CFG, subgraphs=True)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_checkpointer_true_keeps_subgraph_state(durability: str) -> None:
+    h.run_parity(sc_checkpointer_true, "memory", durability)
+
+
+def sc_checkpointer_false(lib, saver, durability):
+    child = child_graph(lib, ask=False, checkpointer=False)
+    graph = parent_graph(lib, saver, child)
+    graph.invoke({"value": []}, CFG, **h.kw(durability))
+    return [("state", graph.get_state(CFG, subgraphs=True)), ("history", history(graph))]
+
+
+# LangGraph 1.2.22 crashes here with durability="sync" (AttributeError
+# '_put_checkpoint_fut' in the checkpointer=False child loop): not a behaviour to copy.
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_checkpointer_false_subgraph(durability: str) -> None:
+    h.run_parity(sc_checkpointer_false, "memory", durability)
+
+
+def sc_subgraph_called_in_node(lib, saver, durability):
+    """A subgraph invoked from inside a node function: interrupt, resume, replay."""
+    log: list[str] = []
+    child = child_graph(lib, log=log)
+
+    def wrapper(state: State) -> dict:
+        out = child.invoke({"value": []})
+        return {"value": out["value"]}
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("p1", appender("p1", log))
+        .add_node("wrapper", wrapper)
+        .add_edge(lib.START, "p1")
+        .add_edge("p1", "wrapper")
+        .compile(checkpointer=saver)
+    )
+    obs = [("first", graph.invoke({"value": []}, CFG, **h.kw(durability)))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="yes"), CFG, **h.kw(durability))))
+    obs.append(("ran", list(log)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_subgraph_called_inside_node(durability: str) -> None:
+    h.run_parity(sc_subgraph_called_in_node, "memory", durability)
+
+
+def sc_replay_from_subgraph_checkpoint(lib, saver, durability):
+    """Replaying from a checkpoint of the subgraph's own history (child namespace)."""
+    log: list[str] = []
+    graph = parent_graph(lib, saver, child_graph(lib, log=log), log)
+    graph.invoke({"value": []}, CFG)
+    sub_cfg = graph.get_state(CFG).tasks[0].state
+    child_hist = history(graph, sub_cfg)
+    obs = [("child history", child_hist)]
+    log.clear()
+    obs.append(
+        ("replay child ckpt", h.raises(lambda: graph.invoke(None, child_hist[-1].config), lib))
+    )
+    obs.append(("ran", list(log)))
+    obs.append(("parent", graph.get_state(CFG, subgraphs=True)))
+    return obs
+
+
+def test_replay_from_subgraph_checkpoint() -> None:
+    h.run_parity(sc_replay_from_subgraph_checkpoint)
