@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of threadloom against LangGraph (``python -m bench``)."""

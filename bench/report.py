@@ -1,0 +1,188 @@
+"""Turn bench rows into a printed table, ``results.json`` and PNG plots.
+
+Every ratio is LangGraph / threadloom of a lower-is-better number (time or
+bytes), so a ratio above 1 means threadloom is faster or smaller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from typing import Any
+
+from bench.harness import Row
+from bench.sides import pg_url
+
+__all__ = ["RERUN", "environment", "format_table", "write_json", "write_plots"]
+
+RERUN = "make bench  (or: .venv/bin/python -m bench [--quick] [--only WORKLOAD ...])"
+DISTS = (
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-postgres",
+    "langchain-core",
+    "threadloom",
+)
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            timeout=5,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _pg_version() -> str:
+    url = pg_url()
+    if not url:
+        return "disabled (set THREADLOOM_BENCH_PG or THREADLOOM_TEST_PG)"
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=3) as conn:
+            return str(conn.execute("SHOW server_version").fetchone()[0])
+    except Exception as exc:  # only informational
+        return f"unreachable: {exc}"
+
+
+def environment(quick: bool, reps: int, elapsed: float | None = None) -> dict[str, Any]:
+    """Versions, machine and how to re-run, stored with every result."""
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if quick else "full",
+        "reps": reps,
+        "elapsed_s": elapsed,
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "nproc": os.cpu_count(),
+        "sqlite": sqlite3.sqlite_version,
+        "postgres": _pg_version(),
+        "versions": {d: _version(d) for d in DISTS},
+        "threadloom_commit": _git_commit(),
+        "rerun": RERUN,
+        "ratio": "LangGraph / threadloom (lower-is-better metrics): > 1 means threadloom is better",
+    }
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return ""
+    mag = abs(value)
+    if mag >= 1e9:
+        return f"{value / 1e9:.2f}G"
+    if mag >= 1e6:
+        return f"{value / 1e6:.2f}M"
+    if mag >= 1e4:
+        return f"{value / 1e3:.1f}k"
+    if mag >= 100:
+        return f"{value:.0f}"
+    if mag >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def _cell(value: float | None, na: str, footnotes: list[str]) -> str:
+    if value is not None:
+        return _num(value)
+    if na not in footnotes:
+        footnotes.append(na)
+    return f"n/a[{footnotes.index(na) + 1}]"
+
+
+def format_table(rows: list[Row], env: dict[str, Any]) -> str:
+    """A fixed-width table of every row, with footnotes for the n/a reasons."""
+    footnotes: list[str] = []
+    head = (
+        "workload",
+        "case",
+        "metric",
+        "LangGraph",
+        "threadloom",
+        "LG/TL",
+        "target",
+        "ok",
+        "state",
+    )
+    table = [head]
+    for r in rows:
+        ok = {True: "yes", False: "NO", None: "-"}[r.target_ok]
+        same = {True: "same", False: "DIFF", None: "-"}[r.same_state]
+        table.append(
+            (
+                r.workload,
+                r.case,
+                r.metric,
+                _cell(r.langgraph, r.langgraph_na, footnotes),
+                _cell(r.threadloom, r.threadloom_na, footnotes),
+                f"{r.ratio:.2f}x" if r.ratio is not None else "-",
+                r.target or "-",
+                ok if r.target else "-",
+                same,
+            )
+        )
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(head))]
+    lines = [
+        f"threadloom bench ({env['mode']}, median of {env['reps']} reps) - {env['date']}",
+        f"python {env['python']} on {env['cpu']}, nproc={env['nproc']}, sqlite {env['sqlite']}, "
+        f"postgres {env['postgres']}",
+        "versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()),
+        f"ratio = {env['ratio']}",
+        "",
+    ]
+    for i, line in enumerate(table):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if footnotes:
+        lines.append("")
+        lines += [f"[{i + 1}] {reason}" for i, reason in enumerate(footnotes)]
+    lines += ["", f"re-run: {env['rerun']}"]
+    return "\n".join(lines)
+
+
+def write_json(path: str, rows: list[Row], env: dict[str, Any]) -> None:
+    """``results.json``: the environment plus one object per row."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump({"environment": env, "rows": [r.as_dict() for r in rows]}, fh, indent=1)
+
+
+def write_plots(out_dir: str, rows: list[Row]) -> list[str]:
+    """Ratio bar charts per workload and the storage growth plot; returns written paths."""
+    from bench import plots
+
+    return plots.write_all(out_dir, rows)

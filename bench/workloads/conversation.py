@@ -1,0 +1,219 @@
+"""Workload 3: a long conversation on one thread, like a chat agent's lifetime.
+
+Each turn appends a human message, then runs START -> agent -> tools -> agent
+-> END with a scripted fake model: the first agent pass decides to call a tool,
+the tool writes a small result, the second pass answers with one AI message.
+That is 2 messages of ~200 bytes and 4 checkpoints per turn. A saver that
+stores the whole message list in every checkpoint grows as O(N^2).
+
+Reported: bytes stored at each N (minus the empty-database baseline), the
+log-log growth exponent, turn and save time at the start and end, latest-state
+load time and history listing time.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from typing import Annotated, Any, TypedDict
+
+from bench.harness import Case, Config, MetricSpec, Outcome, median_seconds
+from bench.sides import NotAvailable, Side, pg_url
+from bench.workloads.common import invoke, thread
+
+__all__ = ["cases", "growth_exponent", "stored_bytes"]
+
+FILLER = "lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 5
+WINDOW = 10  # turns averaged for "start" and "end" timings
+
+
+def _text(kind: str, turn: int) -> str:
+    return (f"{kind} {turn}: " + FILLER)[:200]
+
+
+def human(turn: int) -> Any:
+    from langchain_core.messages import HumanMessage
+
+    return HumanMessage(content=_text("question", turn), id=f"h-{turn}")
+
+
+def _answer(turn: int) -> Any:
+    from langchain_core.messages import AIMessage
+
+    return AIMessage(content=_text("answer", turn), id=f"a-{turn}")
+
+
+def build_agent(side: Side):
+    """The agent loop graph, with ``messages`` reduced by the side's add_messages."""
+    state = TypedDict(  # noqa: UP013 (the reducer depends on the side)
+        "ConvState",
+        {
+            "messages": Annotated[list, side.get("add_messages")],
+            "pending_tool": Any,
+            "tool_result": Any,
+            "turn": int,
+        },
+    )
+
+    def agent(s: dict[str, Any]) -> dict[str, Any]:
+        if s.get("tool_result") is None:
+            return {"pending_tool": "lookup"}
+        return {"messages": [_answer(s["turn"])], "tool_result": None}
+
+    def tools(s: dict[str, Any]) -> dict[str, Any]:
+        return {"pending_tool": None, "tool_result": f"lookup result for turn {s['turn']}"}
+
+    end = side.get("END")
+    builder = side.get("StateGraph")(state)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(side.get("START"), "agent")
+    builder.add_conditional_edges("agent", lambda s: "tools" if s.get("pending_tool") else end)
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+class SaveTimer:
+    """Sums the time spent in the saver's ``put``/``put_writes`` (any thread)."""
+
+    def __init__(self, saver: Any) -> None:
+        self.total = 0.0
+        self.ok = True
+        self._lock = threading.Lock()
+        for name in ("put", "put_writes"):
+            try:
+                setattr(saver, name, self._wrap(getattr(saver, name)))
+            except (AttributeError, TypeError):
+                self.ok = False
+
+    def _wrap(self, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.total += time.perf_counter() - t0
+
+        return timed
+
+    def take(self) -> float:
+        with self._lock:
+            total, self.total = self.total, 0.0
+        return total
+
+
+def stored_bytes(saver: Any) -> int:
+    """Bytes the saver's tables occupy, measured the same way for both sides.
+
+    SQLite: pages in use, ``(page_count - freelist_count) * page_size`` on a fresh
+    connection (WAL content included). Postgres: ``pg_total_relation_size`` of
+    every table in the saver's schema (heap + TOAST + indexes).
+    """
+    path = getattr(saver, "bench_sqlite_path", None)
+    if path:
+        conn = sqlite3.connect(path)
+        try:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+        finally:
+            conn.close()
+        return (pages - free) * size
+    schema = getattr(saver, "bench_pg_schema", None)
+    if schema:
+        row = saver.bench_pg_admin.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p')",
+            (schema,),
+        ).fetchone()
+        return int(row[0])
+    raise NotAvailable("storage size only measured for SQLite and Postgres")
+
+
+def growth_exponent(sizes: dict[int, float]) -> float | None:
+    """Least-squares slope of log(bytes) over log(N)."""
+    pts = [(math.log(n), math.log(b)) for n, b in sizes.items() if b > 0]
+    if len(pts) < 2:
+        return None
+    mx = statistics.fmean(x for x, _ in pts)
+    my = statistics.fmean(y for _, y in pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return sum((x - mx) * (y - my) for x, y in pts) / den if den else None
+
+
+def _converse(graph: Any, saver: Any, ns: tuple[int, ...]) -> tuple[dict[str, float], Any]:
+    timer = SaveTimer(saver)
+    config = thread("conversation")
+    base = stored_bytes(saver)
+    values: dict[str, float] = {}
+    turns, saves, sizes = [], [], {}
+    for turn in range(1, ns[-1] + 1):
+        timer.take()
+        t0 = time.perf_counter()
+        invoke(graph, {"messages": [human(turn)], "turn": turn}, config, "sync")
+        turns.append(time.perf_counter() - t0)
+        saves.append(timer.take())
+        if turn in ns:
+            sizes[turn] = stored_bytes(saver) - base
+            values[f"MB@N={turn}"] = sizes[turn] / 1e6
+    values["growth exponent"] = growth_exponent(sizes)
+    values["turn ms (start)"] = statistics.median(turns[:WINDOW]) * 1e3
+    values["turn ms (end)"] = statistics.median(turns[-WINDOW:]) * 1e3
+    if timer.ok:
+        values["save ms/turn (start)"] = statistics.median(saves[:WINDOW]) * 1e3
+        values["save ms/turn (end)"] = statistics.median(saves[-WINDOW:]) * 1e3
+    return values, config
+
+
+def _run(kind: str):
+    def fn(side: Side, cfg: Config) -> Outcome:
+        ns = cfg.pick((100, 300, 1000), (20, 40))
+        builder = build_agent(side)
+        with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
+            with side.saver(kind, tmp) as saver:
+                graph = builder.compile(checkpointer=saver)
+                values, config = _converse(graph, saver, ns)
+                state: list = []
+                secs = median_seconds(lambda: state.append(graph.get_state(config)), cfg.reps)
+                values["get_state ms"] = secs * 1e3
+                secs = median_seconds(
+                    lambda: list(graph.get_state_history(config, limit=10)), cfg.reps
+                )
+                values["history(limit=10) ms"] = secs * 1e3
+                hist: list = []
+                t0 = time.perf_counter()
+                hist.extend(graph.get_state_history(config))
+                values["history(all) ms"] = (time.perf_counter() - t0) * 1e3
+                values["checkpoints"] = len(hist)
+        return Outcome(values, final=state[-1].values)
+
+    return fn
+
+
+def cases(cfg: Config) -> list[Case]:
+    ns = cfg.pick((100, 300, 1000), (20, 40))
+    metrics = [
+        MetricSpec(f"MB@N={n}", "MB", ("max", 4.0) if n == 1000 else ("ratio", 1.0)) for n in ns
+    ]
+    metrics.append(MetricSpec("growth exponent", "", ("max", 1.05), ratio=False))
+    metrics += [
+        MetricSpec(key, "ms")
+        for key in (
+            "turn ms (start)",
+            "turn ms (end)",
+            "save ms/turn (start)",
+            "save ms/turn (end)",
+            "get_state ms",
+            "history(limit=10) ms",
+            "history(all) ms",
+        )
+    ]
+    metrics.append(MetricSpec("checkpoints", "", None, ratio=False))
+    kinds = ["sqlite-normal"] + (["postgres"] if pg_url() else [])
+    return [Case("conversation", f"{k}/sync", _run(k), metrics) for k in kinds]

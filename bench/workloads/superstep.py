@@ -1,0 +1,76 @@
+"""Workload 1: per-superstep overhead of a 10-node chain of trivial nodes.
+
+Each invoke runs on a new thread, so every run starts from an empty checkpoint
+and pays the full write path: 10 supersteps plus the input checkpoint. The
+number reported is wall time per invoke divided by the 10 node supersteps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from typing import TypedDict
+
+from bench.harness import Case, Config, MetricSpec, Outcome, median_seconds
+from bench.sides import Side
+from bench.workloads.common import invoke, saver_matrix, thread
+
+__all__ = ["cases"]
+
+NODES = 10
+
+
+class ChainState(TypedDict):
+    count: int
+
+
+def _bump(state: ChainState) -> dict[str, int]:
+    return {"count": state["count"] + 1}
+
+
+def build_chain(side: Side, n: int = NODES):
+    """START -> node_0 -> ... -> node_{n-1} -> END; each node adds 1 to ``count``."""
+    builder = side.get("StateGraph")(ChainState)
+    prev = side.get("START")
+    for i in range(n):
+        builder.add_node(f"node_{i}", _bump)
+        builder.add_edge(prev, f"node_{i}")
+        prev = f"node_{i}"
+    builder.add_edge(prev, side.get("END"))
+    return builder
+
+
+def _run(kind: str, durability: str):
+    def fn(side: Side, cfg: Config) -> Outcome:
+        invokes = cfg.pick(200, 4)
+        builder = build_chain(side)
+        counter = itertools.count()
+        with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
+            with side.saver(kind, tmp) as saver:
+                graph = builder.compile(checkpointer=saver)
+                last: list = []
+
+                def batch() -> None:
+                    rep = next(counter)
+                    for i in range(invokes):
+                        cfg_ = thread(f"chain-{rep}-{i}")
+                        last[:] = [invoke(graph, {"count": 0}, cfg_, durability)]
+
+                secs = median_seconds(batch, cfg.reps)
+        per_step = secs / (invokes * NODES) * 1e6
+        return Outcome({"us/superstep": per_step}, final=last[0])
+
+    return fn
+
+
+def cases(cfg: Config) -> list[Case]:
+    target = ("ratio", 3.0)
+    return [
+        Case(
+            "superstep",
+            f"{kind}/{dur}",
+            _run(kind, dur),
+            [MetricSpec("us/superstep", "us", target)],
+        )
+        for kind, dur in saver_matrix(cfg)
+    ]
