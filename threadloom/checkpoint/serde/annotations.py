@@ -1,0 +1,75 @@
+"""Collect the classes a state schema mentions, for the graph layer's allowlist.
+
+``StateGraph`` compiles with ``saver.serde.with_allowlist(allowlist_from_annotations(schema))``
+so the state's own dataclasses, models, enums and NamedTuples round-trip
+without a global ``register`` call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+from typing import Any
+
+from threadloom.checkpoint.serde.structs import is_namedtuple, is_pydantic_model, is_structured
+
+__all__ = ["allowlist_from_annotations"]
+
+
+def allowlist_from_annotations(tp: Any) -> set[type]:
+    """Every Enum, dataclass, NamedTuple, pydantic model and exception class reachable from ``tp``.
+
+    Walks ``Annotated``, ``Optional``/``Union``, ``Literal`` (enum members),
+    containers (``list[...]``, ``dict[K, V]``...), TypedDicts and the fields of
+    the classes found. Unresolvable forward references are skipped.
+    """
+    found: set[type] = set()
+    _walk(tp, found, set())
+    return found
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # unresolvable forward refs: fall back to raw annotations
+        return {
+            k: v for k, v in getattr(cls, "__annotations__", {}).items() if not isinstance(v, str)
+        }
+
+
+def _field_types(cls: type) -> list[Any]:
+    if is_pydantic_model(cls):
+        return [f.annotation for f in cls.__pydantic_fields__.values()]  # type: ignore[attr-defined]
+    if dataclasses.is_dataclass(cls) or is_namedtuple(cls) or typing.is_typeddict(cls):
+        return list(_hints(cls).values())
+    return []
+
+
+def _walk(tp: Any, found: set[type], seen: set[int]) -> None:
+    if id(tp) in seen or tp is None or isinstance(tp, (str, typing.ForwardRef)):
+        return
+    seen.add(id(tp))
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        for value in typing.get_args(tp):
+            if isinstance(value, enum.Enum):
+                found.add(type(value))
+        return
+    if origin is not None:
+        if isinstance(origin, type) and is_structured(origin):
+            _walk(origin, found, seen)
+        for arg in typing.get_args(tp):
+            _walk(arg, found, seen)
+        return
+    if not isinstance(tp, type):
+        return
+    if is_structured(tp):
+        found.add(tp)
+        meta = getattr(tp, "__pydantic_generic_metadata__", None)
+        if meta and meta.get("origin") is not None:
+            found.add(meta["origin"])
+            for arg in meta.get("args", ()):
+                _walk(arg, found, seen)
+    for field_type in _field_types(tp):
+        _walk(field_type, found, seen)

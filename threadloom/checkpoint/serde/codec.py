@@ -1,0 +1,109 @@
+"""Byte-level codecs over a serialized payload: zstd compression and encryption.
+
+Tags compose left to right: ``msgpack`` -> ``msgpack+zstd`` -> ``msgpack+zstd+aesgcm``.
+The encryption suffix is always last. A serializer with a cipher refuses rows
+without its suffix (forged plaintext) unless told to accept legacy plaintext,
+and the inner tag is sealed inside the ciphertext so it cannot be swapped.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import zstandard
+
+from threadloom.checkpoint.serde.base import CipherProtocol
+from threadloom.errors import CorruptBlobError, SerializationError
+
+__all__ = ["ZSTD", "compress", "decompress", "Envelope", "DEFAULT_MAX_DECOMPRESSED"]
+
+ZSTD = "zstd"
+DEFAULT_MAX_DECOMPRESSED = 1 << 30
+"""Refuse to inflate a stored value beyond 1 GiB (corrupt or hostile frame)."""
+
+_local = threading.local()
+
+
+def _compressor(level: int) -> zstandard.ZstdCompressor:
+    cache = getattr(_local, "compressors", None)
+    if cache is None:
+        cache = _local.compressors = {}
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(level=level)
+    return comp
+
+
+def compress(payload: bytes, level: int = 3) -> bytes:
+    return _compressor(level).compress(payload)
+
+
+def decompress(payload: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
+    """Inflate a zstd frame, refusing frames that claim (or reach) more than ``max_size``."""
+    dec = getattr(_local, "decompressor", None)
+    if dec is None:
+        dec = _local.decompressor = zstandard.ZstdDecompressor()
+    try:
+        size = zstandard.frame_content_size(payload)
+        if size > max_size:
+            raise CorruptBlobError(f"compressed value claims {size} bytes (limit {max_size})")
+        return dec.decompress(payload, max_output_size=max_size)
+    except zstandard.ZstdError as exc:
+        raise CorruptBlobError(f"stored value is not a valid zstd frame: {exc}") from None
+
+
+class Envelope:
+    """Seals payloads with ``cipher`` and opens them, enforcing the cipher suffix."""
+
+    def __init__(self, cipher: CipherProtocol, *, accept_plaintext: bool = False) -> None:
+        if not isinstance(getattr(cipher, "name", None), str) or not cipher.name.isalnum():
+            raise ValueError("cipher.name must be a short alphanumeric string (the tag suffix)")
+        self.cipher = cipher
+        self.suffix = "+" + cipher.name
+        self.accept_plaintext = accept_plaintext
+
+    def seal(self, tag: str, payload: bytes) -> tuple[str, bytes]:
+        inner = tag.encode()
+        return tag + self.suffix, self.cipher.encrypt(bytes([len(inner)]) + inner + payload)
+
+    def open(self, tag: str, payload: bytes) -> tuple[str, bytes]:
+        """``(inner_tag, plaintext)``; plaintext rows only when ``accept_plaintext``.
+
+        Raises:
+            SerializationError: plaintext refused, or sealed with another cipher.
+            CorruptBlobError: decryption failed (wrong key, tampered bytes or tag).
+        """
+        if not tag.endswith(self.suffix):
+            last = tag.rsplit("+", 1)[-1] if "+" in tag else ""
+            if last and last != ZSTD:
+                raise SerializationError(
+                    f"value is encrypted with {last!r}, this serializer uses {self.cipher.name!r}",
+                    type_name=tag,
+                )
+            if self.accept_plaintext:
+                return tag, payload
+            raise SerializationError(
+                f"refusing unencrypted value (tag {tag!r}): this serializer requires "
+                f"{self.cipher.name!r}; pass accept_plaintext=True to read legacy rows",
+                type_name=tag,
+            )
+        inner_tag = tag[: -len(self.suffix)]
+        try:
+            plain = self.cipher.decrypt(payload)
+        except Exception:
+            raise CorruptBlobError(
+                f"cannot decrypt value (tag {tag!r}): wrong key or tampered data"
+            ) from None
+        n = plain[0] if plain else -1
+        if n < 0 or plain[1 : 1 + n] != inner_tag.encode():
+            raise CorruptBlobError(f"encrypted value does not match its tag {tag!r}")
+        return inner_tag, plain[1 + n :]
+
+
+def reject_encrypted(tag: str) -> None:
+    """For serializers without a cipher: a sealed row must not be parsed as plaintext."""
+    last = tag.rsplit("+", 1)[-1] if "+" in tag else ""
+    if last and last != ZSTD:
+        raise SerializationError(
+            f"value is encrypted ({last!r}) but this serializer has no cipher", type_name=tag
+        )

@@ -1,0 +1,147 @@
+"""Codecs derived from a class's kind: Enum, dataclass, NamedTuple, pydantic v2 model.
+
+States are dicts of field name -> value, so error paths read ``.field`` and
+stored data survives field reordering. Reviving never runs ``__init__`` or
+validators on stored data: fields are restored as they were (like pickle, but
+only for registered classes). Fields added to a class since the value was stored
+take their defaults; fields that no longer exist are dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any
+
+from threadloom.errors import SerializationError
+
+__all__ = ["codec_for", "is_pydantic_model", "is_namedtuple", "is_structured"]
+
+Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
+
+_UNSET = "__unset__"  # pydantic forbids field names starting with "_": no clash
+
+
+def is_pydantic_model(cls: type) -> bool:
+    """A pydantic v2 model class (checked without importing pydantic)."""
+    return (
+        isinstance(cls, type)
+        and hasattr(cls, "__pydantic_fields__")
+        and hasattr(cls, "model_construct")
+    )
+
+
+def is_namedtuple(cls: type) -> bool:
+    return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def is_structured(cls: type) -> bool:
+    """A kind :func:`codec_for` can handle."""
+    return (
+        (isinstance(cls, type) and issubclass(cls, (enum.Enum, BaseException)))
+        or is_pydantic_model(cls)
+        or is_namedtuple(cls)
+        or (isinstance(cls, type) and dataclasses.is_dataclass(cls))
+    )
+
+
+def codec_for(cls: type) -> Codec | None:
+    """``(encode, decode)`` for ``cls`` by kind, or None when it has no known kind."""
+    if not isinstance(cls, type):
+        return None
+    if issubclass(cls, enum.Enum):
+        return _enum_value, cls
+    if issubclass(cls, BaseException):
+        from threadloom.checkpoint.serde.exceptions import exception_codec
+
+        return exception_codec(cls)
+    if is_pydantic_model(cls):
+        return _pydantic_codec(cls)
+    if is_namedtuple(cls):
+        return _namedtuple_codec(cls)
+    if dataclasses.is_dataclass(cls):
+        return _dataclass_codec(cls)
+    return None
+
+
+def _enum_value(obj: enum.Enum) -> Any:
+    return obj.value
+
+
+def _missing_field(cls: type, name: str) -> SerializationError:
+    return SerializationError(
+        f"stored {cls.__qualname__} lacks required field {name!r} (added to the class since?)",
+        type_name=cls.__qualname__,
+    )
+
+
+def _dataclass_codec(cls: type) -> Codec:
+    fields = dataclasses.fields(cls)
+    names = tuple(f.name for f in fields)
+
+    def encode(obj: Any) -> dict[str, Any]:
+        return {name: getattr(obj, name) for name in names}
+
+    def decode(state: dict[str, Any]) -> Any:
+        obj = object.__new__(cls)
+        for f in fields:
+            if f.name in state:
+                value = state[f.name]
+            elif f.default is not dataclasses.MISSING:
+                value = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                value = f.default_factory()
+            else:
+                raise _missing_field(cls, f.name)
+            object.__setattr__(obj, f.name, value)
+        return obj
+
+    return encode, decode
+
+
+def _namedtuple_codec(cls: type) -> Codec:
+    names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    defaults: dict[str, Any] = getattr(cls, "_field_defaults", {})
+
+    def encode(obj: tuple) -> dict[str, Any]:
+        return dict(zip(names, obj))
+
+    def decode(state: dict[str, Any]) -> Any:
+        values = []
+        for name in names:
+            if name in state:
+                values.append(state[name])
+            elif name in defaults:
+                values.append(defaults[name])
+            else:
+                raise _missing_field(cls, name)
+        return tuple.__new__(cls, values)
+
+    return encode, decode
+
+
+def _pydantic_codec(cls: type) -> Codec:
+    def encode(obj: Any) -> dict[str, Any]:
+        model_fields = type(obj).__pydantic_fields__
+        state = {name: getattr(obj, name) for name in model_fields}
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if extra:
+            state.update(extra)
+        unset = [name for name in model_fields if name not in obj.__pydantic_fields_set__]
+        if unset:
+            state[_UNSET] = unset
+        return state
+
+    def decode(state: dict[str, Any], klass: type = cls) -> Any:
+        return construct_model(klass, state)
+
+    return encode, decode
+
+
+def construct_model(cls: Any, state: dict[str, Any]) -> Any:
+    """Rebuild a pydantic model from its stored fields without running validators."""
+    values = dict(state)
+    unset = set(values.pop(_UNSET, ()))
+    fields_set = {name for name in values if name in cls.__pydantic_fields__} - unset
+    return cls.model_construct(_fields_set=fields_set, **values)
