@@ -1,0 +1,308 @@
+"""Executes storage operations against plain dicts (the in-memory backend).
+
+Layout (all keyed by strings/bytes, values are immutable rows):
+``checkpoints[(thread, ns)][checkpoint_id] -> CheckpointRow``,
+``refs[(thread, ns)][(channel, version)] -> RefRow``,
+``blobs[hash] -> [BlobRow, refs]``,
+``writes[(thread, ns, checkpoint_id)][(task_id, idx)] -> WriteRow``.
+One re-entrant lock makes every flow atomic.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from threadloom.checkpoint.storage import ops as o
+
+__all__ = ["MemoryExecutor"]
+
+
+class MemoryExecutor:
+    """Runs :mod:`threadloom.checkpoint.storage.ops` over dicts."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.checkpoints: dict[tuple[str, str], dict[str, o.CheckpointRow]] = {}
+        self.latest: dict[tuple[str, str], str] = {}
+        self.refs: dict[tuple[str, str], dict[tuple[str, str], o.RefRow]] = {}
+        self.blobs: dict[bytes, list[Any]] = {}
+        self.writes: dict[tuple[str, str, str], dict[tuple[str, int], o.WriteRow]] = {}
+        self._dispatch = {
+            o.GetCheckpoint: self._get,
+            o.ListCheckpoints: self._list,
+            o.FindRunCheckpoints: self._find_runs,
+            o.LoadRefs: self._load_refs,
+            o.LoadThreadRefs: self._thread_refs,
+            o.LoadBlobs: self._load_blobs,
+            o.LoadWrites: self._load_writes,
+            o.SaveCheckpoint: self._save,
+            o.SaveWrites: self._save_writes,
+            o.InsertRows: self._insert,
+            o.AdjustRefcounts: self._adjust,
+            o.DropUnreferenced: self._drop,
+            o.DeleteCheckpoints: self._delete_checkpoints,
+            o.DeleteRefs: self._delete_refs,
+            o.CollectStats: self._stats,
+        }
+
+    # -- driver interface -------------------------------------------------------
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[None]:
+        with self.lock:
+            yield
+
+    @asynccontextmanager
+    async def atransaction(self, write: bool) -> AsyncIterator[None]:
+        with self.lock:
+            yield
+
+    def execute(self, op: o.Op) -> Any:
+        return self._dispatch[type(op)](op)
+
+    async def aexecute(self, op: o.Op) -> Any:
+        return self._dispatch[type(op)](op)
+
+    # -- reads ------------------------------------------------------------------
+
+    def _get(self, op: o.GetCheckpoint) -> o.CheckpointRow | None:
+        key = (op.thread_id, op.checkpoint_ns)
+        rows = self.checkpoints.get(key)
+        if not rows:
+            return None
+        cid = op.checkpoint_id if op.checkpoint_id is not None else self.latest.get(key)
+        return rows.get(cid)  # type: ignore[arg-type]
+
+    def _list(self, op: o.ListCheckpoints) -> list[o.CheckpointRow]:
+        found = []
+        for (thread_id, ns), rows in self.checkpoints.items():
+            if op.thread_id is not None and thread_id != op.thread_id:
+                continue
+            if op.checkpoint_ns is not None and ns != op.checkpoint_ns:
+                continue
+            for row in rows.values():
+                if op.before is not None and not row.checkpoint_id < op.before:
+                    continue
+                key = (row.checkpoint_id, row.thread_id, row.checkpoint_ns)
+                if op.after is not None and not key < op.after:
+                    continue
+                if op.filter and not _match(row.metadata, op.filter):
+                    continue
+                found.append((key, row))
+        found.sort(key=lambda kr: kr[0], reverse=True)
+        if op.limit is not None:
+            found = found[: op.limit]
+        return [row for _, row in found]
+
+    def _find_runs(self, op: o.FindRunCheckpoints) -> list[o.CheckpointRow]:
+        wanted = set(op.run_ids)
+        return [
+            row
+            for rows in self.checkpoints.values()
+            for row in rows.values()
+            if row.run_id in wanted
+        ]
+
+    def _load_refs(self, op: o.LoadRefs) -> list[o.RefRow]:
+        refs = self.refs.get((op.thread_id, op.checkpoint_ns))
+        if not refs:
+            return []
+        return [refs[k] for k in op.keys if k in refs]
+
+    def _thread_refs(self, op: o.LoadThreadRefs) -> list[o.RefRow]:
+        return [
+            ref
+            for (thread_id, ns), refs in self.refs.items()
+            if thread_id == op.thread_id and (op.checkpoint_ns is None or ns == op.checkpoint_ns)
+            for ref in refs.values()
+        ]
+
+    def _load_blobs(self, op: o.LoadBlobs) -> dict[bytes, o.BlobRow]:
+        blobs = self.blobs
+        return {h: blobs[h][0] for h in op.hashes if h in blobs}
+
+    def _load_writes(self, op: o.LoadWrites) -> list[o.WriteRow]:
+        if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
+            result = []
+            for cid in op.checkpoint_ids:
+                rows = self.writes.get((op.thread_id, op.checkpoint_ns, cid))
+                if rows:
+                    result.extend(rows.values())
+            return result
+        ids = set(op.checkpoint_ids) if op.checkpoint_ids is not None else None
+        return [
+            w
+            for (thread_id, ns, cid), rows in self.writes.items()
+            if thread_id == op.thread_id
+            and (op.checkpoint_ns is None or ns == op.checkpoint_ns)
+            and (ids is None or cid in ids)
+            for w in rows.values()
+        ]
+
+    # -- writes -----------------------------------------------------------------
+
+    def _save(self, op: o.SaveCheckpoint) -> o.SaveResult:
+        blobs = self.blobs
+        new = []
+        for blob in op.blobs:
+            if blob.hash not in blobs:
+                blobs[blob.hash] = [blob, 0]
+                new.append(blob.hash)
+        inserted = []
+        for ref in op.refs:
+            table = self.refs.setdefault((ref.thread_id, ref.checkpoint_ns), {})
+            key = (ref.channel, ref.version)
+            if key in table:
+                inserted.append(False)
+                continue
+            table[key] = ref
+            inserted.append(True)
+            hashes = ref.hashes
+            for i in range(0, len(hashes), o.HASH_SIZE):
+                entry = blobs.get(hashes[i : i + o.HASH_SIZE])
+                if entry is not None:
+                    entry[1] += 1
+        if op.row is not None:
+            self._put_row(op.row)
+        return o.SaveResult(frozenset(new), tuple(inserted))
+
+    def _put_row(self, row: o.CheckpointRow) -> None:
+        key = (row.thread_id, row.checkpoint_ns)
+        self.checkpoints.setdefault(key, {})[row.checkpoint_id] = row
+        latest = self.latest.get(key)
+        if latest is None or row.checkpoint_id > latest:
+            self.latest[key] = row.checkpoint_id
+
+    def _save_writes(self, op: o.SaveWrites) -> None:
+        for w in op.rows:
+            table = self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})
+            key = (w.task_id, w.idx)
+            if op.upsert or key not in table:
+                table[key] = w
+
+    def _insert(self, op: o.InsertRows) -> None:
+        for row in op.checkpoints:
+            self._put_row(row)
+        for ref in op.refs:
+            self.refs.setdefault((ref.thread_id, ref.checkpoint_ns), {})[
+                (ref.channel, ref.version)
+            ] = ref
+        for w in op.writes:
+            self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[
+                (w.task_id, w.idx)
+            ] = w
+
+    def _adjust(self, op: o.AdjustRefcounts) -> None:
+        for h, delta in op.deltas:
+            entry = self.blobs.get(h)
+            if entry is not None:
+                entry[1] += delta
+
+    def _drop(self, op: o.DropUnreferenced) -> list[o.BlobRow]:
+        dropped = []
+        for h in op.hashes:
+            entry = self.blobs.get(h)
+            if entry is not None and entry[1] <= 0:
+                del self.blobs[h]
+                dropped.append(entry[0])
+        return dropped
+
+    def _delete_checkpoints(self, op: o.DeleteCheckpoints) -> int:
+        keys = [
+            k
+            for k in self.checkpoints
+            if k[0] == op.thread_id and (op.checkpoint_ns is None or k[1] == op.checkpoint_ns)
+        ]
+        count = 0
+        for key in keys:
+            rows = self.checkpoints[key]
+            ids = list(rows) if op.checkpoint_ids is None else op.checkpoint_ids
+            for cid in ids:
+                count += rows.pop(cid, None) is not None
+                self.writes.pop((key[0], key[1], cid), None)
+            if not rows:
+                del self.checkpoints[key]
+                self.latest.pop(key, None)
+            elif self.latest.get(key) not in rows:
+                self.latest[key] = max(rows)
+        if op.checkpoint_ids is None:
+            for wkey in [k for k in self.writes if k[0] == op.thread_id]:
+                if op.checkpoint_ns is None or wkey[1] == op.checkpoint_ns:
+                    del self.writes[wkey]
+        return count
+
+    def _delete_refs(self, op: o.DeleteRefs) -> None:
+        for key in [k for k in self.refs if k[0] == op.thread_id]:
+            if op.checkpoint_ns is not None and key[1] != op.checkpoint_ns:
+                continue
+            if op.keys is None:
+                del self.refs[key]
+                continue
+            table = self.refs[key]
+            for k in op.keys:
+                table.pop(k, None)
+            if not table:
+                del self.refs[key]
+
+    def _stats(self, op: o.CollectStats) -> o.StatsResult:
+        def wanted(thread_id: str) -> bool:
+            return op.thread_id is None or thread_id == op.thread_id
+
+        cps = [r for k, rows in self.checkpoints.items() if wanted(k[0]) for r in rows.values()]
+        ws = [w for k, rows in self.writes.items() if wanted(k[0]) for w in rows.values()]
+        refs = [r for k, rows in self.refs.items() if wanted(k[0]) for r in rows.values()]
+        held = set()
+        for ref in refs:
+            held.update(ref.hashes[i : i + o.HASH_SIZE] for i in range(0, len(ref.hashes), 16))
+        _close(held, self.blobs)
+        per_channel: dict[str, list[int]] = {}
+        per_thread: Counter[str] = Counter()
+        for ref in refs:
+            entry = per_channel.setdefault(ref.channel, [0, 0, 0])
+            entry[0] += 1
+            entry[1] += ref.logical
+            entry[2] += len(ref.data) if ref.kind == o.KIND_INLINE else 0
+        for r in cps:
+            per_thread[r.thread_id] += len(r.data) + len(r.metadata)
+        for w in ws:
+            per_thread[w.thread_id] += len(w.value)
+        return o.StatsResult(
+            checkpoints=len(cps),
+            writes=len(ws),
+            threads=len({r.thread_id for r in cps}),
+            refs=len(refs),
+            blobs=len(held),
+            checkpoint_bytes=sum(len(r.data) + len(r.metadata) for r in cps),
+            write_bytes=sum(len(w.value) for w in ws),
+            inline_bytes=sum(len(r.data) for r in refs if r.kind == o.KIND_INLINE),
+            blob_bytes=sum(len(self.blobs[h][0].data) for h in held if h in self.blobs),
+            logical_bytes=sum(r.logical for r in refs),
+            per_channel={k: (v[0], v[1], v[2]) for k, v in per_channel.items()},
+            threads_bytes=dict(per_thread.most_common(op.top)),
+        )
+
+
+def _close(held: set[bytes], blobs: dict[bytes, list[Any]]) -> None:
+    """Add the children (manifest segments) of held blobs."""
+    for h in list(held):
+        entry = blobs.get(h)
+        if entry is not None and entry[0].children:
+            ch = entry[0].children
+            held.update(ch[i : i + o.HASH_SIZE] for i in range(0, len(ch), o.HASH_SIZE))
+
+
+def _match(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:
+    md = json.loads(metadata)
+    for key, value in pairs:
+        if key not in md:
+            return False
+        expected = json.loads(value)
+        actual = md[key]
+        if actual != expected or type(actual) is bool and type(expected) is not bool:
+            return False
+    return True

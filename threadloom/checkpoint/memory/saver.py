@@ -1,0 +1,42 @@
+"""``InMemorySaver``: the storage core driven synchronously over dicts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from threadloom.checkpoint.memory.executor import MemoryExecutor
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+
+__all__ = ["InMemorySaver", "MemorySaver"]
+
+
+class InMemorySaver(StorageSaver):
+    """Keeps checkpoints in process memory; for tests, demos and short jobs.
+
+    Thread-safe (one lock). The async methods run inline: a dict never blocks.
+    Same options as every threadloom saver (``serde``, ``delta``,
+    ``compact_every``, ``cache_bytes``).
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.executor = MemoryExecutor()
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        return drive.run(flow, self.executor, write)
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        return drive.run(flow, self.executor, write)
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        return drive.iterate(flow, self.executor)
+
+    async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        for item in drive.iterate(flow, self.executor):
+            yield item
+
+
+MemorySaver = InMemorySaver

@@ -1,0 +1,163 @@
+"""``StorageSaver``: the whole ``BaseCheckpointSaver`` API over the shared flows.
+
+A backend subclasses it and supplies how a flow runs (``_run``/``_arun``/
+``_iter``/``_aiter``), normally by handing its executor to :mod:`.drive`.
+Nothing here knows SQL or dicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from threadloom.checkpoint.saver import BaseCheckpointSaver
+from threadloom.checkpoint.storage import flows, retention
+from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.values import ValueCodec
+
+__all__ = ["StorageSaver"]
+
+
+class StorageSaver(BaseCheckpointSaver):
+    """Base of threadloom's savers: content-addressed blobs, list deltas, retention.
+
+    Args:
+        serde: serializer (default: ``threadloom.checkpoint.serde.default_serializer()``).
+        delta: store appended list items only (default True); False stores every
+            changed list whole (still content-addressed).
+        compact_every: list chunks per version before the tail is sealed into a
+            segment (bounds read cost; default 16).
+        cache_bytes: budget of the decoded-chunk cache (default 64 MiB).
+    """
+
+    def __init__(
+        self,
+        *,
+        serde: Any = None,
+        delta: bool = True,
+        compact_every: int = 16,
+        cache_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.codec = ValueCodec(
+            self.serde, delta=delta, compact_every=compact_every, cache_bytes=cache_bytes
+        )
+
+    # -- how flows run (backends override) ------------------------------------
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        raise self._missing("_run")
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        raise self._missing("_arun")
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        raise self._missing("_iter")
+
+    def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        raise self._missing("_aiter")
+
+    # -- sync API ---------------------------------------------------------------
+
+    def get_tuple(self, config: dict[str, Any]) -> Any:
+        return self._run(flows.get_tuple_flow(self.codec, config))
+
+    def list(
+        self,
+        config: dict[str, Any] | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Any]:
+        flow = flows.list_flow(self.codec, config, filter, before, limit)
+        return self._iter(flow)
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        return self._run(
+            flows.put_flow(self.codec, config, checkpoint, metadata, new_versions), True
+        )
+
+    def put_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        self._run(flows.put_writes_flow(self.codec, config, writes, task_id, task_path), True)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(retention.delete_thread_flow(self.codec, str(thread_id)), True)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(retention.delete_for_runs_flow(self.codec, list(run_ids)), True)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        flow = retention.copy_thread_flow(self.codec, str(source_thread_id), str(target_thread_id))
+        self._run(flow, True)
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        ids = [str(t) for t in thread_ids]
+        flow = retention.prune_flow(self.codec, ids, strategy, keep_last, before, dry_run)
+        return self._run(flow, not dry_run)
+
+    def stats(self, thread_id: str | None = None) -> dict[str, Any]:
+        return self._run(retention.stats_flow(thread_id))
+
+    # -- async API ------------------------------------------------------------
+
+    async def aget_tuple(self, config: dict[str, Any]) -> Any:
+        return await self._arun(flows.get_tuple_flow(self.codec, config))
+
+    async def alist(
+        self,
+        config: dict[str, Any] | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[Any]:
+        flow = flows.list_flow(self.codec, config, filter, before, limit)
+        async for item in self._aiter(flow):
+            yield item
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        flow = flows.put_flow(self.codec, config, checkpoint, metadata, new_versions)
+        return await self._arun(flow, True)
+
+    async def aput_writes(
+        self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        flow = flows.put_writes_flow(self.codec, config, writes, task_id, task_path)
+        await self._arun(flow, True)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._arun(retention.delete_thread_flow(self.codec, str(thread_id)), True)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(retention.delete_for_runs_flow(self.codec, list(run_ids)), True)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        flow = retention.copy_thread_flow(self.codec, str(source_thread_id), str(target_thread_id))
+        await self._arun(flow, True)
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+    ) -> Any:
+        ids = [str(t) for t in thread_ids]
+        flow = retention.prune_flow(self.codec, ids, strategy, keep_last, before, dry_run)
+        return await self._arun(flow, not dry_run)
+
+    async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
+        return await self._arun(retention.stats_flow(thread_id))

@@ -1,0 +1,229 @@
+"""Retention flows: delete a thread, delete by run, copy, prune, stats.
+
+Refs are not owned by checkpoints: a ref row lives while some checkpoint of
+its thread/namespace names its ``(channel, version)``, and a blob lives while
+some ref row or manifest holds it (``blobs.refs``). So deleting checkpoints is
+always: delete the rows, drop the refs no remaining checkpoint names, release
+their blobs. Delta bases need no special care: a list version's ref row names
+every chunk it needs directly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from threadloom.checkpoint.base import PruneReport
+from threadloom.checkpoint.storage.flows import decode_checkpoint, release
+from threadloom.checkpoint.storage.ops import (
+    AdjustRefcounts,
+    CheckpointRow,
+    CollectStats,
+    DeleteCheckpoints,
+    DeleteRefs,
+    FindRunCheckpoints,
+    InsertRows,
+    ListCheckpoints,
+    LoadThreadRefs,
+    LoadWrites,
+    RefRow,
+)
+from threadloom.checkpoint.storage.rows import unpack, version_key
+from threadloom.checkpoint.storage.values import ValueCodec
+from threadloom.constants import INTERRUPT
+from threadloom.errors import ConfigError
+
+__all__ = [
+    "copy_thread_flow",
+    "delete_for_runs_flow",
+    "delete_thread_flow",
+    "prune_flow",
+    "stats_flow",
+]
+
+Flow = Generator[Any, Any, Any]
+STRATEGIES = ("keep_latest", "keep_last_n", "before", "delete")
+
+
+def _held(refs: Sequence[RefRow]) -> Counter[bytes]:
+    counts: Counter[bytes] = Counter()
+    for ref in refs:
+        counts.update(unpack(ref.hashes))
+    return counts
+
+
+def delete_thread_flow(codec: ValueCodec, thread_id: str) -> Flow:
+    """Every checkpoint, write and ref of the thread; blobs only it held."""
+    codec.forget_thread(thread_id)
+    refs = yield LoadThreadRefs(thread_id, None)
+    deleted = yield DeleteCheckpoints(thread_id, None, None)
+    yield DeleteRefs(thread_id, None, None)
+    blobs = yield from release(_held(refs))
+    return deleted, blobs
+
+
+def _gc_refs(codec: ValueCodec, thread_id: str, ns: str, dry_run: bool = False) -> Flow:
+    """Drop the refs of ``thread_id/ns`` that no remaining checkpoint names."""
+    rows = yield ListCheckpoints(thread_id, ns)
+    used = set()
+    for row in rows:
+        for channel, version in decode_checkpoint(codec, row)["channel_versions"].items():
+            used.add((channel, version_key(version)))
+    refs = yield LoadThreadRefs(thread_id, ns)
+    unused = [r for r in refs if (r.channel, r.version) not in used]
+    if unused and not dry_run:
+        yield DeleteRefs(thread_id, ns, tuple((r.channel, r.version) for r in unused))
+    return unused
+
+
+def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str]) -> Flow:
+    """Checkpoints whose metadata ``run_id`` is listed, with their writes."""
+    if not run_ids:
+        return
+    codec.forget_thread(None)
+    rows = yield FindRunCheckpoints(tuple(str(r) for r in run_ids))
+    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for row in rows:
+        groups[(row.thread_id, row.checkpoint_ns)].append(row.checkpoint_id)
+    for (thread_id, ns), ids in groups.items():
+        yield DeleteCheckpoints(thread_id, ns, tuple(ids))
+        unused = yield from _gc_refs(codec, thread_id, ns)
+        yield from release(_held(unused))
+
+
+def copy_thread_flow(codec: ValueCodec, source: str, target: str) -> Flow:
+    """Copy the whole history under ``target``; blobs are shared, not copied."""
+    if source == target:
+        raise ConfigError(f"copy_thread: source and target are the same thread {source!r}")
+    rows = yield ListCheckpoints(source, None)
+    refs = yield LoadThreadRefs(source, None)
+    writes = yield LoadWrites(source, None, None)
+    codec.forget_thread(target)
+    yield InsertRows(
+        tuple(r._replace(thread_id=target) for r in rows),
+        tuple(r._replace(thread_id=target) for r in refs),
+        tuple(w._replace(thread_id=target) for w in writes),
+    )
+    counts = _held(refs)
+    if counts:
+        yield AdjustRefcounts(tuple(counts.items()))
+
+
+def _keep(rows: list[CheckpointRow], strategy: str, keep_last: int | None, before: str | None):
+    """Ids kept by the strategy alone, per namespace (rows are newest first)."""
+    if strategy == "delete":
+        return set()
+    if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
+        raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
+    if strategy == "before" and not before:
+        raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
+    n = {"keep_latest": 1, "keep_last_n": keep_last}.get(strategy)
+    keep: set[tuple[str, str]] = set()
+    seen: Counter[str] = Counter()
+    for row in rows:
+        ns = row.checkpoint_ns
+        seen[ns] += 1
+        if seen[ns] == 1 or (n is not None and seen[ns] <= n):
+            keep.add((ns, row.checkpoint_id))
+        elif strategy == "before" and row.checkpoint_id >= before:  # type: ignore[operator]
+            keep.add((ns, row.checkpoint_id))
+    return keep
+
+
+def _protect(rows: list[CheckpointRow], keep: set[tuple[str, str]], writes: list[Any]) -> None:
+    """Add what kept checkpoints need: ``metadata.parents`` ancestors (subgraph
+    checkpoints point at their parent graph's checkpoint) and checkpoints with an
+    open interrupt (an ``__interrupt__`` write and no child checkpoint)."""
+    exists = {(r.checkpoint_ns, r.checkpoint_id) for r in rows}
+    has_child = {(r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+    for w in writes:
+        key = (w.checkpoint_ns, w.checkpoint_id)
+        if w.channel == INTERRUPT and key in exists and key not in has_child:
+            keep.add(key)
+    by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
+    todo = list(keep)
+    while todo:
+        row = by_key.get(todo.pop())
+        if row is None:
+            continue
+        parents = json.loads(row.metadata).get("parents") or {}
+        for ns, cid in parents.items() if isinstance(parents, dict) else ():
+            key = (ns, cid)
+            if key in exists and key not in keep:
+                keep.add(key)
+                todo.append(key)
+
+
+def prune_flow(
+    codec: ValueCodec,
+    thread_ids: Sequence[str],
+    strategy: str,
+    keep_last: int | None,
+    before: str | None,
+    dry_run: bool,
+) -> Flow:
+    """Delete old checkpoints of each thread, never what kept ones need."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
+    totals = Counter()
+    for thread_id in dict.fromkeys(thread_ids):
+        codec.forget_thread(thread_id)
+        rows = yield ListCheckpoints(thread_id, None)
+        if not rows:
+            continue
+        writes = yield LoadWrites(thread_id, None, None)
+        keep = _keep(rows, strategy, keep_last, before)
+        if strategy != "delete":
+            _protect(rows, keep, writes)
+        doomed: dict[str, list[CheckpointRow]] = defaultdict(list)
+        for row in rows:
+            if (row.checkpoint_ns, row.checkpoint_id) not in keep:
+                doomed[row.checkpoint_ns].append(row)
+        gone = {(ns, r.checkpoint_id) for ns, rs in doomed.items() for r in rs}
+        dead_writes = [w for w in writes if (w.checkpoint_ns, w.checkpoint_id) in gone]
+        totals["checkpoints"] += len(gone)
+        totals["writes"] += len(dead_writes)
+        totals["bytes"] += sum(len(r.data) + len(r.metadata) for rs in doomed.values() for r in rs)
+        totals["bytes"] += sum(len(w.value) for w in dead_writes)
+        if dry_run:
+            continue
+        for ns, doomed_rows in doomed.items():
+            yield DeleteCheckpoints(thread_id, ns, tuple(r.checkpoint_id for r in doomed_rows))
+            unused = yield from _gc_refs(codec, thread_id, ns)
+            totals["bytes"] += sum(len(r.data) for r in unused)
+            blobs, freed = yield from release(_held(unused))
+            totals["blobs"] += blobs
+            totals["bytes"] += freed
+    return PruneReport(
+        checkpoints=totals["checkpoints"],
+        writes=totals["writes"],
+        blobs=totals["blobs"],
+        bytes_freed=totals["bytes"],
+        dry_run=dry_run,
+    )
+
+
+def stats_flow(thread_id: str | None) -> Flow:
+    """Counts and sizes, stored vs logical (every version stored in full)."""
+    s = yield CollectStats(thread_id)
+    stored = s.checkpoint_bytes + s.write_bytes + s.inline_bytes + s.blob_bytes
+    return {
+        "thread_id": thread_id,
+        "checkpoints": s.checkpoints,
+        "writes": s.writes,
+        "threads": s.threads,
+        "channel_versions": s.refs,
+        "blobs": s.blobs,
+        "bytes_stored": stored,
+        "bytes_logical": s.checkpoint_bytes + s.write_bytes + s.logical_bytes,
+        "checkpoint_bytes": s.checkpoint_bytes,
+        "write_bytes": s.write_bytes,
+        "blob_bytes": s.blob_bytes,
+        "per_channel": {
+            ch: {"versions": n, "logical_bytes": logical, "inline_bytes": inline}
+            for ch, (n, logical, inline) in sorted(s.per_channel.items())
+        },
+        "largest_threads": sorted(s.threads_bytes.items(), key=lambda kv: -kv[1]),
+    }

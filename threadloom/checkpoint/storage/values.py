@@ -1,0 +1,270 @@
+"""Channel values <-> ref rows and content-addressed blobs, with list deltas.
+
+Rules (see docs/storage.md):
+
+* A value is serialized once (``serde.dumps_typed``). Up to ``inline_max``
+  bytes it lives in the ref row; above, in a blob keyed by its hash, stored once
+  however many checkpoints, forks, copies or threads hold the same bytes.
+* A ``list`` (exact type) is stored as chunks. When the writer's last stored
+  list for the same ``(thread, ns, channel)`` is a prefix of the new list
+  (``new[:m] == last`` where ``last`` is the writer's snapshot of the items:
+  identical objects compare equal without calling ``__eq__``, so for appended
+  lists this is a pointer walk), only ``new[m:]`` is serialized, as a new tail
+  chunk. Anything else (shorter, changed, first write in this process without
+  a prior read) stores the whole list as one chunk: exact first, small second.
+* Every ``compact_every`` chunks, the tail is re-serialized into one sealed
+  segment and a new manifest (the list of segment hashes) is written; a ref row
+  names the manifest plus at most ``compact_every`` tail chunks, so a reader
+  fetches any version with two blob lookups, and manifests stay small.
+* Items are values: an item mutated in place after it was checkpointed is not
+  noticed (the same assumption LangGraph's DeltaChannel makes). Reads share
+  decoded items between versions through the chunk cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from threadloom.checkpoint.storage.cache import LRU
+from threadloom.checkpoint.storage.ops import (
+    HASH_SIZE,
+    KIND_BLOB,
+    KIND_INLINE,
+    KIND_LIST,
+    BlobRow,
+    LoadBlobs,
+    RefRow,
+)
+from threadloom.checkpoint.storage.rows import blob_hash, pack, unpack
+from threadloom.errors import CorruptBlobError
+
+__all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
+
+EMPTY_TAG = "empty"
+MANIFEST_TAG = "threadloom.manifest"
+
+
+@dataclass(slots=True)
+class ListState:
+    """The writer's view of the last stored list of one channel."""
+
+    items: list[Any]
+    segments: tuple[bytes, ...]
+    manifest: bytes
+    tails: tuple[bytes, ...]
+    tail_start: int
+    logical: int
+
+
+class ValueCodec:
+    """Encodes and decodes channel values for one saver (holds its caches)."""
+
+    def __init__(
+        self,
+        serde: Any,
+        *,
+        delta: bool = True,
+        compact_every: int = 16,
+        inline_max: int = 64,
+        cache_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.serde = serde
+        self.delta = delta
+        self.compact_every = max(1, compact_every)
+        self.inline_max = inline_max
+        self.chunks: LRU[bytes, tuple[Any, ...]] = LRU(65536, cache_bytes)
+        self.manifests: LRU[bytes, tuple[bytes, ...]] = LRU(4096, cache_bytes // 8)
+        self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
+
+    # -- writing ---------------------------------------------------------------
+
+    def encode(
+        self, thread_id: str, ns: str, channel: str, vkey: str, value: Any, missing: bool
+    ) -> tuple[RefRow, list[BlobRow], ListState | None]:
+        """The ref row (and new blobs) for ``channel`` at version ``vkey``."""
+        if missing:
+            row = RefRow(thread_id, ns, channel, vkey, KIND_INLINE, EMPTY_TAG, b"", b"", 0, 0)
+            return row, [], None
+        if type(value) is list and self.delta:
+            return self._encode_list(thread_id, ns, channel, vkey, value)
+        tag, data = self.serde.dumps_typed(value)
+        if len(data) <= self.inline_max:
+            row = RefRow(thread_id, ns, channel, vkey, KIND_INLINE, tag, data, b"", 0, len(data))
+            return row, [], None
+        h = blob_hash(tag, data)
+        row = RefRow(thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data))
+        return row, [BlobRow(h, tag, data, b"")], None
+
+    def _encode_list(
+        self, thread_id: str, ns: str, channel: str, vkey: str, value: list[Any]
+    ) -> tuple[RefRow, list[BlobRow], ListState]:
+        last = self.lists.get((thread_id, ns, channel))
+        n = len(value)
+        blobs: list[BlobRow] = []
+        if last is not None and len(last.items) <= n and value[: len(last.items)] == last.items:
+            m = len(last.items)
+            segments, manifest, tails = last.segments, last.manifest, last.tails
+            tail_start, logical = last.tail_start, last.logical
+            if n > m and len(tails) + 1 >= self.compact_every:
+                segment = self._chunk(value[tail_start:], blobs)
+                segments = (*segments, segment)
+                manifest = self._manifest(segments, blobs)
+                logical += len(blobs[0].data) * (n - m) // (n - tail_start)
+                tails, tail_start = (), n
+            elif n > m:
+                tails = (*tails, self._chunk(value[m:], blobs))
+                logical += len(blobs[0].data)
+        else:
+            segments, manifest, tail_start = (), b"", 0
+            tails = (self._chunk(value, blobs),) if n else ()
+            logical = len(blobs[0].data) if blobs else 0
+        state = ListState(list(value), segments, manifest, tails, tail_start, logical)
+        row = RefRow(
+            thread_id, ns, channel, vkey, KIND_LIST, "", manifest,
+            manifest + pack(tails), n, logical,
+        )  # fmt: skip
+        return row, blobs, state
+
+    def _chunk(self, items: list[Any], blobs: list[BlobRow]) -> bytes:
+        tag, data = self.serde.dumps_typed(items)
+        h = blob_hash(tag, data)
+        blobs.append(BlobRow(h, tag, data, b""))
+        self.chunks.put(h, tuple(items), len(data) + 64)
+        return h
+
+    def _manifest(self, segments: tuple[bytes, ...], blobs: list[BlobRow]) -> bytes:
+        data = pack(segments)
+        h = blob_hash(MANIFEST_TAG, data)
+        blobs.append(BlobRow(h, MANIFEST_TAG, data, data))
+        self.manifests.put(h, segments, len(data))
+        return h
+
+    def remember(self, thread_id: str, ns: str, channel: str, state: ListState) -> None:
+        """Record what was stored (or read) so the next put can store a delta."""
+        self.lists.put((thread_id, ns, channel), state)
+
+    def forget_thread(self, thread_id: str | None) -> None:
+        """Retention changed what is stored: drop writer state (all when None)."""
+        if thread_id is None:
+            self.lists.clear()
+        else:
+            self.lists.discard_where(lambda key: key[0] == thread_id)
+
+    # -- reading ---------------------------------------------------------------
+
+    def load(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        refs: list[RefRow],
+        remember: bool = False,
+    ) -> Generator[Any, Any, dict[tuple[str, str], Any]]:
+        """Flow: values of ``refs`` keyed by ``(channel, version)``; at most two
+        :class:`LoadBlobs`, fewer when the chunk cache holds the pieces."""
+        wanted: set[bytes] = set()
+        for ref in refs:
+            if ref.kind == KIND_BLOB:
+                wanted.add(ref.hashes)
+            elif ref.kind == KIND_LIST:
+                for h in unpack(ref.hashes):
+                    if self.chunks.get(h) is None and self.manifests.get(h) is None:
+                        wanted.add(h)
+        blobs: dict[bytes, BlobRow] = (yield LoadBlobs(tuple(wanted))) if wanted else {}
+        segments_missing: set[bytes] = set()
+        for ref in refs:
+            if ref.kind == KIND_LIST and ref.data:
+                for h in self._segments(ref, blobs, thread_id, checkpoint_id):
+                    if self.chunks.get(h) is None and h not in blobs:
+                        segments_missing.add(h)
+        if segments_missing:
+            blobs.update((yield LoadBlobs(tuple(segments_missing))))
+        values: dict[tuple[str, str], Any] = {}
+        for ref in refs:
+            key = (ref.channel, ref.version)
+            if ref.kind == KIND_INLINE:
+                if ref.tag != EMPTY_TAG:
+                    values[key] = self._loads(ref.tag, ref.data, ref, checkpoint_id)
+            elif ref.kind == KIND_BLOB:
+                blob = self._blob(blobs, ref.hashes, ref, thread_id, checkpoint_id)
+                values[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
+            else:
+                values[key] = self._assemble(ref, blobs, checkpoint_id, remember)
+        return values
+
+    def _segments(
+        self, ref: RefRow, blobs: dict[bytes, BlobRow], thread_id: str, checkpoint_id: str
+    ) -> tuple[bytes, ...]:
+        segments = self.manifests.get(ref.data)
+        if segments is None:
+            blob = self._blob(blobs, ref.data, ref, thread_id, checkpoint_id)
+            segments = unpack(blob.data)
+            self.manifests.put(ref.data, segments, len(blob.data))
+        return segments
+
+    def _assemble(
+        self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str, remember: bool
+    ) -> list[Any]:
+        tid = ref.thread_id
+        segments = self._segments(ref, blobs, tid, checkpoint_id) if ref.data else ()
+        tails = unpack(ref.hashes[len(ref.data) :])
+        items: list[Any] = []
+        for h in segments:
+            items.extend(self._items(h, blobs, ref, checkpoint_id))
+        tail_start = len(items)
+        for h in tails:
+            items.extend(self._items(h, blobs, ref, checkpoint_id))
+        if len(items) != ref.length:
+            raise CorruptBlobError(
+                f"list has {len(items)} items, expected {ref.length}",
+                thread_id=tid,
+                checkpoint_id=checkpoint_id,
+                channel=ref.channel,
+            )
+        if remember and self.delta:
+            state = ListState(items, segments, ref.data, tails, tail_start, ref.logical)
+            self.remember(tid, ref.checkpoint_ns, ref.channel, state)
+        return list(items)
+
+    def _items(
+        self, h: bytes, blobs: dict[bytes, BlobRow], ref: RefRow, checkpoint_id: str
+    ) -> tuple[Any, ...]:
+        cached = self.chunks.get(h)
+        if cached is not None:
+            return cached
+        blob = self._blob(blobs, h, ref, ref.thread_id, checkpoint_id)
+        items = self._loads(blob.tag, blob.data, ref, checkpoint_id)
+        if type(items) is not list:
+            raise CorruptBlobError(
+                "list chunk does not hold a list",
+                thread_id=ref.thread_id,
+                checkpoint_id=checkpoint_id,
+                channel=ref.channel,
+            )
+        result = tuple(items)
+        self.chunks.put(h, result, len(blob.data) + 64)
+        return result
+
+    def _blob(
+        self, blobs: dict[bytes, BlobRow], h: bytes, ref: RefRow, tid: str, cid: str
+    ) -> BlobRow:
+        blob = blobs.get(h)
+        if blob is None or len(h) != HASH_SIZE:
+            raise CorruptBlobError(
+                f"blob {h.hex()} is missing", thread_id=tid, checkpoint_id=cid, channel=ref.channel
+            )
+        return blob
+
+    def _loads(self, tag: str, data: bytes, ref: RefRow, checkpoint_id: str) -> Any:
+        try:
+            return self.serde.loads_typed((tag, data))
+        except CorruptBlobError:
+            raise
+        except Exception as exc:
+            raise CorruptBlobError(
+                f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
+                thread_id=ref.thread_id,
+                checkpoint_id=checkpoint_id,
+                channel=ref.channel,
+            ) from exc
