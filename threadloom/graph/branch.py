@@ -130,3 +130,128 @@ class BranchSpec(NamedTuple):
     def targets(self) -> list[str]:
         """Static destinations for drawing and validation (empty when unknown)."""
         return list(self.ends.values()) if self.ends else []
+
+
+# -- running a branch inside a task (needs the runtime) ---------------------------------
+
+
+def _run_awaitable(awaitable: Any) -> Any:
+    """Result of an async routing function called from a sync writer."""
+    import asyncio
+    import concurrent.futures
+
+    async def wrap() -> Any:
+        return await awaitable
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, wrap()).result()
+
+
+def _own_writes_applied(task: Any, fields: dict[str, Any], keys: list[str]) -> Any:
+    """The task's input state with the task's own writes folded in (fallback reader)."""
+    from threadloom.errors import EmptyChannelError
+    from threadloom.graph.schema import ROOT, channels_for, fields_of
+
+    base = task.input
+    if not isinstance(base, dict):
+        base = (
+            {ROOT: base}
+            if keys == [ROOT]
+            else {k: getattr(base, k) for k in fields_of(type(base)) if hasattr(base, k)}
+        )
+    channels = channels_for({k: fields[k] for k in keys if k in fields})
+    out: dict[str, Any] = {}
+    for key, channel in channels.items():
+        if key in base:
+            channel = channel.from_checkpoint(base[key])
+        values = [v for c, v in task.writes if c == key]
+        if values:
+            channel.update(values)
+        try:
+            out[key] = channel.get()
+        except EmptyChannelError:
+            continue
+    return out[ROOT] if keys == [ROOT] else out
+
+
+def fresh_reader(
+    fields: dict[str, Any], keys: list[str], mapper: Callable[[Any], Any] | None, merge_output: bool
+) -> Callable[[Any], Any]:
+    """Reads the state a branch decides on: the step's state plus the node's own writes."""
+    from threadloom.graph.schema import ROOT
+
+    select: Any = ROOT if keys == [ROOT] else keys
+
+    def read(output: Any) -> Any:
+        from threadloom.pregel.context import current_task_or_raise
+
+        scope = current_task_or_raise()
+        runtime_read = getattr(scope, "read", None)
+        if runtime_read is not None:
+            state = runtime_read(select, fresh=True)
+        else:
+            state = _own_writes_applied(scope.task, fields, keys)
+        if mapper is not None and isinstance(state, dict):
+            state = mapper(state)
+        if merge_output and isinstance(state, dict) and isinstance(output, dict):
+            state = {**output, **state}
+        return state
+
+    return read
+
+
+class BranchWriter:
+    """Writer appended to a node: routes on the fresh state, writes the triggers."""
+
+    def __init__(
+        self, branch: BranchSpec, source: str, reader: Callable[[Any], Any], channel_fmt: str
+    ) -> None:
+        self.branch = branch
+        self.source = source
+        self.reader = reader
+        self.channel_fmt = channel_fmt
+        self._is_channel_writer = [
+            (end if end == END else channel_fmt.format(end), None, str(label))
+            for label, end in (branch.ends or {}).items()
+        ] or True
+
+    def _entries(self, result: Any) -> list[Any]:
+        from threadloom.pregel.write import ChannelWriteEntry
+
+        return [
+            d if isinstance(d, Send) else ChannelWriteEntry(self.channel_fmt.format(d), None)
+            for d in self.branch.destinations(result, self.source)
+            if isinstance(d, Send) or d != END
+        ]
+
+    def _config(self) -> dict[str, Any]:
+        from threadloom.pregel.context import current_task
+
+        scope = current_task()
+        return scope.config() if scope is not None else {}
+
+    def __call__(self, value: Any) -> Any:
+        from threadloom.pregel.write import ChannelWrite
+
+        state = self.reader(value)
+        result = self.branch.route(state, self._config(), self.source)
+        if inspect.isawaitable(result):
+            result = _run_awaitable(result)
+        if entries := self._entries(result):
+            ChannelWrite.do_write(None, entries)
+        return value
+
+    async def acall(self, value: Any) -> Any:
+        """Async twin: awaits an async routing function in the running loop."""
+        from threadloom.pregel.write import ChannelWrite
+
+        state = self.reader(value)
+        result = self.branch.route(state, self._config(), self.source)
+        if inspect.isawaitable(result):
+            result = await result
+        if entries := self._entries(result):
+            ChannelWrite.do_write(None, entries)
+        return value
+
+    def __repr__(self) -> str:
+        return f"BranchWriter<{self.source}:{getattr(self.branch.path, '__name__', 'path')}>"

@@ -1,0 +1,321 @@
+"""StateGraph -> Pregel: channels, nodes and writers in LangGraph's exact layout.
+
+Layout (identical names, so checkpoints of the same graph compare 1:1):
+
+- one channel per state key (``LastValue`` or ``BinaryOperatorAggregate``);
+- ``__start__``: the input (``EphemeralValue``), read by a hidden START node that
+  writes the input keys into state;
+- ``branch:to:<node>``: a node's trigger; edges, branches and ``Command(goto=)``
+  write ``None`` to it;
+- ``join:<a>+<b>:<node>``: a ``NamedBarrierValue`` that fires once all starts ran;
+- ``Send`` packets go to ``__pregel_tasks``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.constants import END, START, TASKS
+from threadloom.errors import InvalidUpdateError, ParentCommand
+from threadloom.graph.branch import BranchWriter, fresh_reader
+from threadloom.graph.draw import DrawableGraph, graph_of
+from threadloom.graph.schema import (
+    ROOT,
+    channels_for,
+    coerce_state,
+    fields_of,
+    needs_coercion,
+    schema_types,
+)
+from threadloom.graph.state import StateGraph, StateNodeSpec
+from threadloom.pregel.main import Pregel
+from threadloom.pregel.node import PregelNode
+from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry
+from threadloom.types import Command, Overwrite, Send
+
+__all__ = ["CompiledStateGraph", "compile_state_graph"]
+
+BRANCH_TO = "branch:to:{}"
+HIDDEN = "langsmith:hidden"
+
+
+class CompiledStateGraph(Pregel):
+    """A runnable StateGraph: a :class:`Pregel` that remembers its builder."""
+
+    def __init__(self, *, builder: StateGraph, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.builder = builder
+
+    def get_graph(self, config: Any = None, *, xray: bool | int = False) -> DrawableGraph:
+        """Nodes and edges as declared (``.draw_mermaid()`` renders them)."""
+        return graph_of(self.builder)
+
+    # -- wiring -------------------------------------------------------------------
+
+    def attach_node(self, key: str, spec: StateNodeSpec | None) -> None:
+        """Add the Pregel node for ``key`` (``START`` is the hidden input node)."""
+        fields = self.builder.fields
+        if key == START:
+            input_keys = list(self.builder.schemas[self.builder.input_schema])
+            updater = _update_mapper(START, input_keys, strict=False)
+            self.nodes[START] = PregelNode(
+                tags=[HIDDEN],
+                triggers=[START],
+                channels=START,
+                writers=[
+                    ChannelWrite(
+                        [ChannelWriteTupleEntry(updater), ChannelWriteTupleEntry(_control_writes)]
+                    )
+                ],
+                handle_command=False,
+            )
+            return
+        assert spec is not None
+        schema_keys = list(self.builder.schemas[spec.input_schema])
+        single = schema_keys == [ROOT]
+        channel = BRANCH_TO.format(key)
+        self.channels[channel] = _trigger_channel(spec.defer)
+        self.nodes[key] = PregelNode(
+            triggers=[channel],
+            channels=ROOT if single else schema_keys,
+            mapper=_mapper_for(spec.input_schema, single),
+            writers=[
+                ChannelWrite(
+                    [
+                        ChannelWriteTupleEntry(_update_mapper(key, list(fields), strict=True)),
+                        ChannelWriteTupleEntry(_control_writes, static=_static_ends(spec.ends)),
+                    ]
+                )
+            ],
+            metadata=spec.metadata,
+            retry_policy=spec.retry_policy,
+            cache_policy=spec.cache_policy,
+            bound=spec.runnable,
+            handle_command=False,
+        )
+
+    def attach_edge(self, starts: str | Sequence[str], end: str) -> None:
+        """A plain edge writes ``branch:to:<end>``; a join fills ``join:<a>+<b>:<end>``."""
+        if end == END:
+            return
+        if isinstance(starts, str):
+            self.nodes[starts].writers.append(
+                ChannelWrite([ChannelWriteEntry(BRANCH_TO.format(end), None)])
+            )
+            return
+        from threadloom.channels import NamedBarrierValue, NamedBarrierValueAfterFinish
+
+        name = f"join:{'+'.join(starts)}:{end}"
+        barrier = (
+            NamedBarrierValueAfterFinish if self.builder.nodes[end].defer else NamedBarrierValue
+        )
+        self.channels[name] = barrier(str, set(starts))
+        self.nodes[end].triggers.append(name)
+        for start in starts:
+            self.nodes[start].writers.append(ChannelWrite([ChannelWriteEntry(name, start)]))
+
+    def attach_branch(self, start: str, name: str, branch: Any) -> None:
+        """A branch runs after ``start``'s own writers, on the state they produced."""
+        builder = self.builder
+        schema = branch.input_schema or (
+            builder.nodes[start].input_schema if start in builder.nodes else builder.state_schema
+        )
+        keys = list(builder.schemas[schema])
+        reader = fresh_reader(
+            builder.fields,
+            keys,
+            _mapper_for(schema, keys == [ROOT]),
+            merge_output=branch.input_schema is None,
+        )
+        self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
+
+
+def _trigger_channel(defer: bool) -> Any:
+    from threadloom.channels import EphemeralValue, LastValueAfterFinish
+
+    return LastValueAfterFinish(Any) if defer else EphemeralValue(Any, guard=False)
+
+
+def _mapper_for(schema: Any, single: bool) -> Any:
+    if single or not needs_coercion(schema):
+        return None
+    return lambda values: coerce_state(schema, values)
+
+
+def _static_ends(ends: Any) -> list[tuple[str, Any, str | None]] | None:
+    if not ends:
+        return None
+    if isinstance(ends, dict):
+        return [(k if k == END else BRANCH_TO.format(k), None, label) for k, label in ends.items()]
+    return [(e if e == END else BRANCH_TO.format(e), None, None) for e in ends]
+
+
+def _control_writes(value: Any) -> list[tuple[str, Any]]:
+    """``Send`` and ``Command(goto=...)`` returned by a node -> trigger writes."""
+    if isinstance(value, Send):
+        return [(TASKS, value)]
+    commands = [value] if isinstance(value, Command) else []
+    if isinstance(value, (list, tuple)):
+        commands = [c for c in value if isinstance(c, Command)]
+    writes: list[tuple[str, Any]] = []
+    for cmd in commands:
+        if cmd.graph == Command.PARENT:
+            raise ParentCommand(cmd)
+        gotos = [cmd.goto] if isinstance(cmd.goto, (Send, str)) else list(cmd.goto or ())
+        for go in gotos:
+            if isinstance(go, Send):
+                writes.append((TASKS, go))
+            elif isinstance(go, str) and go != END:
+                writes.append((BRANCH_TO.format(go), None))
+    return writes
+
+
+def _object_updates(value: Any, keys: Sequence[str]) -> list[tuple[str, Any]]:
+    """A dataclass/pydantic instance returned as an update: its set, non-None fields."""
+    keep = getattr(value, "model_fields_set", None)
+    defaults = {k: f.default for k, f in getattr(type(value), "model_fields", {}).items()}
+    out = []
+    for k in keys:
+        if not hasattr(value, k):
+            continue
+        v = getattr(value, k)
+        if v is not None or defaults.get(k, 0) is not None or (keep is not None and k in keep):
+            out.append((k, v))
+    return out
+
+
+def _update_mapper(node: str, keys: list[str], *, strict: bool) -> Any:
+    """The writer that turns what ``node`` returned into state-key writes.
+
+    ``strict`` (every real node): a key the state does not declare raises
+    :class:`InvalidUpdateError` naming the node and the key. The START node
+    filters input to the input schema instead, as LangGraph does.
+    """
+    allowed = frozenset(keys)
+    root = keys == [ROOT]
+
+    def check(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        unknown = [k for k, _ in pairs if k not in allowed]
+        if unknown and strict and not root:
+            raise InvalidUpdateError(
+                f"node {node!r} returned unknown state key(s) {sorted(set(unknown))}; "
+                f"the state declares {sorted(allowed)}"
+            )
+        return [(k, v) for k, v in pairs if k in allowed]
+
+    def mapper(value: Any) -> list[tuple[str, Any]] | None:
+        if value is None:
+            return None
+        if isinstance(value, Command):
+            return [] if value.graph == Command.PARENT else check(list(value._update_as_tuples()))
+        if (
+            isinstance(value, (list, tuple))
+            and value
+            and any(isinstance(v, Command) for v in value)
+        ):
+            pairs: list[tuple[str, Any]] = []
+            for item in value:
+                pairs.extend(mapper(item) or ())
+            return pairs
+        if root:
+            return [(ROOT, value)]
+        if isinstance(value, dict):
+            return check(list(value.items()))
+        if isinstance(value, (Send, Overwrite)) or (
+            isinstance(value, (list, tuple)) and value and all(isinstance(v, Send) for v in value)
+        ):
+            return None
+        if fields_of(type(value)):
+            return check(_object_updates(value, list(fields_of(type(value)))))
+        raise InvalidUpdateError(
+            f"node {node!r} must return a dict, a Command or None, got {value!r}"
+        )
+
+    return mapper
+
+
+def compile_state_graph(
+    builder: StateGraph,
+    *,
+    checkpointer: Any = None,
+    cache: Any = None,
+    store: Any = None,
+    interrupt_before: Any = None,
+    interrupt_after: Any = None,
+    debug: bool = False,
+    name: str | None = None,
+) -> CompiledStateGraph:
+    """Validate ``builder`` and wire it into a :class:`CompiledStateGraph`."""
+    interrupt_before = interrupt_before or []
+    interrupt_after = interrupt_after or []
+    named = [n for n in (*_as_list(interrupt_before), *_as_list(interrupt_after)) if n != "*"]
+    builder.validate(interrupt=named)
+    checkpointer = apply_allowlist(checkpointer, builder)
+    channels = channels_for(builder.fields)
+    from threadloom.channels import EphemeralValue
+
+    output_keys = list(builder.schemas[builder.output_schema])
+    compiled = CompiledStateGraph(
+        builder=builder,
+        nodes={},
+        channels={**channels, START: EphemeralValue(builder.input_schema)},
+        input_channels=START,
+        stream_mode="updates",
+        output_channels=ROOT if output_keys == [ROOT] else output_keys,
+        stream_channels=ROOT if list(channels) == [ROOT] else list(channels),
+        checkpointer=checkpointer,
+        interrupt_before_nodes=interrupt_before,
+        interrupt_after_nodes=interrupt_after,
+        debug=debug,
+        store=store,
+        cache=cache,
+        name=name or "LangGraph",
+    )
+    compiled.attach_node(START, None)
+    for key, spec in builder.nodes.items():
+        compiled.attach_node(key, spec)
+    for start, end in sorted(builder.edges):
+        compiled.attach_edge(start, end)
+    for starts, end in sorted(builder.waiting_edges):
+        compiled.attach_edge(starts, end)
+    for start, branches in builder.branches.items():
+        for branch_name, branch in branches.items():
+            compiled.attach_branch(start, branch_name, branch)
+    return compiled
+
+
+def apply_allowlist(checkpointer: Any, builder: StateGraph) -> Any:
+    """Let the saver revive the user classes the state schemas mention.
+
+    threadloom's serializer only revives registered or allowlisted types; a
+    dataclass or pydantic model in the state is allowlisted here, at compile
+    time, through ``saver.with_allowlist(types)`` (a copy of the saver).
+    """
+    if checkpointer is None or isinstance(checkpointer, bool):
+        return checkpointer
+    types: set[type] = set()
+    for schema in {builder.state_schema, builder.input_schema, builder.output_schema}:
+        types |= schema_types(schema)
+    for spec in builder.nodes.values():
+        types |= schema_types(spec.input_schema)
+    if builder.context_schema is not None:
+        types |= schema_types(builder.context_schema)
+    if not types:
+        return checkpointer
+    ordered = sorted(types, key=lambda t: (t.__module__, t.__qualname__))
+    if hasattr(checkpointer, "with_allowlist"):
+        return checkpointer.with_allowlist(ordered)
+    serde = getattr(checkpointer, "serde", None)
+    if serde is None or not hasattr(serde, "with_allowlist"):
+        return checkpointer
+    clone = copy.copy(checkpointer)  # shares the connection; only the serializer differs
+    clone.serde = serde.with_allowlist(ordered)
+    return clone
+
+
+def _as_list(value: Any) -> list[str]:
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else list(value)
