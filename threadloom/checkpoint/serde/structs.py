@@ -122,15 +122,17 @@ def _namedtuple_codec(cls: type) -> Codec:
 
 
 def _pydantic_codec(cls: type) -> Codec:
+    own_names = tuple(cls.__pydantic_fields__)  # type: ignore[attr-defined]
+
     def encode(obj: Any) -> dict[str, Any]:
-        model_fields = type(obj).__pydantic_fields__
-        state = {name: getattr(obj, name) for name in model_fields}
-        extra = getattr(obj, "__pydantic_extra__", None)
+        names = own_names if type(obj) is cls else tuple(type(obj).__pydantic_fields__)
+        state = {name: getattr(obj, name) for name in names}
+        extra = obj.__pydantic_extra__
         if extra:
             state.update(extra)
-        unset = [name for name in model_fields if name not in obj.__pydantic_fields_set__]
-        if unset:
-            state[_UNSET] = unset
+        fields_set = obj.__pydantic_fields_set__
+        if not fields_set.issuperset(names):
+            state[_UNSET] = [name for name in names if name not in fields_set]
         return state
 
     def decode(state: dict[str, Any], klass: type = cls) -> Any:
