@@ -21,7 +21,7 @@ class Item(pydantic.BaseModel):
 
 class Page(pydantic.BaseModel, typing.Generic[T]):
     items: list[T]
-    cursor: typing.Optional[str] = None
+    cursor: str | None = None
 
 
 class Loose(pydantic.BaseModel):
@@ -61,7 +61,8 @@ def test_pydantic_model_keeps_fields_set():
     [
         Page[Item](items=[Item(name="a")]),
         Page[int](items=[1, 2], cursor="c"),
-        Page[typing.Optional[list[int]]](items=[None, [1]]),
+        Page[typing.Optional[list[int]]](items=[None, [1]]),  # noqa: UP045
+        Page[int | None](items=[None]),
         Page[typing.Literal["a", "b"]](items=["a"]),
         Page[Page[Item]](items=[Page[Item](items=[])]),
     ],
@@ -98,7 +99,7 @@ def test_validators_do_not_run_on_load():
 def test_allowlist_from_annotations_collects_schema_classes():
     class State(typing.TypedDict):
         page: typing.Annotated[Page[Item], "meta"]
-        maybe: typing.Optional[dict[str, list[Loose]]]
+        maybe: dict[str, list[Loose]] | None
 
     found = allowlist_from_annotations(State)
     assert {Item, Page, Loose} <= found
