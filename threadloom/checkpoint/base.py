@@ -118,8 +118,8 @@ def empty_checkpoint() -> Checkpoint:
     """The checkpoint of a thread that has never run (step -2)."""
     return Checkpoint(
         v=LATEST_VERSION,
-        id=str(uuid6(clock_seq=-2)),
         ts=datetime.now(timezone.utc).isoformat(),
+        id=str(uuid6(clock_seq=-2)),
         channel_values={},
         channel_versions={},
         versions_seen={},
@@ -131,8 +131,8 @@ def copy_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
     """A copy whose dicts can be changed without touching the original."""
     return Checkpoint(
         v=checkpoint["v"],
-        id=checkpoint["id"],
         ts=checkpoint["ts"],
+        id=checkpoint["id"],
         channel_values=dict(checkpoint["channel_values"]),
         channel_versions=dict(checkpoint["channel_versions"]),
         versions_seen={k: dict(v) for k, v in checkpoint["versions_seen"].items()},
@@ -169,8 +169,8 @@ def create_checkpoint(
                 del values[name]
     return Checkpoint(
         v=LATEST_VERSION,
-        id=id or str(uuid6(clock_seq=step)),
         ts=datetime.now(timezone.utc).isoformat(),
+        id=id or str(uuid6(clock_seq=step)),
         channel_values=values,
         channel_versions=checkpoint["channel_versions"],
         versions_seen=checkpoint["versions_seen"],

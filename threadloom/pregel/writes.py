@@ -75,11 +75,10 @@ def apply_writes(
     versions = checkpoint["channel_versions"]
     seen_all = checkpoint["versions_seen"]
     for task in tasks:
-        if task.triggers:
-            seen = seen_all.setdefault(task.name, {})
-            for chan in task.triggers:
-                if chan in versions:
-                    seen[chan] = versions[chan]
+        seen = seen_all.setdefault(task.name, {})
+        for chan in task.triggers:
+            if chan in versions:
+                seen[chan] = versions[chan]
     next_version = (
         None
         if get_next_version is None

@@ -1,0 +1,182 @@
+"""[1] The run context: config parsed once, and the task running in this context.
+
+LangGraph threads ~20 ``__pregel_*`` keys through ``config["configurable"]`` and
+re-merges the config for every task. Here the config is parsed once into a
+frozen :class:`RunContext`; each running task is published in a context
+variable (:data:`CURRENT`) as a :class:`TaskScope`, and ``get_config()`` builds
+the LangGraph-shaped dict only when someone asks for it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from threadloom.constants import (
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_MAP,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+)
+from threadloom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from threadloom.pregel.stream import StreamSink
+    from threadloom.pregel.task import PregelExecutableTask, Scratchpad
+
+__all__ = [
+    "CURRENT",
+    "DEFAULT_RECURSION_LIMIT",
+    "RunContext",
+    "TaskScope",
+    "current_task",
+    "current_task_or_raise",
+    "parse_config",
+]
+
+DEFAULT_RECURSION_LIMIT = int(os.getenv("LANGGRAPH_DEFAULT_RECURSION_LIMIT", "10007"))
+"""Same default as LangGraph 1.2 (env override kept for drop-in use)."""
+
+CURRENT: contextvars.ContextVar[TaskScope | None] = contextvars.ContextVar(
+    "threadloom_task", default=None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Everything a run needs from its config, read once."""
+
+    config: Mapping[str, Any]
+    thread_id: str | None
+    checkpoint_ns: str
+    checkpoint_id: str | None
+    checkpoint_map: Mapping[str, str]
+    recursion_limit: int
+    parent: TaskScope | None = None
+
+
+@dataclass(slots=True)
+class TaskScope:
+    """A running task and what it inherits from its run (published in :data:`CURRENT`)."""
+
+    task: PregelExecutableTask
+    run: RunContext
+    checkpointer: Any
+    durability: str
+    resuming: bool
+    resume_map: Mapping[str, Any] | None
+    stream: StreamSink | None
+    custom: Callable[[Any], None] | None
+    cache: Any = None
+    store: Any = None
+    replaying: bool = False
+    _config: dict[str, Any] | None = field(default=None)
+
+    @property
+    def scratchpad(self) -> Scratchpad:
+        return self.task.scratchpad
+
+    def send(self, writes: list[tuple[str, Any]]) -> None:
+        """Record writes for this task (list.extend is atomic under the GIL)."""
+        self.task.writes.extend(writes)
+
+    def config(self) -> dict[str, Any]:
+        """The task's config in LangGraph's shape (built on first use)."""
+        if self._config is None:
+            task = self.task
+            base = self.run.config
+            configurable = dict(base.get("configurable") or {})
+            configurable.update(
+                {
+                    CONFIG_KEY_CHECKPOINT_NS: task.checkpoint_ns,
+                    CONFIG_KEY_CHECKPOINT_ID: None,
+                    CONFIG_KEY_CHECKPOINT_MAP: task.checkpoint_map,
+                    "__pregel_task_id": task.id,
+                    "__pregel_scope": self,
+                }
+            )
+            if self.run.thread_id is not None:
+                configurable[CONFIG_KEY_THREAD_ID] = self.run.thread_id
+            metadata = dict(base.get("metadata") or {})
+            metadata.update(task.proc.metadata)
+            metadata.update(
+                {
+                    "langgraph_step": task.step,
+                    "langgraph_node": task.name,
+                    "langgraph_triggers": tuple(task.triggers),
+                    "langgraph_path": task.path,
+                    "langgraph_checkpoint_ns": task.checkpoint_ns,
+                }
+            )
+            self._config = {
+                **base,
+                "configurable": configurable,
+                "metadata": metadata,
+                "tags": list(task.proc.tags),
+                "run_name": task.name,
+                "recursion_limit": self.run.recursion_limit,
+            }
+        return self._config
+
+
+def current_task() -> TaskScope | None:
+    """The task running in this context, if any."""
+    return CURRENT.get()
+
+
+def current_task_or_raise() -> TaskScope:
+    scope = CURRENT.get()
+    if scope is None:
+        raise RuntimeError("Called outside of a running threadloom task")
+    return scope
+
+
+def parse_config(config: Mapping[str, Any] | None, parent: TaskScope | None) -> RunContext:
+    """Read ``config`` (and the enclosing task, for subgraphs) into a :class:`RunContext`.
+
+    Raises:
+        ConfigError: ``recursion_limit`` is not a positive integer.
+    """
+    config = dict(config or {})
+    own = dict(config.get("configurable") or {})
+    if parent is not None:
+        pconf = parent.run.config
+        merged = {**pconf, **{k: v for k, v in config.items() if k != "configurable"}}
+        merged["configurable"] = {
+            **dict(pconf.get("configurable") or {}),
+            **{k: v for k, v in own.items() if not k.startswith("__pregel")},
+        }
+        merged["metadata"] = {
+            **dict(pconf.get("metadata") or {}),
+            **dict(config.get("metadata") or {}),
+        }
+        config = merged
+        own = merged["configurable"]
+        ns = parent.task.checkpoint_ns
+        cmap = dict(parent.task.checkpoint_map)
+        checkpoint_id = None
+        thread_id = parent.run.thread_id
+    else:
+        ns = own.get(CONFIG_KEY_CHECKPOINT_NS) or ""
+        cmap = dict(own.get(CONFIG_KEY_CHECKPOINT_MAP) or {})
+        checkpoint_id = own.get(CONFIG_KEY_CHECKPOINT_ID)
+        thread_id = own.get(CONFIG_KEY_THREAD_ID)
+        if ns:  # a root run always starts at the root namespace (as LangGraph)
+            ns, checkpoint_id = "", None
+    limit = config.get("recursion_limit")
+    if limit is None:
+        limit = parent.run.recursion_limit if parent is not None else DEFAULT_RECURSION_LIMIT
+    if not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"recursion_limit must be a positive integer, got {limit!r}")
+    return RunContext(
+        config=config,
+        thread_id=str(thread_id) if thread_id is not None else None,
+        checkpoint_ns=ns,
+        checkpoint_id=checkpoint_id,
+        checkpoint_map=cmap,
+        recursion_limit=limit,
+        parent=parent,
+    )

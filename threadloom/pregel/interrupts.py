@@ -1,0 +1,40 @@
+"""``interrupt()``: pause the running node until the thread is resumed with an answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadloom.constants import RESUME
+from threadloom.errors import GraphInterrupt
+from threadloom.pregel.context import current_task_or_raise
+from threadloom.pregel.ids import interrupt_id
+from threadloom.types import Interrupt
+
+__all__ = ["interrupt"]
+
+
+def interrupt(value: Any) -> Any:
+    """Return the answer for this interrupt, or raise :class:`GraphInterrupt` to ask for one.
+
+    The n-th ``interrupt()`` of a task takes the n-th resume answer. Answers
+    already used are recorded as the task's ``__resume__`` write, so when the
+    node re-runs from its start the earlier calls return the same values.
+
+    Raises:
+        GraphInterrupt: no answer yet; carries ``Interrupt(value, id)``.
+        RuntimeError: called outside a running node.
+    """
+    scope = current_task_or_raise()
+    scratchpad = scope.task.scratchpad
+    idx = scratchpad.interrupt_counter()
+    if scratchpad.resume and idx < len(scratchpad.resume):
+        scope.send([(RESUME, scratchpad.resume[: idx + 1])])
+        return scratchpad.resume[idx]
+    answer = scratchpad.get_null_resume(True)
+    if answer is not None:
+        scratchpad.resume.append(answer)
+        scope.send([(RESUME, list(scratchpad.resume))])
+        return answer
+    raise GraphInterrupt(
+        (Interrupt(value=value, id=interrupt_id(scope.task.checkpoint_ns, len(scratchpad.resume))),)
+    )

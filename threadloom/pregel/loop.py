@@ -1,0 +1,523 @@
+"""The superstep loop's state machine (LangGraph's ``PregelLoop``), without I/O.
+
+``Loop`` owns the checkpoint, channels and pending writes of one run of one
+graph. The sync and async drivers (``driver.py``) call, in order:
+``start(saved)`` -> ``tick()`` -> run tasks, ``commit()`` each -> ``after_tick()``
+-> ... -> ``exit(exc)``. Saves are handed to a persister (``persist.py``);
+events to an :class:`~threadloom.pregel.stream.Emitter`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID, uuid5
+
+from threadloom.channels.untracked_value import UntrackedValue
+from threadloom.checkpoint.base import (
+    WRITES_IDX_MAP,
+    copy_checkpoint,
+    create_checkpoint,
+    empty_checkpoint,
+)
+from threadloom.constants import (
+    ERROR,
+    INPUT,
+    INTERRUPT,
+    NO_WRITES,
+    NS_END,
+    NS_SEP,
+    NULL_TASK_ID,
+    PUSH,
+    RESUME,
+    TASKS,
+)
+from threadloom.errors import EmptyInputError, GraphBubbleUp, GraphInterrupt
+from threadloom.pregel.checkpoint import (
+    channels_from_checkpoint,
+    get_new_channel_versions,
+    migrate_checkpoint,
+)
+from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results, map_debug_tasks
+from threadloom.pregel.ids import task_path_str
+from threadloom.pregel.io import (
+    map_command,
+    map_input,
+    map_output_updates,
+    map_output_values,
+    read_channels,
+)
+from threadloom.pregel.task import PregelTaskWrites
+from threadloom.pregel.tasks import prepare_next_tasks, should_interrupt
+from threadloom.pregel.writes import CONTROL_WRITES, apply_writes, increment, read_task_statuses
+from threadloom.types import Command, Send
+
+__all__ = ["Loop"]
+
+
+def _is_resume_map(resume: Any) -> bool:
+    return isinstance(resume, dict) and all(
+        isinstance(k, str) and len(k) == 32 and all(c in "0123456789abcdef" for c in k)
+        for k in resume
+    )
+
+
+class Loop:
+    """One run of one graph: checkpoint + channels + pending writes, step by step."""
+
+    def __init__(self, graph: Any, input: Any, opts: Any) -> None:
+        self.graph = graph
+        self.input = input
+        self.o = opts  # RunOptions (driver.py): run ctx, checkpointer, persister, emitter...
+        run = opts.run
+        self.is_nested = run.parent is not None
+        self.ns = run.checkpoint_ns
+        self.next_version = opts.checkpointer.get_next_version if opts.checkpointer else increment
+        self.untracked = {k for k, c in graph.channels.items() if isinstance(c, UntrackedValue)}
+        self.tasks: dict[str, Any] = {}
+        self.status = "input"
+        self.output: Any = None
+        self.resuming_flag: bool | None = opts.parent_resuming
+        self.resume_map: dict[str, Any] | None = opts.parent_resume_map
+        self.written_task_ids: set[str] = set()
+        self.updated_channels: set[str] | None = None
+        self.is_replaying = False
+
+    # -- start ------------------------------------------------------------------
+
+    def start(self, saved: Any) -> None:
+        """Adopt the loaded checkpoint (or an empty one) and apply the input."""
+        o = self.o
+        base_cfg = o.checkpoint_config
+        if saved is None:
+            checkpoint, metadata, pending, parent_cfg, cfg = (
+                empty_checkpoint(),
+                {"step": -2},
+                [],
+                None,
+                base_cfg,
+            )
+        else:
+            checkpoint, metadata = saved.checkpoint, saved.metadata
+            pending = [(str(t), c, v) for t, c, v in (saved.pending_writes or [])]
+            parent_cfg = saved.parent_config
+            cfg = {
+                **base_cfg,
+                "configurable": {**base_cfg["configurable"], **saved.config["configurable"]},
+            }
+            migrate_checkpoint(checkpoint)
+        self.has_parent = saved is not None
+        self.checkpoint_config = cfg
+        self.prev_checkpoint_config = parent_cfg
+        self.checkpoint_id_saved = checkpoint["id"]
+        self.checkpoint = checkpoint
+        self.checkpoint_metadata = metadata
+        self.pending_writes = pending
+        self.channels = channels_from_checkpoint(self.graph.channels, checkpoint)
+        self.step = metadata["step"] + 1
+        self.stop = self.step + o.run.recursion_limit + 1
+        self.previous_versions = dict(checkpoint["channel_versions"])
+        updated = checkpoint.get("updated_channels")
+        self.updated_channels = self._first(set(updated) if updated else None)
+
+    def _first(self, updated_channels: set[str] | None) -> set[str] | None:
+        o = self.o
+        inp = self.input
+        is_command = isinstance(inp, Command)
+        resuming_default = (
+            inp is None
+            or is_command
+            or (
+                not self.is_nested
+                and (o.run.config.get("metadata") or {}).get("run_id", 1)
+                == self.checkpoint_metadata.get("run_id", 2)
+            )
+        )
+        flag = self.resuming_flag if self.is_nested else None
+        is_resuming = bool(self.checkpoint["channel_versions"]) and bool(
+            resuming_default if flag is None else flag
+        )
+        addressed = (not self.is_nested) and bool(o.run.checkpoint_id)
+        resume_given = is_command and inp.resume is not None
+        time_travel = addressed and not (resume_given or bool(flag))
+        self.is_replaying = time_travel
+        if time_travel:
+            self.pending_writes = [w for w in self.pending_writes if w[1] != RESUME]
+        forks = (
+            is_resuming
+            and time_travel
+            and self.checkpoint_metadata.get("source") not in ("update", "fork")
+        )
+        carried: list[tuple[str, str, Any]] = []
+        if is_command:
+            resume_is_map = False
+            if inp.resume is not None:
+                if o.checkpointer is None:
+                    raise RuntimeError("Cannot use Command(resume=...) without checkpointer")
+                resume_is_map = _is_resume_map(inp.resume)
+                if resume_is_map:
+                    self.resume_map = inp.resume
+                elif len(self._pending_interrupts()) > 1:
+                    raise RuntimeError(
+                        "When there are multiple pending interrupts, you must specify the "
+                        "interrupt id when resuming."
+                    )
+            grouped: dict[str, list[tuple[str, Any]]] = {}
+            for tid, c, v in map_command(inp):
+                if not (c == RESUME and resume_is_map):
+                    grouped.setdefault(tid, []).append((c, v))
+            if not grouped and not resume_is_map:
+                raise EmptyInputError("Received empty Command input")
+            for tid, ws in grouped.items():
+                if forks:
+                    carried.extend((tid, c, v) for c, v in ws)
+                else:
+                    self.put_writes(tid, ws)
+        null_writes = [w[1:] for w in (*self.pending_writes, *carried) if w[0] == NULL_TASK_ID]
+        if null_writes:
+            more = apply_writes(
+                self.checkpoint,
+                self.channels,
+                [PregelTaskWrites((), INPUT, null_writes, [])],
+                self.next_version,
+                self.graph.trigger_to_nodes,
+            )
+            if updated_channels is not None:
+                updated_channels.update(more)
+        if is_resuming:
+            seen = self.checkpoint["versions_seen"].setdefault(INTERRUPT, {})
+            versions = self.checkpoint["channel_versions"]
+            for k in self.channels:
+                if k in versions:
+                    seen[k] = versions[k]
+            if forks:
+                self.pending_writes = [w for w in self.pending_writes if w[1] != INTERRUPT]
+                self._put_checkpoint({"source": "fork"})
+            self._emit_values(True)
+        elif input_writes := list(
+            map_input(self.graph.input_channels, None if is_command else inp)
+        ):
+            discard = prepare_next_tasks(
+                self.checkpoint,
+                self.pending_writes,
+                self.graph.nodes,
+                self.channels,
+                step=self.step,
+                stop=self.stop,
+                checkpoint_ns=self.ns,
+                for_execution=True,
+                updated_channels=updated_channels,
+                trigger_to_nodes=self.graph.trigger_to_nodes,
+            )
+            updated_channels = apply_writes(
+                self.checkpoint,
+                self.channels,
+                [*discard.values(), PregelTaskWrites((), INPUT, input_writes, [])],
+                self.next_version,
+                self.graph.trigger_to_nodes,
+            )
+            self.updated_channels = updated_channels
+            self._put_checkpoint({"source": "input"})
+        elif flag is None:
+            raise EmptyInputError(f"Received no input for {self.graph.input_channels}")
+        if not self.is_nested:
+            self.resuming_flag = is_resuming
+        self.status = "pending"
+        return updated_channels
+
+    def _pending_interrupts(self) -> set[str]:
+        return {
+            i.id
+            for status in read_task_statuses(self.pending_writes).values()
+            for i in status.pending_interrupts
+            if hasattr(i, "id")
+        }
+
+    # -- steps ------------------------------------------------------------------
+
+    def _prepare_tasks(self) -> None:
+        o = self.o
+        self.tasks = prepare_next_tasks(
+            self.checkpoint,
+            self.pending_writes,
+            self.graph.nodes,
+            self.channels,
+            step=self.step,
+            stop=self.stop,
+            checkpoint_ns=self.ns,
+            for_execution=True,
+            trigger_to_nodes=self.graph.trigger_to_nodes,
+            updated_channels=self.updated_channels,
+            resume_map=self.resume_map,
+            parent_scratchpad=o.parent_scratchpad,
+            retry_policy=self.graph.retry_policy,
+            cache_policy=self.graph.cache_policy,
+            checkpoint_map=o.run.checkpoint_map,
+        )
+        emitter = o.emitter
+        if o.checkpointer is not None and emitter.wants("checkpoints"):
+            cfg = self.checkpoint_config
+            cfg = {
+                **cfg,
+                "configurable": {**cfg["configurable"], "checkpoint_id": self.checkpoint["id"]},
+            }
+            emitter.emit(
+                "checkpoints",
+                map_debug_checkpoint(
+                    cfg,
+                    self.channels,
+                    self.graph.stream_channels_asis,
+                    self.checkpoint_metadata,
+                    list(self.tasks.values()),
+                    self.pending_writes,
+                    self.prev_checkpoint_config,
+                    o.output_keys,
+                ),
+                self.step,
+            )
+
+    def tick(self) -> bool:
+        """Plan the next step; False when the run is over (done or out of steps).
+
+        Raises:
+            GraphInterrupt: ``interrupt_before`` matched a task of this step.
+        """
+        if self.step > self.stop:
+            self.status = "out_of_steps"
+            self._prepare_tasks()
+            return False
+        self._prepare_tasks()
+        if not self.tasks:
+            self.status = "done"
+            return False
+        if not self.is_replaying and self.pending_writes:
+            wanted = [w for w in self.pending_writes if w[0] in self.tasks]
+            for tid, status in read_task_statuses(wanted).items():
+                self.tasks[tid].writes.extend(status.output)
+        o = self.o
+        if o.interrupt_before and should_interrupt(
+            self.checkpoint, o.interrupt_before, self.tasks.values()
+        ):
+            self.status = "interrupt_before"
+            raise GraphInterrupt()
+        o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
+        for task in self.tasks.values():
+            if task.writes:
+                self._output_writes(task, task.writes, cached=True)
+        return True
+
+    def commit(self, task: Any, exc: BaseException | None) -> None:
+        """Record a finished task's outcome as pending writes."""
+        if exc is None:
+            if all(c in CONTROL_WRITES for c, _ in task.writes):
+                task.writes.append((NO_WRITES, None))
+            self.put_writes(task.id, task.writes)
+            if task.cache_key is not None and self.o.cache is not None:
+                self.o.cache_writes.append(task)
+        elif isinstance(exc, GraphInterrupt):
+            if exc.args and exc.args[0]:
+                writes = [(INTERRUPT, exc.args[0])]
+                writes.extend(w for w in task.writes if w[0] == RESUME)
+                self.put_writes(task.id, writes)
+        elif isinstance(exc, GraphBubbleUp):
+            pass
+        else:
+            task.writes.append((ERROR, exc))
+            self.put_writes(task.id, task.writes)
+
+    def put_writes(
+        self, task_id: str, writes: Sequence[tuple[str, Any]], *, cached: bool = False
+    ) -> None:
+        """Keep a task's writes for this step and hand them to the saver."""
+        if not writes:
+            return
+        self.written_task_ids.add(task_id)
+        if all(w[0] in WRITES_IDX_MAP for w in writes):
+            writes = list({w[0]: w for w in writes}.values())
+        if task_id == NULL_TASK_ID:
+            self.pending_writes = [
+                w for w in self.pending_writes if w[0] != task_id or w[1] not in WRITES_IDX_MAP
+            ]
+            writes = sorted(writes, key=lambda w: w[0] in WRITES_IDX_MAP)
+            to_save = [w[1:] for w in self.pending_writes if w[0] == task_id] + list(writes)
+        else:
+            self.pending_writes = [w for w in self.pending_writes if w[0] != task_id]
+            to_save = list(writes)
+        if self.untracked:
+            to_save = [
+                (c, self._sanitize(v) if c == TASKS else v)
+                for c, v in to_save
+                if c not in self.untracked
+            ]
+        self.pending_writes.extend((task_id, c, v) for c, v in writes)
+        o = self.o
+        if o.persister is not None and o.durability != "exit":
+            task = self.tasks.get(task_id)
+            o.persister.put_writes(
+                self._writes_config(), to_save, task_id, task_path_str(task.path) if task else ""
+            )
+        if task_id in self.tasks:
+            self._output_writes(self.tasks[task_id], writes, cached=cached)
+
+    def _sanitize(self, value: Any) -> Any:
+        if isinstance(value, Send) and isinstance(value.arg, dict):
+            return Send(value.node, {k: v for k, v in value.arg.items() if k not in self.untracked})
+        return value
+
+    def _writes_config(self) -> dict[str, Any]:
+        cfg = self.checkpoint_config
+        return {
+            **cfg,
+            "configurable": {
+                **cfg["configurable"],
+                "checkpoint_ns": self.ns,
+                "checkpoint_id": self.checkpoint["id"],
+            },
+        }
+
+    def _output_writes(
+        self, task: Any, writes: Sequence[tuple[str, Any]], *, cached: bool = False
+    ) -> None:
+        emitter = self.o.emitter
+        if not emitter.modes:
+            return
+        if writes[0][0] == INTERRUPT:
+            if task.path[0] == PUSH and task.path[-1] is True:
+                return
+            interrupts = tuple(
+                v
+                for w in writes
+                if w[0] == INTERRUPT
+                for v in (w[1] if isinstance(w[1], Sequence) else (w[1],))
+            )
+            emitter.emit("updates", [{INTERRUPT: interrupts}], self.step)
+        elif writes[0][0] != ERROR and emitter.wants("updates"):
+            emitter.emit(
+                "updates",
+                map_output_updates(self.o.output_keys, [(task, writes)], cached),
+                self.step,
+            )
+        if not cached and emitter.wants("tasks"):
+            emitter.emit(
+                "tasks",
+                map_debug_task_results(task, writes, self.graph.stream_channels_asis),
+                self.step,
+            )
+
+    def _emit_values(self, writes: Any) -> None:
+        if self.o.emitter.wants("values"):
+            self.o.emitter.emit(
+                "values", map_output_values(self.o.output_keys, writes, self.channels), self.step
+            )
+
+    def after_tick(self) -> None:
+        """Apply the step's writes, save the checkpoint.
+
+        Raises:
+            GraphInterrupt: ``interrupt_after`` matched a task of this step.
+        """
+        tasks = self.tasks.values()
+        self.updated_channels = apply_writes(
+            self.checkpoint, self.channels, tasks, self.next_version, self.graph.trigger_to_nodes
+        )
+        keys = self.o.output_keys
+        if not self.updated_channels.isdisjoint((keys,) if isinstance(keys, str) else keys):
+            self._emit_values([w for t in tasks for w in t.writes])
+        self.pending_writes.clear()
+        self.is_replaying = False
+        self._put_checkpoint({"source": "loop"})
+        o = self.o
+        if o.interrupt_after and should_interrupt(self.checkpoint, o.interrupt_after, tasks):
+            self.status = "interrupt_after"
+            self._prepare_tasks()
+            raise GraphInterrupt()
+        if not self.is_nested:
+            self.resuming_flag = None
+
+    # -- checkpoints --------------------------------------------------------------
+
+    def _put_checkpoint(self, metadata: dict[str, Any], exiting: bool = False) -> None:
+        if exiting and self.checkpoint["id"] == self.checkpoint_id_saved:
+            return
+        o = self.o
+        if not exiting:
+            metadata["step"] = self.step
+            metadata["parents"] = dict(o.run.checkpoint_map)
+            self.checkpoint_metadata = metadata
+        do_checkpoint = o.persister is not None and (exiting or o.durability != "exit")
+        self.checkpoint = create_checkpoint(
+            self.checkpoint,
+            self.channels if do_checkpoint else None,
+            self.step,
+            id=self.checkpoint["id"] if exiting else None,
+            updated_channels=sorted(self.updated_channels)
+            if self.updated_channels is not None
+            else None,
+        )
+        if do_checkpoint:
+            cfg = self.checkpoint_config
+            self.prev_checkpoint_config = cfg if cfg["configurable"].get("checkpoint_id") else None
+            cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns}}
+            versions = dict(self.checkpoint["channel_versions"])
+            new_versions = get_new_channel_versions(self.previous_versions, versions)
+            self.previous_versions = versions
+            o.persister.put(
+                cfg, copy_checkpoint(self.checkpoint), self.checkpoint_metadata, new_versions
+            )
+            self.checkpoint_id_saved = self.checkpoint["id"]
+            self.checkpoint_config = {
+                **cfg,
+                "configurable": {**cfg["configurable"], "checkpoint_id": self.checkpoint["id"]},
+            }
+        if not exiting:
+            self.step += 1
+
+    def exit(self, exc: BaseException | None) -> bool:
+        """Final saves (durability "exit") and interrupt handling; True to swallow ``exc``."""
+        o = self.o
+        if (
+            o.durability == "exit"
+            and o.persister is not None
+            and (
+                not self.is_nested
+                or exc is not None
+                or all(NS_END not in p for p in self.ns.split(NS_SEP))
+            )
+        ):
+            self._put_checkpoint(self.checkpoint_metadata, exiting=True)
+            self._put_pending_writes()
+        if isinstance(exc, GraphInterrupt) and not self.is_nested:
+            if self.pending_writes and any(t.writes for t in self.tasks.values()):
+                updated = apply_writes(
+                    self.checkpoint,
+                    self.channels,
+                    self.tasks.values(),
+                    self.next_version,
+                    self.graph.trigger_to_nodes,
+                )
+                keys = o.output_keys
+                if not updated.isdisjoint((keys,) if isinstance(keys, str) else keys):
+                    self._emit_values([w for t in self.tasks.values() for w in t.writes])
+            if not exc.args or not exc.args[0]:
+                o.emitter.emit("updates", [{INTERRUPT: exc.args[0] if exc.args else ()}], self.step)
+            self.output = read_channels(self.channels, o.output_keys)
+            return True
+        if exc is None:
+            self.output = read_channels(self.channels, o.output_keys)
+        return False
+
+    def _put_pending_writes(self) -> None:
+        if not self.pending_writes:
+            return
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for tid, c, v in self.pending_writes:
+            if tid in self.written_task_ids and c not in self.untracked:
+                by_task.setdefault(tid, []).append((c, v))
+        cfg = self._writes_config()
+        for tid, writes in by_task.items():
+            task = self.tasks.get(tid)
+            self.o.persister.put_writes(cfg, writes, tid, task_path_str(task.path) if task else "")
+
+    def input_task_id(self) -> str:
+        """Id under which ``update_state(as_node="__input__")`` files its writes."""
+        return str(uuid5(UUID(self.checkpoint["id"]), INPUT))

@@ -1,0 +1,383 @@
+"""``Pregel``: a graph of nodes and channels, run in supersteps.
+
+Construction validates and indexes the graph once (which channel triggers
+which node); ``stream``/``astream`` hand the run to the drivers; ``invoke``,
+``batch`` and their async twins are thin wrappers. State inspection and
+editing (``get_state``, ``update_state``, ...) live in ``history.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from threadloom.channels.base import BaseChannel
+from threadloom.channels.topic import Topic
+from threadloom.constants import INTERRUPT, TASKS
+from threadloom.pregel.driver import astream_run, stream_run
+from threadloom.pregel.node import NodeBuilder, PregelNode
+from threadloom.types import CachePolicy, RetryPolicy, Send
+
+__all__ = ["Pregel"]
+
+
+class Pregel:
+    """A Pregel graph: ``nodes`` read and write ``channels`` in supersteps.
+
+    Args:
+        nodes: name -> :class:`PregelNode` (or a :class:`NodeBuilder`).
+        channels: name -> channel spec; ``__pregel_tasks`` is added for Sends.
+        input_channels / output_channels: one name (values in and out as is)
+            or a list (dicts keyed by channel).
+        checkpointer: a saver; in a subgraph ``None`` inherits the parent's,
+            ``True`` keeps one persistent history, ``False`` disables it.
+        interrupt_before_nodes / interrupt_after_nodes: node names or ``"*"``.
+        retry_policy / cache_policy: defaults for nodes that set none.
+        cache: a :class:`~threadloom.cache.BaseCache` for node cache policies.
+
+    Raises:
+        ValueError: a node subscribes to, or reads, a channel that does not exist.
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: Mapping[str, PregelNode | NodeBuilder],
+        channels: Mapping[str, BaseChannel] | None,
+        input_channels: str | Sequence[str],
+        output_channels: str | Sequence[str],
+        stream_channels: str | Sequence[str] | None = None,
+        interrupt_before_nodes: Any = (),
+        interrupt_after_nodes: Any = (),
+        stream_mode: Any = "values",
+        checkpointer: Any = None,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] = (),
+        cache_policy: CachePolicy | None = None,
+        cache: Any = None,
+        store: Any = None,
+        name: str = "LangGraph",
+        debug: bool = False,
+        auto_validate: bool = True,
+        trigger_to_nodes: Mapping[str, Sequence[str]] | None = None,
+        config: Mapping[str, Any] | None = None,
+        step_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.nodes: dict[str, PregelNode] = {
+            k: v.build() if isinstance(v, NodeBuilder) else v for k, v in nodes.items()
+        }
+        self.channels: dict[str, BaseChannel] = dict(channels or {})
+        if TASKS not in self.channels:
+            self.channels[TASKS] = Topic(Send, accumulate=False)
+        for key, chan in self.channels.items():
+            chan.key = key
+        self.input_channels = input_channels
+        self.output_channels = output_channels
+        self.stream_channels = stream_channels
+        self.interrupt_before_nodes = interrupt_before_nodes
+        self.interrupt_after_nodes = interrupt_after_nodes
+        self.stream_mode = stream_mode
+        self.checkpointer = checkpointer
+        self.retry_policy = (
+            [retry_policy] if isinstance(retry_policy, RetryPolicy) else list(retry_policy)
+        )
+        self.cache_policy = cache_policy
+        self.cache = cache
+        self.store = store
+        self.name = name
+        self.debug = debug
+        self.config = dict(config or {})
+        self.step_timeout = step_timeout
+        self.trigger_to_nodes: dict[str, list[str]] = dict(
+            trigger_to_nodes or self._index_triggers()
+        )
+        if auto_validate:
+            self.validate()
+
+    def _index_triggers(self) -> dict[str, list[str]]:
+        index: dict[str, list[str]] = {}
+        for name, node in self.nodes.items():
+            for trigger in node.triggers:
+                index.setdefault(trigger, []).append(name)
+        return index
+
+    def validate(self) -> Pregel:
+        """Check that every channel a node or the graph names exists."""
+        for name, node in self.nodes.items():
+            for chan in node.triggers:
+                if chan not in self.channels:
+                    raise ValueError(f"Node {name!r} subscribes to unknown channel {chan!r}")
+            reads = [node.channels] if isinstance(node.channels, str) else node.channels
+            for chan in reads:
+                if chan not in self.channels:
+                    raise ValueError(f"Node {name!r} reads unknown channel {chan!r}")
+        for group in (self.input_channels, self.output_channels, self.stream_channels or ()):
+            for chan in [group] if isinstance(group, str) else group:
+                if chan not in self.channels:
+                    raise ValueError(f"Graph names unknown channel {chan!r}")
+        for nodes in (self.interrupt_before_nodes, self.interrupt_after_nodes):
+            if nodes != "*":
+                for n in nodes:
+                    if n not in self.nodes:
+                        raise ValueError(f"Interrupt node {n!r} not in graph")
+        return self
+
+    @property
+    def stream_channels_asis(self) -> str | Sequence[str]:
+        return self.stream_channels or list(self.channels)
+
+    @property
+    def stream_channels_list(self) -> Sequence[str]:
+        s = self.stream_channels_asis
+        return [s] if isinstance(s, str) else s
+
+    def get_name(self) -> str:
+        return self.name
+
+    def copy(self, **update: Any) -> Pregel:
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(update)
+        return new
+
+    def with_config(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Pregel:
+        return self.copy(config={**self.config, **(config or {}), **kwargs})
+
+    def _merge_config(self, config: Mapping[str, Any] | None) -> Any:
+        if not self.config:
+            return config
+        merged = {**self.config, **(config or {})}
+        merged["configurable"] = {
+            **(self.config.get("configurable") or {}),
+            **((config or {}).get("configurable") or {}),
+        }
+        return merged
+
+    # -- running ------------------------------------------------------------------
+
+    def stream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: Any = None,
+        **kwargs: Any,
+    ) -> Iterator[Any]:
+        """Run the graph, yielding chunks per ``stream_mode`` (LangGraph's v1 format).
+
+        Keyword args: ``output_keys``, ``interrupt_before``, ``interrupt_after``,
+        ``durability`` ("sync" | "async" | "exit"), ``subgraphs``, ``debug``,
+        ``print_mode``.
+
+        Raises:
+            GraphRecursionError: ``recursion_limit`` steps ran without finishing.
+            Exception: whatever a node raised (after its step's other tasks finished).
+        """
+        kwargs["stream_mode"] = stream_mode
+        return stream_run(self, input, self._merge_config(config), kwargs)
+
+    def astream(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: Any = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[Any]:
+        """Async twin of :meth:`stream`."""
+        kwargs["stream_mode"] = stream_mode
+        return astream_run(self, input, self._merge_config(config), kwargs)
+
+    def invoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: Any = "values",
+        output_keys: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Run to completion; the final output (with ``__interrupt__`` if paused).
+
+        With another ``stream_mode``, the list of chunks.
+        """
+        output_keys = output_keys if output_keys is not None else self.output_channels
+        if stream_mode != "values":
+            return list(
+                self.stream(
+                    input, config, stream_mode=stream_mode, output_keys=output_keys, **kwargs
+                )
+            )
+        latest, interrupts = None, []
+        for chunk in self.stream(
+            input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
+        ):
+            mode, payload = chunk[-2], chunk[-1]
+            if (
+                mode == "updates"
+                and isinstance(payload, dict)
+                and (ints := payload.get(INTERRUPT)) is not None
+            ):
+                interrupts.extend(ints)
+            elif mode == "values":
+                latest = payload
+        if interrupts:
+            return (
+                {**latest, INTERRUPT: interrupts}
+                if isinstance(latest, dict)
+                else {INTERRUPT: interrupts}
+            )
+        return latest
+
+    async def ainvoke(
+        self,
+        input: Any,
+        config: Mapping[str, Any] | None = None,
+        *,
+        stream_mode: Any = "values",
+        output_keys: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Async twin of :meth:`invoke`."""
+        output_keys = output_keys if output_keys is not None else self.output_channels
+        if stream_mode != "values":
+            return [
+                c
+                async for c in self.astream(
+                    input, config, stream_mode=stream_mode, output_keys=output_keys, **kwargs
+                )
+            ]
+        latest, interrupts = None, []
+        async for chunk in self.astream(
+            input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
+        ):
+            mode, payload = chunk[-2], chunk[-1]
+            if (
+                mode == "updates"
+                and isinstance(payload, dict)
+                and (ints := payload.get(INTERRUPT)) is not None
+            ):
+                interrupts.extend(ints)
+            elif mode == "values":
+                latest = payload
+        if interrupts:
+            return (
+                {**latest, INTERRUPT: interrupts}
+                if isinstance(latest, dict)
+                else {INTERRUPT: interrupts}
+            )
+        return latest
+
+    def batch(
+        self,
+        inputs: Sequence[Any],
+        config: Any = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """``invoke`` each input (configs: one for all or one per input), in parallel."""
+        from threadloom.pregel.pool import POOL
+
+        configs = config if isinstance(config, list) else [config] * len(inputs)
+
+        def one(i: int) -> Any:
+            try:
+                return self.invoke(inputs[i], configs[i], **kwargs)
+            except Exception as exc:
+                if return_exceptions:
+                    return exc
+                raise
+
+        futures = [POOL.submit(one, i) for i in range(len(inputs))]
+        return [f.result() for f in futures]
+
+    async def abatch(
+        self,
+        inputs: Sequence[Any],
+        config: Any = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Async twin of :meth:`batch`."""
+        configs = config if isinstance(config, list) else [config] * len(inputs)
+        return await asyncio.gather(
+            *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs)),
+            return_exceptions=return_exceptions,
+        )
+
+    # -- state (history.py) --------------------------------------------------------
+
+    def get_state(self, config: Any, *, subgraphs: bool = False) -> Any:
+        """The thread's state at ``config`` (latest if no checkpoint_id). See history.py."""
+        from threadloom.pregel import history
+
+        return history.get_state(self, config, subgraphs=subgraphs)
+
+    async def aget_state(self, config: Any, *, subgraphs: bool = False) -> Any:
+        from threadloom.pregel import history
+
+        return await history.aget_state(self, config, subgraphs=subgraphs)
+
+    def get_state_history(
+        self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None
+    ) -> Any:
+        """Snapshots newest first. See history.py."""
+        from threadloom.pregel import history
+
+        return history.get_state_history(self, config, filter=filter, before=before, limit=limit)
+
+    def aget_state_history(
+        self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None
+    ) -> Any:
+        from threadloom.pregel import history
+
+        return history.aget_state_history(self, config, filter=filter, before=before, limit=limit)
+
+    def update_state(
+        self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
+    ) -> Any:
+        """Write ``values`` as if ``as_node`` produced them; returns the new config. See history.py."""
+        from threadloom.pregel import history
+
+        return history.update_state(self, config, values, as_node=as_node, task_id=task_id)
+
+    async def aupdate_state(
+        self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
+    ) -> Any:
+        from threadloom.pregel import history
+
+        return await history.aupdate_state(self, config, values, as_node=as_node, task_id=task_id)
+
+    def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        from threadloom.pregel import history
+
+        return history.bulk_update_state(self, config, supersteps)
+
+    async def abulk_update_state(self, config: Any, supersteps: Any) -> Any:
+        from threadloom.pregel import history
+
+        return await history.abulk_update_state(self, config, supersteps)
+
+    def get_subgraphs(
+        self, *, namespace: str | None = None, recurse: bool = False
+    ) -> Iterator[tuple[str, Any]]:
+        """Subgraphs used as nodes: ``(name, graph)`` (nested names joined by ``|``)."""
+        for name, node in self.nodes.items():
+            for sub in node.subgraphs:
+                if namespace is None or namespace == name or namespace.startswith(name + "|"):
+                    if namespace is None or namespace == name:
+                        yield name, sub
+                    if recurse and hasattr(sub, "get_subgraphs"):
+                        rest = (
+                            None
+                            if namespace is None or namespace == name
+                            else namespace[len(name) + 1 :]
+                        )
+                        for n, s in sub.get_subgraphs(namespace=rest, recurse=True):
+                            yield f"{name}|{n}", s
+
+    def __repr__(self) -> str:
+        return f"Pregel(name={self.name!r}, nodes={list(self.nodes)!r})"

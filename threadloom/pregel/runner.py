@@ -1,0 +1,149 @@
+"""Running a task: call the node's functions, apply its writers, retry on failure.
+
+Sync tasks run in the calling thread (a lone task) or on the shared pool;
+async tasks run as asyncio tasks, with sync functions sent to the pool. The
+task is published in :data:`~threadloom.pregel.context.CURRENT` while it runs,
+which is how ``interrupt()``, ``get_config()`` and nested graphs find it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from typing import Any
+
+from threadloom.errors import GraphBubbleUp, ParentCommand
+from threadloom.pregel.context import CURRENT, TaskScope
+from threadloom.pregel.io import command_writes
+from threadloom.pregel.pool import POOL
+from threadloom.pregel.write import ChannelWrite, assemble_writes
+from threadloom.types import Command
+
+__all__ = ["arun_task", "run_task", "retry_delay"]
+
+
+def _kwargs(style: tuple[bool, bool, bool, bool], scope: TaskScope) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    if style[1]:
+        kw["config"] = scope.config()
+    if style[2]:
+        kw["writer"] = scope.custom or (lambda _: None)
+    return kw
+
+
+def _finish(scope: TaskScope, value: Any) -> None:
+    """Turn the node's output into writes (Command, or the node's writers)."""
+    task = scope.task
+    proc = task.proc
+    if isinstance(value, Command) and proc.handle_command:
+        if value.graph == Command.PARENT:
+            raise ParentCommand(value)
+        task.writes.extend(command_writes(value))
+        return
+    for writer in proc.writers:
+        if type(writer) is ChannelWrite:
+            if writer.writes:
+                task.writes.extend(assemble_writes(writer.writes, value))
+        else:
+            value = writer(value)
+
+
+def _resolved_parent_command(exc: BaseException) -> Command | None:
+    """A Command a nested graph sent up to this task (applied as this task's writes)."""
+    if isinstance(exc, ParentCommand) and getattr(exc, "resolved", False):
+        return exc.args[0]
+    return None
+
+
+def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before retrying after ``exc`` (None: do not retry)."""
+    if isinstance(exc, GraphBubbleUp):
+        return None
+    for policy in scope.task.retry_policy or ():
+        if policy.should_retry(exc):  # type: ignore[arg-type]
+            return policy.delay(attempt) if attempt < policy.max_attempts else None
+    return None
+
+
+def _run_once(scope: TaskScope) -> None:
+    task = scope.task
+    value = task.input
+    for fn, style in task.proc.steps:
+        if style[3]:
+            value = fn.invoke(value, scope.config())
+        elif style[0]:
+            raise TypeError(f"node {task.name!r} is async; run the graph with ainvoke/astream")
+        elif style[1] or style[2]:
+            value = fn(value, **_kwargs(style, scope))
+        else:
+            value = fn(value)
+    _finish(scope, value)
+
+
+def run_task(scope: TaskScope) -> BaseException | None:
+    """Run a task to completion (with retries); return its exception instead of raising."""
+    token = CURRENT.set(scope)
+    try:
+        attempt = 0
+        while True:
+            try:
+                _run_once(scope)
+                return None
+            except BaseException as exc:
+                if (cmd := _resolved_parent_command(exc)) is not None:
+                    scope.task.writes.extend(command_writes(cmd))
+                    return None
+                attempt += 1
+                delay = retry_delay(scope, exc, attempt)
+                if delay is None:
+                    return exc
+                scope.task.writes.clear()
+                time.sleep(delay)
+    finally:
+        CURRENT.reset(token)
+
+
+async def _arun_once(scope: TaskScope) -> None:
+    task = scope.task
+    value = task.input
+    loop = asyncio.get_running_loop()
+    for fn, style in task.proc.steps:
+        if style[3]:
+            value = await fn.ainvoke(value, scope.config())
+        elif style[0]:
+            value = await fn(value, **_kwargs(style, scope))
+        else:
+            ctx = contextvars.copy_context()
+            value = await loop.run_in_executor(
+                POOL, lambda f=fn, v=value, s=style, c=ctx: c.run(f, v, **_kwargs(s, scope))
+            )
+    _finish(scope, value)
+
+
+async def arun_task(scope: TaskScope) -> BaseException | None:
+    """Async twin of :func:`run_task`."""
+    token = CURRENT.set(scope)
+    try:
+        attempt = 0
+        while True:
+            try:
+                if scope.task.timeout:
+                    await asyncio.wait_for(_arun_once(scope), scope.task.timeout)
+                else:
+                    await _arun_once(scope)
+                return None
+            except BaseException as exc:
+                if (cmd := _resolved_parent_command(exc)) is not None:
+                    scope.task.writes.extend(command_writes(cmd))
+                    return None
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                attempt += 1
+                delay = retry_delay(scope, exc, attempt)
+                if delay is None:
+                    return exc
+                scope.task.writes.clear()
+                await asyncio.sleep(delay)
+    finally:
+        CURRENT.reset(token)

@@ -1,0 +1,260 @@
+"""State snapshots: what ``get_state`` / ``get_state_history`` show (no I/O here).
+
+A snapshot is a saved checkpoint seen through the graph's channels: its values,
+the tasks of the step that follows it, and what the pending writes say about
+those tasks (results, errors, interrupts). Two views exist:
+
+* **live** (the config names no ``checkpoint_id``): "where is the thread now".
+  Writes of tasks that already finished are applied, so ``values`` include them
+  and ``next`` lists only tasks still to run; ``interrupts`` are those still
+  waiting for an answer.
+* **historical** (explicit ``checkpoint_id``, and every history entry): "what
+  this step looked like". Values as of the start of the step, every task of the
+  step, every interrupt it raised.
+
+The planners here are generators that *yield* what they need read
+(:class:`ReadTuple`, :class:`ReadState`) and get the answer sent back, so the
+sync and async drivers in :mod:`threadloom.pregel.history` share one brain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from typing import Any, NamedTuple
+
+from threadloom.checkpoint.base import CheckpointTuple, copy_checkpoint, get_thread_id
+from threadloom.constants import (
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_THREAD_ID,
+    INPUT,
+    NS_END,
+    NS_SEP,
+    NULL_TASK_ID,
+)
+from threadloom.errors import CheckpointNotFoundError, ConfigError
+from threadloom.pregel.checkpoint import channels_from_checkpoint, migrate_checkpoint
+from threadloom.pregel.debug import patch_checkpoint_map, tasks_w_writes
+from threadloom.pregel.ids import recast_checkpoint_ns
+from threadloom.pregel.io import read_channels
+from threadloom.pregel.task import PregelTaskWrites
+from threadloom.pregel.tasks import prepare_next_tasks
+from threadloom.pregel.writes import apply_writes, read_task_statuses
+from threadloom.types import StateSnapshot
+
+__all__ = [
+    "ReadState",
+    "ReadTuple",
+    "find_subgraph",
+    "output_keys",
+    "plan_snapshot",
+    "prepare_config",
+    "resolve_saver",
+    "route",
+    "trigger_to_nodes",
+]
+
+CONF = "configurable"
+
+
+class ReadTuple(NamedTuple):
+    """Ask the driver for ``saver.get_tuple(config)``."""
+
+    config: dict[str, Any]
+
+
+class ReadState(NamedTuple):
+    """Ask the driver for the nested snapshot of ``graph`` at ``config``."""
+
+    graph: Any
+    config: dict[str, Any]
+
+
+# -- graph introspection ------------------------------------------------------------
+
+
+def resolve_saver(graph: Any, saver: Any = None) -> Any:
+    """The saver state methods use: the one lent by a parent, else the graph's own.
+
+    Raises:
+        ConfigError: the graph has no checkpointer (``None``/``False``), or is a
+            ``checkpointer=True`` subgraph used as a root graph.
+    """
+    if saver is not None:
+        return saver
+    own = getattr(graph, "checkpointer", None)
+    name = getattr(graph, "name", None) or type(graph).__name__
+    if own is True:
+        raise ConfigError(
+            f"graph {name!r} was compiled with checkpointer=True, which only works for a "
+            "subgraph: read its state through the parent graph"
+        )
+    if own is None or own is False:
+        raise ConfigError(
+            f"graph {name!r} has no checkpointer: compile it with checkpointer=... "
+            "to read or change its state"
+        )
+    return own
+
+
+def output_keys(graph: Any) -> Any:
+    """The channels a snapshot's ``values`` shows (LangGraph's ``stream_channels_asis``)."""
+    asis = getattr(graph, "stream_channels_asis", None)
+    if asis is not None:
+        return asis
+    return graph.output_channels
+
+
+def trigger_to_nodes(graph: Any) -> Mapping[str, Any]:
+    """channel -> nodes it triggers (the graph's own index when it has one)."""
+    index = getattr(graph, "trigger_to_nodes", None)
+    if index is not None:
+        return index
+    out: dict[str, list[str]] = {}
+    for name, node in graph.nodes.items():
+        for trigger in node.triggers:
+            out.setdefault(trigger, []).append(name)
+    return out
+
+
+def find_subgraph(graph: Any, recast_ns: str) -> Any:
+    """The (possibly nested) subgraph at ``recast_ns`` (``parent|child``), or None."""
+    head, _, rest = recast_ns.partition(NS_SEP)
+    node = graph.nodes.get(head)
+    subgraphs = getattr(node, "subgraphs", None) if node is not None else None
+    if not subgraphs:
+        return None
+    sub = subgraphs[0]
+    return find_subgraph(sub, rest) if rest else sub
+
+
+def route(graph: Any, config: Mapping[str, Any], *, for_update: bool = False) -> Any:
+    """The graph a namespaced config addresses (``graph`` itself at the root).
+
+    Raises:
+        ConfigError: ``for_update`` and the namespace names no subgraph of ``graph``
+            (its channels would write the wrong state into that namespace).
+    """
+    ns = (config.get(CONF) or {}).get(CONFIG_KEY_CHECKPOINT_NS) or ""
+    if not ns:
+        return graph
+    recast = recast_checkpoint_ns(ns)
+    sub = find_subgraph(graph, recast)
+    if sub is not None:
+        return sub
+    if for_update:
+        names = sorted(n for n, node in graph.nodes.items() if getattr(node, "subgraphs", None))
+        raise ConfigError(
+            f"checkpoint_ns {ns!r} names no subgraph {recast!r} of this graph; "
+            f"subgraph nodes are: {', '.join(names) or '(none)'}"
+        )
+    return graph
+
+
+def prepare_config(graph: Any, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config a state method reads with: defaults merged, thread id a string,
+    ``checkpoint_ns`` present, and task ids dropped for ``checkpointer=True`` graphs.
+
+    Raises:
+        ConfigError: no ``thread_id``.
+    """
+    config = dict(config or {})
+    defaults = (getattr(graph, "config", None) or {}).get(CONF) or {}
+    configurable = {**defaults, **(config.get(CONF) or {})}
+    configurable[CONFIG_KEY_THREAD_ID] = get_thread_id({CONF: configurable})
+    ns = configurable.get(CONFIG_KEY_CHECKPOINT_NS) or ""
+    if getattr(graph, "checkpointer", None) is True:
+        # one history per thread: drop task ids, keep numeric parts (repeat calls)
+        ns = NS_SEP.join(part.split(NS_END)[0] for part in ns.split(NS_SEP)) if ns else ns
+    configurable[CONFIG_KEY_CHECKPOINT_NS] = ns
+    config[CONF] = configurable
+    return config
+
+
+def _empty(config: dict[str, Any]) -> StateSnapshot:
+    return StateSnapshot({}, (), config, None, None, None, (), ())
+
+
+# -- building a snapshot --------------------------------------------------------------
+
+
+def plan_snapshot(
+    graph: Any,
+    config: dict[str, Any],
+    *,
+    saved: CheckpointTuple | None = None,
+    subgraphs: bool = False,
+    live: bool = False,
+    loaded: bool = False,
+) -> Generator[Any, Any, StateSnapshot]:
+    """Snapshot of ``config``'s checkpoint (or of ``saved``, when ``loaded``).
+
+    Raises:
+        CheckpointNotFoundError: the config names a ``checkpoint_id`` the saver lacks.
+    """
+    if not loaded:
+        saved = yield ReadTuple(config)
+    if saved is None:
+        conf = config[CONF]
+        if conf.get(CONFIG_KEY_CHECKPOINT_ID):
+            raise CheckpointNotFoundError(
+                conf[CONFIG_KEY_THREAD_ID],
+                conf[CONFIG_KEY_CHECKPOINT_ID],
+                conf.get(CONFIG_KEY_CHECKPOINT_NS, ""),
+            )
+        return _empty(config)
+    checkpoint = copy_checkpoint(saved.checkpoint)
+    migrate_checkpoint(checkpoint)
+    pending = list(saved.pending_writes or [])
+    step = (saved.metadata or {}).get("step", -1) + 1
+    channels = channels_from_checkpoint(graph.channels, checkpoint)
+    saved_ns = saved.config[CONF].get(CONFIG_KEY_CHECKPOINT_NS, "")
+    next_tasks = prepare_next_tasks(
+        checkpoint,
+        pending,
+        graph.nodes,
+        channels,
+        step=step,
+        stop=step + 2,
+        checkpoint_ns=saved_ns,
+        for_execution=True,
+    )
+    states: dict[str, Any] = {}
+    for task in next_tasks.values():
+        node = graph.nodes.get(task.name)
+        subs = getattr(node, "subgraphs", None)
+        if not subs:
+            continue
+        task_ns = f"{task.name}{NS_END}{task.id}"
+        if saved_ns:
+            task_ns = f"{saved_ns}{NS_SEP}{task_ns}"
+        sub_config = {
+            CONF: {
+                CONFIG_KEY_THREAD_ID: saved.config[CONF][CONFIG_KEY_THREAD_ID],
+                CONFIG_KEY_CHECKPOINT_NS: task_ns,
+            }
+        }
+        states[task.id] = (yield ReadState(subs[0], sub_config)) if subgraphs else sub_config
+    triggers = trigger_to_nodes(graph)
+    if null_writes := [(c, v) for t, c, v in pending if t == NULL_TASK_ID]:
+        apply_writes(
+            checkpoint, channels, [PregelTaskWrites((), INPUT, null_writes, [])], None, triggers
+        )
+    if live and pending:
+        for tid, status in read_task_statuses(pending).items():
+            if tid in next_tasks:
+                next_tasks[tid].writes.extend(status.output)
+        if done := [t for t in next_tasks.values() if t.writes]:
+            apply_writes(checkpoint, channels, done, None, triggers)
+    keys = output_keys(graph)
+    tasks = tasks_w_writes(next_tasks.values(), pending, states, keys, live=live)
+    return StateSnapshot(
+        read_channels(channels, keys),
+        tuple(t.name for t in next_tasks.values() if not t.writes),
+        patch_checkpoint_map(saved.config, saved.metadata),
+        saved.metadata,
+        checkpoint["ts"],
+        patch_checkpoint_map(saved.parent_config, saved.metadata),
+        tasks,
+        tuple(i for t in tasks for i in t.interrupts),
+    )
