@@ -13,7 +13,6 @@ Layout (identical names, so checkpoints of the same graph compare 1:1):
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -272,6 +271,7 @@ def compile_state_graph(
         store=store,
         cache=cache,
         name=name or "LangGraph",
+        auto_validate=False,
     )
     compiled.attach_node(START, None)
     for key, spec in builder.nodes.items():
@@ -283,15 +283,18 @@ def compile_state_graph(
     for start, branches in builder.branches.items():
         for branch_name, branch in branches.items():
             compiled.attach_branch(start, branch_name, branch)
-    return compiled
+    compiled.trigger_to_nodes = compiled._index_triggers()  # nodes were attached after __init__
+    return compiled.validate()
 
 
 def apply_allowlist(checkpointer: Any, builder: StateGraph) -> Any:
     """Let the saver revive the user classes the state schemas mention.
 
-    threadloom's serializer only revives registered or allowlisted types; a
-    dataclass or pydantic model in the state is allowlisted here, at compile
-    time, through ``saver.with_allowlist(types)`` (a copy of the saver).
+    threadloom's serializer only revives registered or allowlisted types. The
+    dataclasses, pydantic models and enums reachable from the graph's schemas are
+    trusted here, at compile time: through ``saver.with_allowlist(types)`` when the
+    saver offers it, else by widening the saver's serializer in place (so reading
+    the same saver directly, e.g. ``saver.get_tuple``, decodes them too).
     """
     if checkpointer is None or isinstance(checkpointer, bool):
         return checkpointer
@@ -310,9 +313,12 @@ def apply_allowlist(checkpointer: Any, builder: StateGraph) -> Any:
     serde = getattr(checkpointer, "serde", None)
     if serde is None or not hasattr(serde, "with_allowlist"):
         return checkpointer
-    clone = copy.copy(checkpointer)  # shares the connection; only the serializer differs
-    clone.serde = serde.with_allowlist(ordered)
-    return clone
+    widened = serde.with_allowlist(ordered)
+    checkpointer.serde = widened
+    codec = getattr(checkpointer, "codec", None)  # the storage core encodes through it
+    if getattr(codec, "serde", None) is serde:
+        codec.serde = widened
+    return checkpointer
 
 
 def _as_list(value: Any) -> list[str]:
