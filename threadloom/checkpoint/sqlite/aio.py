@@ -1,0 +1,116 @@
+"""``AsyncSqliteSaver``: the storage core on ``aiosqlite``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiosqlite
+
+from threadloom.checkpoint.sqlite.executor import AsyncSqliteExecutor, Tracer
+from threadloom.checkpoint.sqlite.saver import pragmas
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+from threadloom.errors import StorageError
+
+__all__ = ["AsyncSqliteSaver"]
+
+
+class AsyncSqliteSaver(StorageSaver):
+    """Async checkpoints in SQLite; same file format as :class:`SqliteSaver`.
+
+    Bound to the event loop it was created on. Its sync methods work from
+    other threads while that loop runs; called on the loop itself they raise
+    :class:`StorageError` instead of deadlocking (use the ``a*`` methods there).
+    Same arguments as ``SqliteSaver`` but with an ``aiosqlite.Connection``.
+    """
+
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout: float = 30.0,
+        tracer: Tracer | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.conn = conn
+        self._pragmas = pragmas(synchronous, busy_timeout)
+        self.executor = AsyncSqliteExecutor(conn, "the SQLite database", tracer)
+        self.loop = asyncio.get_running_loop()
+        self._owns = False
+        self.is_setup = False
+        self._setup_lock = asyncio.Lock()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls, conn_string: str, **options: Any
+    ) -> AsyncIterator[AsyncSqliteSaver]:
+        """``async with AsyncSqliteSaver.from_conn_string("state.db") as saver:``."""
+        conn = await aiosqlite.connect(conn_string, check_same_thread=False, isolation_level=None)
+        saver = cls(conn, **options)
+        saver.executor.where = repr(conn_string)
+        saver._owns = True
+        try:
+            await saver.setup()
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def setup(self) -> None:
+        """Create or migrate the schema and set PRAGMAs (WAL). Idempotent."""
+        async with self._setup_lock:
+            if not self.is_setup:
+                async with self.conn.execute("PRAGMA database_list") as cur:
+                    row = await cur.fetchone()
+                await self.executor.setup(bool(row and row[2]), self._pragmas)
+                self.is_setup = True
+
+    async def aclose(self) -> None:
+        if self._owns:
+            self._owns = False
+            await self.conn.close()
+
+    def close(self) -> None:
+        if self._owns:
+            self._bridge(self.aclose())
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        if not self.is_setup:
+            await self.setup()
+        return await drive.arun(flow, self.executor, write)
+
+    async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        if not self.is_setup:
+            await self.setup()
+        async for item in drive.aiterate(flow, self.executor):
+            yield item
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        return self._bridge(self._arun(flow, write))
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        async def collect() -> list[Any]:
+            return [item async for item in self._aiter(flow)]
+
+        return iter(self._bridge(collect()))
+
+    def _bridge(self, coro: Any) -> Any:
+        """Run ``coro`` on the saver's loop from another thread, never on it."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop or not self.loop.is_running():
+            coro.close()
+            raise StorageError(
+                "AsyncSqliteSaver's sync methods must be called from another thread while"
+                " its event loop runs; on the loop itself use the async methods"
+                " (await saver.aget_tuple(...), saver.alist(...), await saver.aput(...))"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()

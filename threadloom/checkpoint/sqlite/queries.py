@@ -1,0 +1,344 @@
+"""Every SQL statement of the SQLite backend, as plans shared by sync and async.
+
+``plan(op)`` returns a generator that yields :class:`Stmt` and receives each
+statement's result; :mod:`.executor` runs the same plan on ``sqlite3`` or on
+``aiosqlite``. Identifiers are fixed; every value is a bound parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Generator, Sequence
+from typing import Any, NamedTuple
+
+from threadloom.checkpoint.storage import ops as o
+
+__all__ = ["Stmt", "plan", "CHUNK"]
+
+CHUNK = 400  # values per IN (...) list, well under SQLite's variable limit
+
+CP_COLS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data, metadata, run_id"
+)
+REF_COLS = "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
+WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, tag, value, task_path"
+ORDER = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
+
+INSERT_BLOB = (
+    "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs) VALUES (?, ?, ?, ?, 0)"
+)
+INSERT_REF = f"INSERT OR IGNORE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_REF = f"INSERT OR REPLACE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_CP = f"INSERT OR REPLACE INTO tl_checkpoints ({CP_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_WRITE = f"INSERT OR REPLACE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+IGNORE_WRITE = f"INSERT OR IGNORE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
+
+
+class Stmt(NamedTuple):
+    """One statement. ``mode``: ``all`` (rows), ``one`` (row|None),
+    ``count`` (rowcount), ``many`` (executemany, rowcount)."""
+
+    sql: str
+    params: Any = ()
+    mode: str = "all"
+
+
+Plan = Generator[Stmt, Any, Any]
+
+
+def _chunks(items: Sequence[Any], size: int = CHUNK) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def _scope(thread_id: str | None, ns: str | None) -> tuple[list[str], list[Any]]:
+    where, params = [], []
+    if thread_id is not None:
+        where.append("thread_id = ?")
+        params.append(thread_id)
+    if ns is not None:
+        where.append("checkpoint_ns = ?")
+        params.append(ns)
+    return where, params
+
+
+def _filter_sql(key: str, json_value: str) -> tuple[str, list[Any]]:
+    """Equality on one metadata key; ``key`` is pre-validated, values are bound."""
+    path = f'$."{key}"'
+    value = json.loads(json_value)
+    if value is None:
+        return "json_type(metadata, ?) = 'null'", [path]
+    if isinstance(value, bool):
+        return "json_type(metadata, ?) = ?", [path, "true" if value else "false"]
+    if isinstance(value, (int, float)):
+        sql = "json_type(metadata, ?) IN ('integer', 'real') AND json_extract(metadata, ?) = ?"
+        return sql, [path, path, value]
+    if isinstance(value, str):
+        return "json_type(metadata, ?) = 'text' AND json_extract(metadata, ?) = ?", [
+            path,
+            path,
+            value,
+        ]
+    return "json_extract(metadata, ?) = json(?)", [path, json_value]
+
+
+# -- reads --------------------------------------------------------------------
+
+
+def _get(op: o.GetCheckpoint) -> Plan:
+    sql = f"SELECT {CP_COLS} FROM tl_checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+    if op.checkpoint_id is not None:
+        row = yield Stmt(
+            sql + " AND checkpoint_id = ?",
+            (op.thread_id, op.checkpoint_ns, op.checkpoint_id),
+            "one",
+        )
+    else:
+        row = yield Stmt(
+            sql + " ORDER BY checkpoint_id DESC LIMIT 1", (op.thread_id, op.checkpoint_ns), "one"
+        )
+    return o.CheckpointRow(*row) if row else None
+
+
+def _list(op: o.ListCheckpoints) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    for key, value in op.filter:
+        sql, p = _filter_sql(key, value)
+        where.append(sql)
+        params.extend(p)
+    if op.before is not None:
+        where.append("checkpoint_id < ?")
+        params.append(op.before)
+    if op.after is not None:
+        where.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
+        params.extend(op.after)
+    sql = f"SELECT {CP_COLS} FROM tl_checkpoints"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += ORDER
+    if op.limit is not None:
+        sql += " LIMIT ?"
+        params.append(op.limit)
+    rows = yield Stmt(sql, params)
+    return [o.CheckpointRow(*r) for r in rows]
+
+
+def _find_runs(op: o.FindRunCheckpoints) -> Plan:
+    found = []
+    for part in _chunks(op.run_ids):
+        sql = f"SELECT {CP_COLS} FROM tl_checkpoints WHERE run_id IN ({_marks(len(part))})"
+        found.extend(o.CheckpointRow(*r) for r in (yield Stmt(sql, part)))
+    return found
+
+
+def _load_refs(op: o.LoadRefs) -> Plan:
+    found = []
+    for part in _chunks(op.keys, CHUNK // 2):
+        values = ", ".join(["(?, ?)"] * len(part))
+        sql = (
+            f"SELECT {REF_COLS} FROM tl_refs WHERE thread_id = ? AND checkpoint_ns = ?"
+            f" AND (channel, version) IN (VALUES {values})"
+        )
+        params = [op.thread_id, op.checkpoint_ns, *(x for key in part for x in key)]
+        found.extend(o.RefRow(*r) for r in (yield Stmt(sql, params)))
+    return found
+
+
+def _thread_refs(op: o.LoadThreadRefs) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    rows = yield Stmt(f"SELECT {REF_COLS} FROM tl_refs WHERE " + " AND ".join(where), params)
+    return [o.RefRow(*r) for r in rows]
+
+
+def _load_blobs(op: o.LoadBlobs) -> Plan:
+    found: dict[bytes, o.BlobRow] = {}
+    for part in _chunks(op.hashes):
+        sql = f"SELECT hash, tag, data, children FROM tl_blobs WHERE hash IN ({_marks(len(part))})"
+        for r in (yield Stmt(sql, part)):
+            found[r[0]] = o.BlobRow(*r)
+    return found
+
+
+def _load_writes(op: o.LoadWrites) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    base = f"SELECT {WRITE_COLS} FROM tl_writes WHERE " + " AND ".join(where)
+    if op.checkpoint_ids is None:
+        return [o.WriteRow(*r) for r in (yield Stmt(base, params))]
+    found = []
+    for part in _chunks(op.checkpoint_ids):
+        sql = base + f" AND checkpoint_id IN ({_marks(len(part))})"
+        found.extend(o.WriteRow(*r) for r in (yield Stmt(sql, [*params, *part])))
+    return found
+
+
+# -- writes -------------------------------------------------------------------
+
+
+def _save(op: o.SaveCheckpoint) -> Plan:
+    new = []
+    for blob in op.blobs:
+        if (yield Stmt(INSERT_BLOB, blob, "count")):
+            new.append(blob.hash)
+    inserted = []
+    held: Counter[bytes] = Counter()
+    for ref in op.refs:
+        ok = bool((yield Stmt(INSERT_REF, ref, "count")))
+        inserted.append(ok)
+        if ok:
+            h = ref.hashes
+            held.update(h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE))
+    if held:
+        yield Stmt(ADD_REFS, [(n, h) for h, n in held.items()], "many")
+    if op.row is not None:
+        yield Stmt(UPSERT_CP, op.row, "count")
+    return o.SaveResult(frozenset(new), tuple(inserted))
+
+
+def _save_writes(op: o.SaveWrites) -> Plan:
+    yield Stmt(UPSERT_WRITE if op.upsert else IGNORE_WRITE, op.rows, "many")
+
+
+def _insert(op: o.InsertRows) -> Plan:
+    if op.checkpoints:
+        yield Stmt(UPSERT_CP, op.checkpoints, "many")
+    if op.refs:
+        yield Stmt(UPSERT_REF, op.refs, "many")
+    if op.writes:
+        yield Stmt(UPSERT_WRITE, op.writes, "many")
+
+
+def _adjust(op: o.AdjustRefcounts) -> Plan:
+    if op.deltas:
+        yield Stmt(ADD_REFS, [(d, h) for h, d in op.deltas], "many")
+
+
+def _drop(op: o.DropUnreferenced) -> Plan:
+    dropped = []
+    for part in _chunks(op.hashes):
+        cond = f"refs <= 0 AND hash IN ({_marks(len(part))})"
+        rows = yield Stmt(f"SELECT hash, tag, data, children FROM tl_blobs WHERE {cond}", part)
+        if rows:
+            yield Stmt(f"DELETE FROM tl_blobs WHERE {cond}", part, "count")
+            dropped.extend(o.BlobRow(*r) for r in rows)
+    return dropped
+
+
+def _delete_checkpoints(op: o.DeleteCheckpoints) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    cond = " AND ".join(where)
+    if op.checkpoint_ids is None:
+        yield Stmt(f"DELETE FROM tl_writes WHERE {cond}", params, "count")
+        return (yield Stmt(f"DELETE FROM tl_checkpoints WHERE {cond}", params, "count"))
+    count = 0
+    for part in _chunks(op.checkpoint_ids):
+        ids = f" AND checkpoint_id IN ({_marks(len(part))})"
+        yield Stmt(f"DELETE FROM tl_writes WHERE {cond}{ids}", [*params, *part], "count")
+        count += yield Stmt(
+            f"DELETE FROM tl_checkpoints WHERE {cond}{ids}", [*params, *part], "count"
+        )
+    return count
+
+
+def _delete_refs(op: o.DeleteRefs) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    cond = " AND ".join(where)
+    if op.keys is None:
+        yield Stmt(f"DELETE FROM tl_refs WHERE {cond}", params, "count")
+        return
+    for part in _chunks(op.keys, CHUNK // 2):
+        values = ", ".join(["(?, ?)"] * len(part))
+        sql = f"DELETE FROM tl_refs WHERE {cond} AND (channel, version) IN (VALUES {values})"
+        yield Stmt(sql, [*params, *(x for key in part for x in key)], "count")
+
+
+def _stats(op: o.CollectStats) -> Plan:
+    where, params = _scope(op.thread_id, None)
+    cond = (" WHERE " + " AND ".join(where)) if where else ""
+    cps = yield Stmt(
+        "SELECT count(*), coalesce(sum(length(data) + length(metadata)), 0),"
+        f" count(DISTINCT thread_id) FROM tl_checkpoints{cond}",
+        params,
+        "one",
+    )
+    ws = yield Stmt(
+        f"SELECT count(*), coalesce(sum(length(value)), 0) FROM tl_writes{cond}", params, "one"
+    )
+    channels = yield Stmt(
+        "SELECT channel, count(*), sum(logical), sum(CASE WHEN kind = 0 THEN length(data) ELSE 0 END)"
+        f" FROM tl_refs{cond} GROUP BY channel",
+        params,
+    )
+    if op.thread_id is None:
+        blobs = yield Stmt(
+            "SELECT count(*), coalesce(sum(length(data)), 0) FROM tl_blobs", (), "one"
+        )
+    else:
+        blobs = yield from _thread_blobs(op.thread_id)
+    top = yield Stmt(
+        "SELECT thread_id, sum(length(data) + length(metadata)) AS b FROM tl_checkpoints"
+        f"{cond} GROUP BY thread_id ORDER BY b DESC LIMIT ?",
+        [*params, op.top],
+    )
+    return o.StatsResult(
+        checkpoints=cps[0],
+        writes=ws[0],
+        threads=cps[2],
+        refs=sum(r[1] for r in channels),
+        blobs=blobs[0],
+        checkpoint_bytes=cps[1],
+        write_bytes=ws[1],
+        inline_bytes=sum(r[3] or 0 for r in channels),
+        blob_bytes=blobs[1],
+        logical_bytes=sum(r[2] or 0 for r in channels),
+        per_channel={r[0]: (r[1], r[2] or 0, r[3] or 0) for r in channels},
+        threads_bytes={r[0]: r[1] for r in top},
+    )
+
+
+def _thread_blobs(thread_id: str) -> Plan:
+    """(count, bytes) of the distinct blobs a thread's refs hold, manifests' segments included."""
+    rows = yield Stmt("SELECT hashes FROM tl_refs WHERE thread_id = ?", (thread_id,))
+    todo = {r[0][i : i + o.HASH_SIZE] for r in rows for i in range(0, len(r[0]), o.HASH_SIZE)}
+    seen: dict[bytes, int] = {}
+    while todo:
+        part = list(todo)[:CHUNK]
+        todo.difference_update(part)
+        sql = (
+            f"SELECT hash, length(data), children FROM tl_blobs WHERE hash IN ({_marks(len(part))})"
+        )
+        for h, size, children in (yield Stmt(sql, part)):
+            seen[h] = size
+            for i in range(0, len(children), o.HASH_SIZE):
+                child = children[i : i + o.HASH_SIZE]
+                if child not in seen:
+                    todo.add(child)
+    return len(seen), sum(seen.values())
+
+
+_PLANS = {
+    o.GetCheckpoint: _get,
+    o.ListCheckpoints: _list,
+    o.FindRunCheckpoints: _find_runs,
+    o.LoadRefs: _load_refs,
+    o.LoadThreadRefs: _thread_refs,
+    o.LoadBlobs: _load_blobs,
+    o.LoadWrites: _load_writes,
+    o.SaveCheckpoint: _save,
+    o.SaveWrites: _save_writes,
+    o.InsertRows: _insert,
+    o.AdjustRefcounts: _adjust,
+    o.DropUnreferenced: _drop,
+    o.DeleteCheckpoints: _delete_checkpoints,
+    o.DeleteRefs: _delete_refs,
+    o.CollectStats: _stats,
+}
+
+
+def plan(op: o.Op) -> Plan:
+    """The statements that run ``op`` (a generator; see module docstring)."""
+    return _PLANS[type(op)](op)

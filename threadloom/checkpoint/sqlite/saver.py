@@ -1,0 +1,124 @@
+"""``SqliteSaver``: the storage core on stdlib ``sqlite3``."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer, storage_error
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+from threadloom.errors import ConfigError
+
+__all__ = ["SqliteSaver", "pragmas"]
+
+_SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+def pragmas(synchronous: str, busy_timeout: float) -> list[str]:
+    """Connection PRAGMAs; ``synchronous`` validated (it is not a bindable value)."""
+    mode = synchronous.upper()
+    if mode not in _SYNC_MODES:
+        raise ConfigError(f"synchronous must be one of {_SYNC_MODES}, got {synchronous!r}")
+    return [f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}", f"PRAGMA synchronous = {mode}"]
+
+
+class SqliteSaver(StorageSaver):
+    """Checkpoints in one SQLite file (or ``:memory:``), safe across threads and processes.
+
+    Args:
+        conn: an open ``sqlite3.Connection`` (opened with ``check_same_thread=False``
+            if several threads use the saver). The saver never closes a connection
+            it was given.
+        synchronous: ``"NORMAL"`` (default with WAL: durable across process crashes,
+            an OS crash may lose the last transactions) or ``"FULL"``.
+        busy_timeout: seconds a writer waits for another process's write lock.
+        tracer: ``tracer(sql, params)`` is called for every statement.
+        **options: ``serde``, ``delta``, ``compact_every``, ``cache_bytes``.
+
+    Raises:
+        StorageError: the file is not a SQLite database, or its schema is newer.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout: float = 30.0,
+        tracer: Tracer | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.conn = conn
+        self._pragmas = pragmas(synchronous, busy_timeout)
+        self.executor = SqliteExecutor(conn, _where(conn), tracer)
+        self._owns = False
+        self.is_setup = False
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, conn_string: str, **options: Any) -> Iterator[SqliteSaver]:
+        """``with SqliteSaver.from_conn_string("state.db") as saver:`` (closes on exit)."""
+        try:
+            conn = sqlite3.connect(conn_string, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise storage_error(exc, repr(conn_string)) from exc
+        saver = cls(conn, **options)
+        saver._owns = True
+        try:
+            saver.setup()
+            yield saver
+        finally:
+            saver.close()
+
+    def setup(self) -> None:
+        """Create or migrate the schema and set PRAGMAs (WAL). Idempotent."""
+        with self.executor.lock:
+            if not self.is_setup:
+                self.executor.setup(_is_file(self.conn), self._pragmas)
+                self.is_setup = True
+
+    def close(self) -> None:
+        if self._owns:
+            self._owns = False
+            self.conn.close()
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        if not self.is_setup:
+            self.setup()
+        return drive.run(flow, self.executor, write)
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        if not self.is_setup:
+            self.setup()
+        return drive.iterate(flow, self.executor)
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        return await asyncio.to_thread(self._run, flow, write)
+
+    async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        items = self._iter(flow)
+        done = object()
+        while (item := await asyncio.to_thread(next, items, done)) is not done:
+            yield item
+
+
+def _where(conn: Any) -> str:
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+        return repr(row[2] or ":memory:")
+    except Exception:
+        return "the SQLite database"
+
+
+def _is_file(conn: Any) -> bool:
+    try:
+        row = conn.execute("PRAGMA database_list").fetchone()
+        return bool(row[2])
+    except sqlite3.DatabaseError:
+        return True

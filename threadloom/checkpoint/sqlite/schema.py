@@ -1,0 +1,69 @@
+"""SQLite schema as versioned migrations.
+
+``MIGRATIONS[i]`` brings a database from version ``i`` to ``i + 1``; the
+applied version lives in ``tl_migrations``. Future schema changes APPEND a
+migration, never edit one. Tables are prefixed ``tl_`` so a file can also hold
+LangGraph's ``checkpoints``/``writes`` tables (migration tools read both).
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "PRAGMAS"]
+
+MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS tl_migrations (v INTEGER PRIMARY KEY)"
+
+MIGRATIONS: list[tuple[str, ...]] = [
+    (
+        # one row per checkpoint; the body excludes channel values
+        """CREATE TABLE IF NOT EXISTS tl_checkpoints (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL DEFAULT '',
+            checkpoint_id TEXT NOT NULL,
+            parent_checkpoint_id TEXT,
+            tag TEXT NOT NULL,
+            data BLOB NOT NULL,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            run_id TEXT,
+            created_at INTEGER NOT NULL DEFAULT (strftime('%s', 'now')),
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX IF NOT EXISTS tl_checkpoints_run ON tl_checkpoints (run_id)"
+        " WHERE run_id IS NOT NULL",
+        # (thread, ns, channel, version) -> inline value or blob hashes
+        """CREATE TABLE IF NOT EXISTS tl_refs (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL DEFAULT '',
+            channel TEXT NOT NULL,
+            version TEXT NOT NULL,
+            kind INTEGER NOT NULL,
+            tag TEXT NOT NULL,
+            data BLOB NOT NULL,
+            hashes BLOB NOT NULL,
+            length INTEGER NOT NULL DEFAULT 0,
+            logical INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+        ) WITHOUT ROWID""",
+        # content-addressed values shared by every thread
+        """CREATE TABLE IF NOT EXISTS tl_blobs (
+            hash BLOB PRIMARY KEY,
+            tag TEXT NOT NULL,
+            data BLOB NOT NULL,
+            children BLOB NOT NULL,
+            refs INTEGER NOT NULL DEFAULT 0
+        )""",
+        """CREATE TABLE IF NOT EXISTS tl_writes (
+            thread_id TEXT NOT NULL,
+            checkpoint_ns TEXT NOT NULL DEFAULT '',
+            checkpoint_id TEXT NOT NULL,
+            task_id TEXT NOT NULL,
+            idx INTEGER NOT NULL,
+            channel TEXT NOT NULL,
+            tag TEXT NOT NULL,
+            value BLOB NOT NULL,
+            task_path TEXT NOT NULL DEFAULT '',
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        ) WITHOUT ROWID""",
+    ),
+]
+
+PRAGMAS = ("PRAGMA busy_timeout = {busy_timeout}", "PRAGMA synchronous = {synchronous}")
