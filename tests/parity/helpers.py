@@ -15,8 +15,10 @@ plain module name ``helpers`` never collides with another test directory's.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import os
+import pprint
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from types import SimpleNamespace
@@ -193,7 +195,17 @@ def compare(oracle: Observations, ours: Observations) -> None:
     assert labels_t == labels_o, "scenarios took different paths"
     for (label, value_o), (_, value_t) in zip(oracle, ours):
         expected, actual = norm_o(value_o), norm_t(value_t)
-        assert actual == expected, f"threadloom differs from LangGraph at step {label!r}"
+        if actual != expected:
+            diff = "\n".join(
+                difflib.unified_diff(
+                    pprint.pformat(expected, width=110).splitlines(),
+                    pprint.pformat(actual, width=110).splitlines(),
+                    "langgraph",
+                    "threadloom",
+                    lineterm="",
+                )
+            )
+            pytest.fail(f"threadloom differs from LangGraph at step {label!r}:\n{diff}")
 
 
 SELF_CHECK = os.environ.get("THREADLOOM_PARITY_SELF") == "1"

@@ -34,7 +34,7 @@ from threadloom.constants import (
 )
 from threadloom.errors import CheckpointNotFoundError, ConfigError
 from threadloom.pregel.checkpoint import channels_from_checkpoint, migrate_checkpoint
-from threadloom.pregel.debug import patch_checkpoint_map, tasks_w_writes
+from threadloom.pregel.debug import tasks_w_writes
 from threadloom.pregel.ids import recast_checkpoint_ns
 from threadloom.pregel.io import read_channels
 from threadloom.pregel.task import PregelTaskWrites
@@ -47,6 +47,7 @@ __all__ = [
     "ReadTuple",
     "find_subgraph",
     "output_keys",
+    "patch_checkpoint_map",
     "plan_snapshot",
     "prepare_config",
     "resolve_saver",
@@ -169,6 +170,18 @@ def prepare_config(graph: Any, config: Mapping[str, Any] | None) -> dict[str, An
     configurable[CONFIG_KEY_CHECKPOINT_NS] = ns
     config[CONF] = configurable
     return config
+
+
+def patch_checkpoint_map(config: Any, metadata: Mapping[str, Any] | None) -> Any:
+    """``config`` with ``checkpoint_map`` = the ancestors' ids plus its own (nested only).
+
+    A root checkpoint (no ``parents``) keeps its config as is, as in LangGraph.
+    """
+    if config is None or not (parents := (metadata or {}).get("parents")):
+        return config
+    conf = config[CONF]
+    cmap = {**parents, conf.get(CONFIG_KEY_CHECKPOINT_NS, ""): conf.get(CONFIG_KEY_CHECKPOINT_ID)}
+    return {**config, CONF: {**conf, "checkpoint_map": cmap}}
 
 
 def _empty(config: dict[str, Any]) -> StateSnapshot:

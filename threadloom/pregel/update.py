@@ -45,10 +45,9 @@ from threadloom.pregel.checkpoint import (
     get_new_channel_versions,
     migrate_checkpoint,
 )
-from threadloom.pregel.debug import patch_checkpoint_map
 from threadloom.pregel.ids import task_path_str
 from threadloom.pregel.io import map_input
-from threadloom.pregel.snapshot import CONF, ReadTuple, trigger_to_nodes
+from threadloom.pregel.snapshot import CONF, ReadTuple, patch_checkpoint_map, trigger_to_nodes
 from threadloom.pregel.task import PregelTaskWrites
 from threadloom.pregel.tasks import prepare_next_tasks
 from threadloom.pregel.update_writers import run_writers
@@ -241,16 +240,10 @@ def _superstep(
             staged[tup.checkpoint["id"]] = tup
             return (yield from _superstep(graph, saver, new_config, follow, False, ops, staged))
     else:
-        skip = yield from _superstep_skip(saver, config, saved, is_first)
+        skip = yield from _superseded(saver, config, saved, is_first)
         new_config, tup = _as_nodes(st, saver, updates, ops, skip)
     staged[tup.checkpoint["id"]] = tup
     return new_config
-
-
-def _superstep_skip(
-    saver: Any, config: dict[str, Any], saved: CheckpointTuple | None, is_first: bool
-) -> Generator[ReadTuple, Any, bool]:
-    return (yield from _superseded(saver, config, saved, is_first))
 
 
 def _superseded(
