@@ -1,30 +1,36 @@
 """Getting a PostgreSQL connection, running a batch of statements, mapping failures.
 
-The savers never hold session state: every batch runs on whatever connection
-the pool (or the single connection) hands out, statements are not prepared
-unless asked (``prepare_threshold``), and nothing survives between batches.
-That is what makes them safe behind PgBouncer-style transaction poolers.
+The savers never hold session state: every transaction runs on whatever
+connection the pool (or the single connection) hands out, statements are not
+prepared unless asked (``prepare_threshold``), and nothing survives between
+transactions. That is what makes them safe behind PgBouncer-style transaction
+poolers.
 
-A batch is a list of :class:`Stmt`. A writing batch runs in one transaction,
-pipelined when libpq supports it, so a superstep (checkpoint row, its new
-blobs and refs) costs one round trip. When the connection turns out to be dead
-(``pg_terminate_backend``, a restarted server, an idle timeout) and the saver
-can get a new one (a pool, or a connection it opened itself), the batch is
-retried once on a fresh connection: every statement the savers send is
-idempotent (``ON CONFLICT``), so a retry after a lost acknowledgement is safe.
+The storage core runs each flow in one transaction (``transaction(write)``),
+one batch of :class:`Stmt` per operation. Writing transactions are pipelined
+when libpq supports it: statements whose result nobody needs travel together
+with the next one that needs an answer, or with the COMMIT.
+
+When the connection turns out to be dead (``pg_terminate_backend``, a
+restarted server, an idle timeout) and the saver can get another one (a pool,
+or a connection it opened itself), the transaction is reopened on a fresh
+connection and the batches already run in it are replayed; if a replayed read
+returns something different, the operation fails instead of guessing. A
+connection lost during COMMIT is reported (the outcome is unknown), never
+retried blindly.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager, nullcontext
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import psycopg
-from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline, pq
+from psycopg import Connection, Pipeline, pq
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
@@ -35,7 +41,7 @@ from threadloom.errors import StorageError
 __all__ = [
     "Stmt",
     "PgConnector",
-    "AsyncPgConnector",
+    "ConnectorBase",
     "connect_kwargs",
     "describe_target",
     "pool_kwargs",
@@ -49,8 +55,10 @@ Fetch = Literal["none", "one", "all", "many"]
 class Stmt:
     """One statement of a batch.
 
-    ``fetch="many"`` runs ``executemany`` over ``params`` (a list of rows) and
-    returns nothing; ``"one"``/``"all"`` return the first row / all rows.
+    ``"one"``/``"all"`` return the first row / all rows (and wait for them);
+    ``"none"`` returns None without waiting, so in a pipeline the statement
+    travels with the next one that needs an answer (or the COMMIT);
+    ``"many"`` runs ``executemany`` over ``params`` (a list of rows), likewise.
     """
 
     sql: str
@@ -120,13 +128,17 @@ def storage_error(exc: BaseException, target: str, schema: str | None = None) ->
     return err
 
 
-def is_connection_lost(exc: BaseException, conn: Any) -> bool:
+_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin shutdown / crash shutdown / cannot connect now
+
+
+def is_connection_lost(exc: BaseException, conn: Any = None) -> bool:
     """True when the failure was the connection going away, not the statement."""
     if conn is not None and (conn.closed or conn.broken):
         return True
-    return isinstance(exc, psycopg.OperationalError) and not isinstance(
-        exc, pg_errors.QueryCanceled
-    )
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _LOST_STATES
 
 
 def in_caller_transaction(conn: Any) -> bool:
@@ -139,12 +151,22 @@ def use_pipeline(conn: Any, want: bool) -> bool:
     return want and conn._pipeline is None and psycopg.Capabilities().has_pipeline()
 
 
-class _ConnectorBase:
+@dataclass
+class Tx:
+    """One open transaction: the connection it runs on and what it ran so far."""
+
+    write: bool
+    conn: Any = None
+    stack: Any = None
+    log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
+
+
+class ConnectorBase:
     """What the sync and async connectors share: no I/O, only decisions.
 
     Args:
         conn: what to run on. A single connection is used under a lock (one
-            batch at a time); a pool hands out one connection per batch.
+            transaction at a time); a pool hands out one connection per transaction.
         pipe: a caller's open pipeline on ``conn``; it is synced after writes.
         url: set when the saver opened ``conn`` itself, so it may reconnect.
         prepare_threshold: used when reconnecting.
@@ -152,8 +174,8 @@ class _ConnectorBase:
         schema: named in the "call setup()" error.
     """
 
-    _pool_type: type
-    _pipe_type: type
+    _pool_type: type = ConnectionPool
+    _pipe_type: type = Pipeline
 
     def __init__(
         self,
@@ -177,35 +199,58 @@ class _ConnectorBase:
         self.schema = schema
         self.is_pool = isinstance(conn, self._pool_type)
         self.target = describe_target(url or (conn.conninfo if self.is_pool else conn))
+        self.current: ContextVar[Tx | None] = ContextVar(
+            f"threadloom_pg_tx_{id(self)}", default=None
+        )
 
     @property
     def can_reconnect(self) -> bool:
         """A pool replaces dead connections; a connection we opened can be reopened."""
-        return self.is_pool or (self.url is not None and self.pipe is None)
+        return self.is_pool or self.owns_single
 
-    def _owns_single(self) -> bool:
+    @property
+    def owns_single(self) -> bool:
         return not self.is_pool and self.url is not None and self.pipe is None
 
-    def _plan(self, conn: Any, batch: Sequence[Stmt], write: bool) -> tuple[bool, bool]:
-        """(pipelined, in_transaction) for running ``batch`` on ``conn``."""
+    def plan(self, conn: Any, write: bool) -> tuple[bool, bool]:
+        """(pipelined, explicit transaction) for a transaction on ``conn``."""
         pipelined = use_pipeline(conn, write or self.pipeline)
-        needs_tx = (write and len(batch) > 1) or not (
-            conn.autocommit or in_caller_transaction(conn)
-        )
+        needs_tx = write or not (conn.autocommit or in_caller_transaction(conn))
         return pipelined, needs_tx
 
-    def _error(self, exc: BaseException) -> StorageError:
+    def error(self, exc: BaseException, committing: bool = False) -> StorageError:
+        if committing and is_connection_lost(exc):
+            err = StorageError(
+                f"lost the connection to {self.target} while committing: the last write "
+                "may or may not be stored; read the thread back before retrying"
+            )
+            err.__cause__ = exc
+            return err
         return storage_error(exc, self.target, self.schema)
 
-    def _retryable(self, exc: BaseException) -> bool:
-        return self.can_reconnect and is_connection_lost(exc, None)
+    def retryable(self, exc: BaseException, tx: Tx | None = None) -> bool:
+        conn = tx.conn if tx is not None else None
+        return self.can_reconnect and is_connection_lost(exc, conn)
+
+    def check_replay(self, expected: list[Any], got: list[Any]) -> None:
+        if expected != got:
+            raise StorageError(
+                f"lost the connection to {self.target} mid-operation and the data changed "
+                "before it could be replayed; nothing was written, retry the call"
+            )
 
 
-class PgConnector(_ConnectorBase):
-    """Runs statement batches on a Connection, a ConnectionPool or a Pipeline."""
+def statement_result(cur: Any, stmt: Stmt) -> Any:
+    """Fetch what ``stmt`` asked for (waits only for "one"/"all")."""
+    if stmt.fetch == "one":
+        return cur.fetchone()
+    if stmt.fetch == "all":
+        return cur.fetchall()
+    return None
 
-    _pool_type = ConnectionPool
-    _pipe_type = Pipeline
+
+class PgConnector(ConnectorBase):
+    """Runs transactions on a Connection, a ConnectionPool or a Pipeline (sync)."""
 
     def __init__(self, conn: Connection | ConnectionPool | Pipeline, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
@@ -218,139 +263,99 @@ class PgConnector(_ConnectorBase):
                 yield conn
             return
         with self.lock:
-            if self.conn.closed and self._owns_single():
+            if self.conn.closed and self.owns_single:
                 self.conn = Connection.connect(self.url, **connect_kwargs(self.prepare_threshold))
             yield self.conn
 
-    def run(self, batch: Sequence[Stmt], *, write: bool) -> list[Any]:
-        """Run ``batch`` (in one transaction if ``write``); return each statement's rows."""
-        try:
-            return self._run_once(batch, write)
-        except (psycopg.Error, PoolTimeout) as exc:
-            if not self._retryable(exc):
-                raise self._error(exc) from exc
-        try:  # the connection died under us: once more on a fresh one
-            return self._run_once(batch, write)
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise self._error(exc) from exc
-
-    def _run_once(self, batch: Sequence[Stmt], write: bool) -> list[Any]:
-        with self._connection() as conn:
+    def _open(self, tx: Tx) -> None:
+        """Acquire a connection and begin; one retry if the connection is dead."""
+        for attempt in (0, 1):
+            stack = ExitStack()
             try:
-                return self._execute(conn, batch, write)
-            except psycopg.Error:
-                if self._owns_single() and (conn.closed or conn.broken):
-                    conn.close()  # reopened by the next _connection()
-                raise
+                conn = stack.enter_context(self._connection())
+                tx.conn, tx.stack = conn, stack
+                pipelined, needs_tx = self.plan(conn, tx.write)
+                if pipelined:
+                    stack.enter_context(conn.pipeline())
+                if needs_tx:
+                    stack.enter_context(conn.transaction())
+                return
+            except (psycopg.Error, PoolTimeout) as exc:
+                self._discard(tx, exc)
+                if attempt or not self.retryable(exc):
+                    raise self.error(exc) from exc
 
-    def _execute(self, conn: Connection, batch: Sequence[Stmt], write: bool) -> list[Any]:
-        pipelined, needs_tx = self._plan(conn, batch, write)
-        cursors = []
-        with conn.pipeline() if pipelined else nullcontext():
-            with conn.transaction() if needs_tx else nullcontext():
-                for stmt in batch:
-                    cur = conn.cursor(row_factory=tuple_row)
-                    if stmt.fetch != "many":
-                        cur.execute(stmt.sql, stmt.params)
-                    elif stmt.params:
-                        cur.executemany(stmt.sql, stmt.params)
-                    cursors.append(cur)
+    def _discard(self, tx: Tx, exc: BaseException) -> None:
+        """Leave a failed transaction; a dead connection we own is closed."""
+        conn, stack = tx.conn, tx.stack
+        tx.conn = tx.stack = None
+        try:
+            if stack is not None:
+                stack.__exit__(type(exc), exc, exc.__traceback__)
+        except Exception:
+            pass  # rolling back on a dead connection fails; the server rolled back anyway
+        if conn is not None and self.owns_single and (conn.closed or conn.broken):
+            conn.close()
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[None]:
+        """One transaction for a whole flow (the storage driver's interface)."""
+        if self.current.get() is not None:
+            yield  # already inside one (a flow run from a flow): join it
+            return
+        tx = Tx(write)
+        self._open(tx)
+        token = self.current.set(tx)
+        try:
+            yield
+        except BaseException as exc:
+            self._discard(tx, exc)
+            raise
+        finally:
+            self.current.reset(token)
+        try:
+            tx.stack.close()  # COMMIT, pipeline sync, connection back to the pool
+        except (psycopg.Error, PoolTimeout) as exc:
+            self._discard(tx, exc)
+            raise self.error(exc, committing=True) from exc
         if self.pipe is not None and write:
             self.pipe.sync()
-        return [fetch(cur, stmt) for cur, stmt in zip(cursors, batch)]
+
+    def execute(self, batch: Sequence[Stmt]) -> list[Any]:
+        """Run one batch in the current transaction; replay it all if the connection died."""
+        tx = self.current.get()
+        if tx is None:
+            with self.transaction(write=False):
+                return self.execute(batch)
+        try:
+            results = self._send(tx.conn, batch)
+        except (psycopg.Error, PoolTimeout) as exc:
+            if not self.retryable(exc, tx):
+                raise self.error(exc) from exc
+            self._discard(tx, exc)
+            try:
+                self._open(tx)
+                for done, expected in tx.log:
+                    self.check_replay(expected, self._send(tx.conn, done))
+                results = self._send(tx.conn, batch)
+            except (psycopg.Error, PoolTimeout) as exc2:
+                raise self.error(exc2) from exc2
+        tx.log.append((batch, results))
+        return results
+
+    @staticmethod
+    def _send(conn: Connection, batch: Sequence[Stmt]) -> list[Any]:
+        cursors = []
+        for stmt in batch:
+            cur = conn.cursor(row_factory=tuple_row)
+            if stmt.fetch != "many":
+                cur.execute(stmt.sql, stmt.params)
+            elif stmt.params:
+                cur.executemany(stmt.sql, stmt.params)
+            cursors.append(cur)
+        return [statement_result(cur, stmt) for cur, stmt in zip(cursors, batch)]
 
     def close(self) -> None:
         """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
             self.conn.close()
-
-
-class AsyncPgConnector(_ConnectorBase):
-    """Async twin of :class:`PgConnector` (AsyncConnection / AsyncConnectionPool)."""
-
-    _pool_type = AsyncConnectionPool
-    _pipe_type = AsyncPipeline
-
-    def __init__(self, conn: Any, **kwargs: Any) -> None:
-        super().__init__(conn, **kwargs)
-        self.lock = asyncio.Lock()
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        if self.is_pool:
-            async with self.conn.connection() as conn:
-                yield conn
-            return
-        async with self.lock:
-            if self.conn.closed and self._owns_single():
-                self.conn = await AsyncConnection.connect(
-                    self.url, **connect_kwargs(self.prepare_threshold)
-                )
-            yield self.conn
-
-    async def run(self, batch: Sequence[Stmt], *, write: bool) -> list[Any]:
-        """Run ``batch`` (in one transaction if ``write``); return each statement's rows."""
-        try:
-            return await self._run_once(batch, write)
-        except (psycopg.Error, PoolTimeout) as exc:
-            if not self._retryable(exc):
-                raise self._error(exc) from exc
-        try:
-            return await self._run_once(batch, write)
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise self._error(exc) from exc
-
-    async def _run_once(self, batch: Sequence[Stmt], write: bool) -> list[Any]:
-        async with self._connection() as conn:
-            try:
-                return await self._execute(conn, batch, write)
-            except psycopg.Error:
-                if self._owns_single() and (conn.closed or conn.broken):
-                    await conn.close()
-                raise
-
-    async def _execute(
-        self, conn: AsyncConnection, batch: Sequence[Stmt], write: bool
-    ) -> list[Any]:
-        pipelined, needs_tx = self._plan(conn, batch, write)
-        cursors = []
-        async with conn.pipeline() if pipelined else anullcontext():
-            async with conn.transaction() if needs_tx else anullcontext():
-                for stmt in batch:
-                    cur = conn.cursor(row_factory=tuple_row)
-                    if stmt.fetch != "many":
-                        await cur.execute(stmt.sql, stmt.params)
-                    elif stmt.params:
-                        await cur.executemany(stmt.sql, stmt.params)
-                    cursors.append(cur)
-        if self.pipe is not None and write:
-            await self.pipe.sync()
-        return [await afetch(cur, stmt) for cur, stmt in zip(cursors, batch)]
-
-    async def close(self) -> None:
-        """Close the connection or pool, only if the saver opened it."""
-        if self.url is not None:
-            await self.conn.close()
-
-
-def fetch(cur: Any, stmt: Stmt) -> Any:
-    """The result a statement asked for (``none``: the affected row count)."""
-    if stmt.fetch == "one":
-        return cur.fetchone()
-    if stmt.fetch == "all":
-        return cur.fetchall()
-    return cur.rowcount if stmt.fetch == "none" else None
-
-
-async def afetch(cur: Any, stmt: Stmt) -> Any:
-    """Async twin of :func:`fetch`."""
-    if stmt.fetch == "one":
-        return await cur.fetchone()
-    if stmt.fetch == "all":
-        return await cur.fetchall()
-    return cur.rowcount if stmt.fetch == "none" else None
-
-
-@asynccontextmanager
-async def anullcontext() -> AsyncIterator[None]:
-    yield

@@ -1,0 +1,150 @@
+"""Async twin of :mod:`.connection`: the same transactions on psycopg's async API.
+
+Every decision (retry or not, pipeline or not, error wording, replay check)
+lives in :class:`~threadloom.checkpoint.postgres.connection.ConnectorBase`;
+this module only awaits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection, AsyncPipeline
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from threadloom.checkpoint.postgres.connection import (
+    ConnectorBase,
+    Stmt,
+    Tx,
+    connect_kwargs,
+)
+
+__all__ = ["AsyncPgConnector"]
+
+
+class AsyncPgConnector(ConnectorBase):
+    """Runs transactions on an AsyncConnection, AsyncConnectionPool or AsyncPipeline."""
+
+    _pool_type = AsyncConnectionPool
+    _pipe_type = AsyncPipeline
+
+    def __init__(self, conn: Any, **kwargs: Any) -> None:
+        super().__init__(conn, **kwargs)
+        self.lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        if self.is_pool:
+            async with self.conn.connection() as conn:
+                yield conn
+            return
+        async with self.lock:
+            if self.conn.closed and self.owns_single:
+                self.conn = await AsyncConnection.connect(
+                    self.url, **connect_kwargs(self.prepare_threshold)
+                )
+            yield self.conn
+
+    async def _open(self, tx: Tx) -> None:
+        for attempt in (0, 1):
+            stack = AsyncExitStack()
+            try:
+                conn = await stack.enter_async_context(self._connection())
+                tx.conn, tx.stack = conn, stack
+                pipelined, needs_tx = self.plan(conn, tx.write)
+                if pipelined:
+                    await stack.enter_async_context(conn.pipeline())
+                if needs_tx:
+                    await stack.enter_async_context(conn.transaction())
+                return
+            except (psycopg.Error, PoolTimeout) as exc:
+                await self._discard(tx, exc)
+                if attempt or not self.retryable(exc):
+                    raise self.error(exc) from exc
+
+    async def _discard(self, tx: Tx, exc: BaseException) -> None:
+        conn, stack = tx.conn, tx.stack
+        tx.conn = tx.stack = None
+        try:
+            if stack is not None:
+                await stack.__aexit__(type(exc), exc, exc.__traceback__)
+        except Exception:
+            pass  # rolling back on a dead connection fails; the server rolled back anyway
+        if conn is not None and self.owns_single and (conn.closed or conn.broken):
+            await conn.close()
+
+    @asynccontextmanager
+    async def atransaction(self, write: bool) -> AsyncIterator[None]:
+        """One transaction for a whole flow (the storage driver's interface)."""
+        if self.current.get() is not None:
+            yield
+            return
+        tx = Tx(write)
+        await self._open(tx)
+        token = self.current.set(tx)
+        try:
+            yield
+        except BaseException as exc:
+            await self._discard(tx, exc)
+            raise
+        finally:
+            self.current.reset(token)
+        try:
+            await tx.stack.aclose()
+        except (psycopg.Error, PoolTimeout) as exc:
+            await self._discard(tx, exc)
+            raise self.error(exc, committing=True) from exc
+        if self.pipe is not None and write:
+            await self.pipe.sync()
+
+    async def aexecute(self, batch: Sequence[Stmt]) -> list[Any]:
+        """Run one batch in the current transaction; replay it all if the connection died."""
+        tx = self.current.get()
+        if tx is None:
+            async with self.atransaction(write=False):
+                return await self.aexecute(batch)
+        try:
+            results = await self._send(tx.conn, batch)
+        except (psycopg.Error, PoolTimeout) as exc:
+            if not self.retryable(exc, tx):
+                raise self.error(exc) from exc
+            await self._discard(tx, exc)
+            try:
+                await self._open(tx)
+                for done, expected in tx.log:
+                    self.check_replay(expected, await self._send(tx.conn, done))
+                results = await self._send(tx.conn, batch)
+            except (psycopg.Error, PoolTimeout) as exc2:
+                raise self.error(exc2) from exc2
+        tx.log.append((batch, results))
+        return results
+
+    @staticmethod
+    async def _send(conn: AsyncConnection, batch: Sequence[Stmt]) -> list[Any]:
+        cursors = []
+        for stmt in batch:
+            cur = conn.cursor(row_factory=tuple_row)
+            if stmt.fetch != "many":
+                await cur.execute(stmt.sql, stmt.params)
+            elif stmt.params:
+                await cur.executemany(stmt.sql, stmt.params)
+            cursors.append(cur)
+        results = []
+        for cur, stmt in zip(cursors, batch):
+            if stmt.fetch == "one":
+                results.append(await cur.fetchone())
+            elif stmt.fetch == "all":
+                results.append(await cur.fetchall())
+            else:
+                results.append(None)
+        return results
+
+    async def aclose(self) -> None:
+        """Close the connection or pool, only if the saver opened it."""
+        if self.url is not None:
+            await self.conn.close()

@@ -1,0 +1,161 @@
+"""``AsyncPostgresSaver``: the shared storage core on psycopg's async API.
+
+Same tables, options and behaviour as :class:`PostgresSaver`; only the I/O
+is awaited. Its sync methods may be called from other threads (they run on
+the saver's event loop); calling them from that loop itself would deadlock, so
+it raises a clear error instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection, AsyncPipeline
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from threadloom.checkpoint.postgres.aconnection import AsyncPgConnector
+from threadloom.checkpoint.postgres.connection import (
+    connect_kwargs,
+    describe_target,
+    pool_kwargs,
+    storage_error,
+)
+from threadloom.checkpoint.postgres.executor import PgExecutor
+from threadloom.checkpoint.postgres.queries import SQL, setup_flow
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+from threadloom.errors import StorageError
+
+__all__ = ["AsyncPostgresSaver"]
+
+
+class AsyncPostgresSaver(StorageSaver):
+    """Checkpoints in PostgreSQL from asyncio code (AsyncConnection, pool or pipeline).
+
+    Args: as :class:`~threadloom.checkpoint.postgres.PostgresSaver`, with the
+    async psycopg types. Call ``await saver.setup()`` once before use.
+    """
+
+    def __init__(
+        self,
+        conn: AsyncConnection | AsyncConnectionPool | AsyncPipeline,
+        pipe: AsyncPipeline | None = None,
+        *,
+        schema: str = "public",
+        pipeline: bool = False,
+        serde: Any = None,
+        _owned_url: str | None = None,
+        _prepare_threshold: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde, **options)
+        self.sql = SQL(schema)
+        self.connector = AsyncPgConnector(
+            conn,
+            pipe=pipe,
+            url=_owned_url,
+            prepare_threshold=_prepare_threshold,
+            pipeline=pipeline,
+            schema=schema,
+        )
+        self.executor = PgExecutor(self.connector, self.sql)
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pool: bool | dict[str, Any] = False,
+        pipeline: bool = False,
+        prepare_threshold: int | None = None,
+        schema: str = "public",
+        **options: Any,
+    ) -> AsyncIterator[AsyncPostgresSaver]:
+        """Async twin of :meth:`PostgresSaver.from_conn_string` (same arguments)."""
+        conn = await open_async_connection(conn_string, pool, prepare_threshold)
+        saver = cls(
+            conn,
+            schema=schema,
+            pipeline=pipeline,
+            _owned_url=conn_string,
+            _prepare_threshold=prepare_threshold,
+            **options,
+        )
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def setup(self) -> None:
+        """Create or migrate the tables; safe from many processes and inside a transaction."""
+        await self.executor.arun_batches(setup_flow(self.sql.schema))
+
+    async def aclose(self) -> None:
+        await self.connector.aclose()
+
+    def close(self) -> None:
+        if self.connector.url is not None:
+            self._sync(self.connector.aclose())
+
+    # -- how the core's flows run ------------------------------------------------
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        return await drive.arun(flow, self.executor, write)
+
+    def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        return drive.aiterate(flow, self.executor)
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        return self._sync(drive.arun(flow, self.executor, write))
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        async def collect() -> list[Any]:
+            return [item async for item in drive.aiterate(flow, self.executor)]
+
+        return iter(self._sync(collect()))
+
+    def _sync(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the saver's loop from another thread."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and (self.loop is None or running is self.loop):
+            coro.close()
+            raise StorageError(
+                "AsyncPostgresSaver's sync methods were called from its own event loop, "
+                "which would deadlock: use the a* methods (await saver.aget_tuple(...))"
+            )
+        if self.loop is None or self.loop.is_closed():
+            return asyncio.run(coro)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+async def open_async_connection(
+    url: str, pool: bool | dict[str, Any], prepare_threshold: int | None
+) -> AsyncConnection | AsyncConnectionPool:
+    """An async connection or opened pool, or a StorageError naming the server."""
+    target = describe_target(url)
+    if not pool:
+        try:
+            return await AsyncConnection.connect(url, **connect_kwargs(prepare_threshold))
+        except psycopg.Error as exc:
+            raise storage_error(exc, target) from exc
+    kwargs = pool_kwargs(url, pool, prepare_threshold, async_=True)
+    opened = AsyncConnectionPool(**kwargs)
+    try:
+        await opened.open(wait=True, timeout=kwargs["timeout"])
+    except (PoolTimeout, psycopg.Error) as exc:
+        await opened.close()
+        raise storage_error(psycopg.OperationalError(str(exc)), target) from exc
+    return opened

@@ -1,0 +1,306 @@
+"""Storage operations -> SQL batches, and results -> the rows the flows expect.
+
+Pure: :func:`plan` turns one operation of :mod:`threadloom.checkpoint.storage.ops`
+into a batch of :class:`Stmt` plus a decoder for the batch's results, so the
+sync and async savers share every decision and only differ in who sends the
+batch. :class:`PgExecutor` is what the storage driver (:mod:`..storage.drive`) talks to.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Generator
+from typing import Any
+
+from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.stats import plan_stats
+from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
+
+__all__ = ["PgExecutor", "plan"]
+
+Decoder = Callable[[list[Any]], Any]
+Plan = tuple[list[Stmt], Decoder]
+
+
+class PgExecutor:
+    """The storage driver's executor on Postgres: plan an op, send it, decode it."""
+
+    def __init__(self, connector: Any, sql: SQL) -> None:
+        self.connector = connector
+        self.sql = sql
+
+    def transaction(self, write: bool) -> Any:
+        return self.connector.transaction(write)
+
+    def atransaction(self, write: bool) -> Any:
+        return self.connector.atransaction(write)
+
+    def execute(self, op: ops.Op) -> Any:
+        batch, decode = plan(op, self.sql)
+        return decode(self.connector.execute(batch) if batch else [])
+
+    async def aexecute(self, op: ops.Op) -> Any:
+        batch, decode = plan(op, self.sql)
+        return decode(await self.connector.aexecute(batch) if batch else [])
+
+    def run_batches(self, flow: Generator[list[Stmt], list[Any], Any]) -> Any:
+        """Drive a flow of raw SQL batches (setup) in one writing transaction."""
+        with self.connector.transaction(True):
+            result: Any = None
+            while True:
+                try:
+                    batch = flow.send(result)
+                except StopIteration as stop:
+                    return stop.value
+                result = self.connector.execute(batch)
+
+    async def arun_batches(self, flow: Generator[list[Stmt], list[Any], Any]) -> Any:
+        """Async twin of :meth:`run_batches`."""
+        async with self.connector.atransaction(True):
+            result: Any = None
+            while True:
+                try:
+                    batch = flow.send(result)
+                except StopIteration as stop:
+                    return stop.value
+                result = await self.connector.aexecute(batch)
+
+
+def plan(op: ops.Op, sql: SQL) -> Plan:
+    """The statements that run ``op`` and how to turn their results into its result."""
+    try:
+        planner = _PLANNERS[type(op)]
+    except KeyError:
+        raise NotImplementedError(
+            f"Postgres executor has no plan for {type(op).__name__}"
+        ) from None
+    return planner(op, sql)
+
+
+def _scope(thread_id: str | None, ns: str | None, prefix: str = "") -> tuple[str, list[Any]]:
+    where, params = [], []
+    if thread_id is not None:
+        where.append(f"{prefix}thread_id = %s")
+        params.append(thread_id)
+    if ns is not None:
+        where.append(f"{prefix}checkpoint_ns = %s")
+        params.append(ns)
+    return " AND ".join(where) or "TRUE", params
+
+
+def _ckpt_rows(results: list[Any]) -> list[CheckpointRow]:
+    return [CheckpointRow(*row) for row in results[0]]
+
+
+def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
+    if op.checkpoint_id is None:
+        stmt = Stmt(
+            f"{sql.select_ckpt} WHERE thread_id = %s AND checkpoint_ns = %s"
+            " ORDER BY checkpoint_id DESC LIMIT 1",
+            (op.thread_id, op.checkpoint_ns),
+            "one",
+        )
+    else:
+        stmt = Stmt(
+            f"{sql.select_ckpt} WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
+            (op.thread_id, op.checkpoint_ns, op.checkpoint_id),
+            "one",
+        )
+    return [stmt], lambda r: CheckpointRow(*r[0]) if r[0] else None
+
+
+def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    if op.filter:
+        # `@>` uses the GIN index; `->` equality keeps the match exact for
+        # arrays/objects (containment alone would accept supersets)
+        wanted = {key: json.loads(value) for key, value in op.filter}
+        where += " AND metadata @> %s::jsonb"
+        params.append(json.dumps(wanted))
+        for key, value in op.filter:
+            where += " AND metadata -> %s = %s::jsonb"
+            params.extend((key, value))
+    if op.before is not None:
+        where += " AND checkpoint_id < %s"
+        params.append(op.before)
+    if op.after is not None:
+        where += " AND (checkpoint_id, thread_id, checkpoint_ns) < (%s, %s, %s)"
+        params.extend(op.after)
+    query = (
+        f"{sql.select_ckpt} WHERE {where}"
+        " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
+    )
+    if op.limit is not None:
+        query += " LIMIT %s"
+        params.append(int(op.limit))
+    return [Stmt(query, params, "all")], _ckpt_rows
+
+
+def _find_runs(op: ops.FindRunCheckpoints, sql: SQL) -> Plan:
+    if not op.run_ids:
+        return [], lambda r: []
+    stmt = Stmt(f"{sql.select_ckpt} WHERE run_id = ANY(%s::text[])", (list(op.run_ids),), "all")
+    return [stmt], _ckpt_rows
+
+
+def _refs(results: list[Any]) -> list[RefRow]:
+    return [RefRow(*row) for row in results[0]]
+
+
+def _load_refs(op: ops.LoadRefs, sql: SQL) -> Plan:
+    if not op.keys:
+        return [], lambda r: []
+    channels, versions = columns(op.keys, 2)
+    stmt = Stmt(
+        f"{sql.select_refs} WHERE thread_id = %s AND checkpoint_ns = %s AND (channel, version)"
+        " IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        (op.thread_id, op.checkpoint_ns, channels, versions),
+        "all",
+    )
+    return [stmt], _refs
+
+
+def _load_thread_refs(op: ops.LoadThreadRefs, sql: SQL) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    return [Stmt(f"{sql.select_refs} WHERE {where}", params, "all")], _refs
+
+
+def _load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
+    if not op.hashes:
+        return [], lambda r: {}
+    stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
+    return [stmt], lambda r: {bytes(row[0]): BlobRow(*map(_b, row)) for row in r[0]}
+
+
+def _b(value: Any) -> Any:
+    return bytes(value) if isinstance(value, memoryview) else value
+
+
+def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    if op.checkpoint_ids is not None:
+        if not op.checkpoint_ids:
+            return [], lambda r: []
+        where += " AND checkpoint_id = ANY(%s::text[])"
+        params.append(list(op.checkpoint_ids))
+    stmt = Stmt(f"{sql.select_writes} WHERE {where}", params, "all")
+    return [stmt], lambda r: [WriteRow(*row) for row in r[0]]
+
+
+def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
+    batch: list[Stmt] = []
+    blobs = list({b.hash: b for b in op.blobs}.values())
+    if blobs:
+        batch.append(Stmt(sql.insert_blobs, columns(blobs, 4), "all"))
+    if op.refs:
+        batch.append(Stmt(sql.insert_refs, columns(op.refs, 10), "all"))
+    if op.row is not None:
+        batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
+    refs = op.refs
+
+    def decode(results: list[Any]) -> ops.SaveResult:
+        new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
+        inserted = {(r[0], r[1]) for r in results[1 if blobs else 0]} if refs else set()
+        flags = []
+        for ref in refs:
+            key = (ref.channel, ref.version)
+            flags.append(key in inserted)
+            inserted.discard(key)  # a repeated key in one call: only the first counts
+        return ops.SaveResult(new_blobs=new, inserted_refs=tuple(flags))
+
+    return batch, decode
+
+
+def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
+    if not op.rows:
+        return [], lambda r: None
+    # one row per key: ON CONFLICT cannot touch a row twice in one statement
+    if op.upsert:
+        unique = list({_write_key(w): w for w in op.rows}.values())
+    else:
+        unique = list({_write_key(w): w for w in reversed(op.rows)}.values())[::-1]
+    query = sql.upsert_writes if op.upsert else sql.insert_writes
+    return [Stmt(query, columns(unique, 9))], lambda r: None
+
+
+def _write_key(w: WriteRow) -> tuple[str, str, str, str, int]:
+    return (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+
+
+def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
+    batch = []
+    if op.checkpoints:
+        batch.append(Stmt(sql.upsert_ckpt, [tuple(r) for r in op.checkpoints], "many"))
+    if op.refs:
+        batch.append(Stmt(sql.upsert_ref, [tuple(r) for r in op.refs], "many"))
+    if op.writes:
+        unique = list({_write_key(w): w for w in op.writes}.values())
+        batch.append(Stmt(sql.upsert_writes, columns(unique, 9)))
+    return batch, lambda r: None
+
+
+def _adjust(op: ops.AdjustRefcounts, sql: SQL) -> Plan:
+    if not op.deltas:
+        return [], lambda r: None
+    total: Counter[bytes] = Counter()
+    for h, delta in op.deltas:
+        total[h] += delta
+    return [Stmt(sql.adjust, columns(total.items(), 2))], lambda r: None
+
+
+def _drop(op: ops.DropUnreferenced, sql: SQL) -> Plan:
+    if not op.hashes:
+        return [], lambda r: []
+    stmt = Stmt(sql.drop_unreferenced, (list(set(op.hashes)),), "all")
+    return [stmt], lambda r: [BlobRow(*map(_b, row)) for row in r[0]]
+
+
+def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    if op.checkpoint_ids is not None:
+        if not op.checkpoint_ids:
+            return [], lambda r: 0
+        where += " AND checkpoint_id = ANY(%s::text[])"
+        params.append(list(op.checkpoint_ids))
+    batch = [
+        Stmt(f"DELETE FROM {sql.writes} WHERE {where}", params),
+        Stmt(
+            f"WITH gone AS (DELETE FROM {sql.ckpt} WHERE {where} RETURNING 1)"
+            " SELECT count(*) FROM gone",
+            params,
+            "one",
+        ),
+    ]
+    return batch, lambda r: int(r[1][0])
+
+
+def _delete_refs(op: ops.DeleteRefs, sql: SQL) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    if op.keys is not None:
+        if not op.keys:
+            return [], lambda r: None
+        where += " AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+        params.extend(columns(op.keys, 2))
+    return [Stmt(f"DELETE FROM {sql.refs} WHERE {where}", params)], lambda r: None
+
+
+_PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
+    ops.GetCheckpoint: _get_checkpoint,
+    ops.ListCheckpoints: _list_checkpoints,
+    ops.FindRunCheckpoints: _find_runs,
+    ops.LoadRefs: _load_refs,
+    ops.LoadThreadRefs: _load_thread_refs,
+    ops.LoadBlobs: _load_blobs,
+    ops.LoadWrites: _load_writes,
+    ops.SaveCheckpoint: _save_checkpoint,
+    ops.SaveWrites: _save_writes,
+    ops.InsertRows: _insert_rows,
+    ops.AdjustRefcounts: _adjust,
+    ops.DropUnreferenced: _drop,
+    ops.DeleteCheckpoints: _delete_checkpoints,
+    ops.DeleteRefs: _delete_refs,
+    ops.CollectStats: plan_stats,
+}

@@ -1,0 +1,238 @@
+"""PostgreSQL schema, versioned migrations and the SQL text of every operation.
+
+Tables (all in one schema, ``public`` unless ``schema=`` says otherwise):
+
+``checkpoints``        one row per checkpoint: body, metadata (JSONB), parent, run_id
+``checkpoint_refs``    (thread, ns, channel, version) -> where the value lives
+                       (inline bytes, one blob, or list chunks)
+``checkpoint_blobs``   content-addressed bytes keyed by hash, written once
+                       (``ON CONFLICT DO NOTHING``), shared by every thread, with
+                       a reference count so retention can drop what nobody holds
+``checkpoint_writes``  pending writes of tasks against a checkpoint
+``checkpoint_migrations``  applied migration versions
+
+Migrations run in ONE transaction under ``pg_advisory_xact_lock``: several
+processes may call ``setup()`` at once (one applies, the others wait and find
+nothing left to do), and ``setup()`` works inside a caller's transaction
+(tenant provisioning). No ``CREATE INDEX CONCURRENTLY`` (it cannot run in a
+transaction); an index added by a later migration to a big table therefore
+blocks writes to it while it builds: such migrations are announced in
+docs/postgres.md.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Generator
+from typing import Any
+
+from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.errors import ConfigError, StorageError
+
+__all__ = ["MIGRATIONS", "SQL", "quote_ident", "setup_flow"]
+
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
+
+MIGRATIONS: list[str] = [
+    # 0: the version table itself (created by setup_flow before reading it)
+    "CREATE TABLE IF NOT EXISTS {s}.checkpoint_migrations (v INTEGER PRIMARY KEY)",
+    # 1: checkpoints; PK (thread, ns, id) also serves "latest" (backward index scan)
+    """CREATE TABLE IF NOT EXISTS {s}.checkpoints (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        parent_checkpoint_id TEXT,
+        tag TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        metadata JSONB NOT NULL DEFAULT '{{}}',
+        run_id TEXT,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    )""",
+    # 2: where each (channel, version) value lives
+    """CREATE TABLE IF NOT EXISTS {s}.checkpoint_refs (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        channel TEXT NOT NULL,
+        version TEXT NOT NULL,
+        kind SMALLINT NOT NULL,
+        tag TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        hashes BYTEA NOT NULL,
+        length BIGINT NOT NULL DEFAULT 0,
+        logical BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+    )""",
+    # 3: content-addressed blobs, shared across threads, reference counted
+    """CREATE TABLE IF NOT EXISTS {s}.checkpoint_blobs (
+        hash BYTEA PRIMARY KEY,
+        tag TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        children BYTEA NOT NULL,
+        refs BIGINT NOT NULL DEFAULT 0
+    )""",
+    # 4: pending writes
+    """CREATE TABLE IF NOT EXISTS {s}.checkpoint_writes (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        tag TEXT NOT NULL,
+        value BYTEA NOT NULL,
+        task_path TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    )""",
+    # 5: metadata filters (`metadata @> ...`) and delete_for_runs
+    "CREATE INDEX IF NOT EXISTS checkpoints_metadata_idx"
+    " ON {s}.checkpoints USING GIN (metadata jsonb_path_ops)",
+    "CREATE INDEX IF NOT EXISTS checkpoints_run_id_idx"
+    " ON {s}.checkpoints (run_id) WHERE run_id IS NOT NULL",
+]
+
+
+def quote_ident(name: str) -> str:
+    """A schema name as a quoted SQL identifier, after checking it is a plain name."""
+    if not _SCHEMA_NAME.match(name):
+        raise ConfigError(
+            f"invalid Postgres schema name {name!r}: use letters, digits, _ or $ (max 63)"
+        )
+    return '"' + name + '"'
+
+
+def lock_key(schema: str) -> int:
+    """The advisory lock id that serializes migrations of one schema."""
+    return zlib.crc32(f"threadloom.migrations:{schema}".encode()) - (1 << 31)
+
+
+def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
+    """Apply pending migrations; return the schema version now in place.
+
+    Raises:
+        StorageError: the database holds a newer schema than this threadloom knows.
+    """
+    s = quote_ident(schema)
+    first = [Stmt("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))]
+    if schema != "public":
+        first.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {s}"))
+    first.append(Stmt(MIGRATIONS[0].format(s=s)))
+    first.append(Stmt(f"SELECT coalesce(max(v), -1) FROM {s}.checkpoint_migrations", (), "one"))
+    current = (yield first)[-1][0]
+    latest = len(MIGRATIONS) - 1
+    if current > latest:
+        raise StorageError(
+            f"schema {schema!r} is at migration {current} but this threadloom knows only "
+            f"up to {latest}: upgrade threadloom"
+        )
+    batch = []
+    for v in range(current + 1, len(MIGRATIONS)):
+        batch.append(Stmt(MIGRATIONS[v].format(s=s)))
+        batch.append(Stmt(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,)))
+    if batch:
+        yield batch
+    return latest
+
+
+class SQL:
+    """Statement texts for one schema (formatted once, reused for every call)."""
+
+    CKPT_COLS = (
+        "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data,"
+        " metadata::text, run_id"
+    )
+    REF_COLS = (
+        "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
+    )
+    WRITE_COLS = (
+        "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, tag, value, task_path"
+    )
+
+    def __init__(self, schema: str = "public") -> None:
+        self.schema = schema
+        s = self.s = quote_ident(schema)
+        self.ckpt = f"{s}.checkpoints"
+        self.refs = f"{s}.checkpoint_refs"
+        self.blobs = f"{s}.checkpoint_blobs"
+        self.writes = f"{s}.checkpoint_writes"
+        self.select_ckpt = f"SELECT {self.CKPT_COLS} FROM {self.ckpt}"
+        self.select_refs = f"SELECT {self.REF_COLS} FROM {self.refs}"
+        self.select_writes = f"SELECT {self.WRITE_COLS} FROM {self.writes}"
+        self.insert_blobs = (
+            f"INSERT INTO {self.blobs} (hash, tag, data, children)"
+            " SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])"
+            " ON CONFLICT (hash) DO NOTHING RETURNING hash"
+        )
+        # insert refs not present yet; each inserted row adds one reference per
+        # hash occurrence (blobs of this batch were inserted by the statement
+        # before, so they are visible here)
+        self.insert_refs = f"""
+            WITH ins AS (
+                INSERT INTO {self.refs} ({self.REF_COLS})
+                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
+                    %s::smallint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[],
+                    %s::bigint[])
+                ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+                RETURNING channel, version, hashes
+            ), occ AS (
+                SELECT substring(ins.hashes FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
+                FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
+                GROUP BY 1
+            ), upd AS (
+                UPDATE {self.blobs} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
+            )
+            SELECT channel, version FROM ins"""
+        self.upsert_ckpt = f"""
+            INSERT INTO {self.ckpt} ({self.CKPT_COLS.replace("::text", "")})
+            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
+            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+                parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
+                data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id"""
+        self.upsert_ref = f"""
+            INSERT INTO {self.refs} ({self.REF_COLS})
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE SET
+                kind = EXCLUDED.kind, tag = EXCLUDED.tag, data = EXCLUDED.data,
+                hashes = EXCLUDED.hashes, length = EXCLUDED.length, logical = EXCLUDED.logical"""
+        write_insert = f"""
+            INSERT INTO {self.writes} ({self.WRITE_COLS})
+            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
+                %s::text[], %s::text[], %s::bytea[], %s::text[])
+            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"""
+        self.insert_writes = write_insert + " DO NOTHING"
+        self.upsert_writes = (
+            write_insert + " DO UPDATE SET channel = EXCLUDED.channel, tag = EXCLUDED.tag,"
+            " value = EXCLUDED.value, task_path = EXCLUDED.task_path"
+        )
+        self.adjust = (
+            f"UPDATE {self.blobs} b SET refs = b.refs + d.delta"
+            " FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash"
+        )
+        self.drop_unreferenced = (
+            f"DELETE FROM {self.blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0"
+            " RETURNING hash, tag, data, children"
+        )
+        self.load_blobs = (
+            f"SELECT hash, tag, data, children FROM {self.blobs} WHERE hash = ANY(%s::bytea[])"
+        )
+        self.thread_blobs = f"""
+            WITH RECURSIVE held(hash) AS (
+                SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM {self.refs} r
+                CROSS JOIN LATERAL generate_series(0, length(r.hashes) / 16 - 1) i
+                WHERE r.thread_id = %s
+                UNION
+                SELECT substring(b.children FROM i * 16 + 1 FOR 16)
+                FROM {self.blobs} b JOIN held ON b.hash = held.hash
+                CROSS JOIN LATERAL generate_series(0, length(b.children) / 16 - 1) i
+            )
+            SELECT count(*), coalesce(sum(octet_length(b.data)), 0)
+            FROM {self.blobs} b JOIN held USING (hash)"""
+
+
+def columns(rows: Any, n: int) -> list[list[Any]]:
+    """Rows -> one list per column (for ``unnest(%s::type[], ...)``)."""
+    cols: list[list[Any]] = [[] for _ in range(n)]
+    for row in rows:
+        for i in range(n):
+            cols[i].append(row[i])
+    return cols

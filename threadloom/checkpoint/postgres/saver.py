@@ -1,0 +1,161 @@
+"""``PostgresSaver``: the shared storage core on PostgreSQL through psycopg 3.
+
+All logic (row mapping, content-addressed blobs, list deltas, retention) is in
+:mod:`threadloom.checkpoint.storage`; this module only picks a connection
+strategy and hands the core an executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import Connection, Pipeline
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from threadloom.checkpoint.postgres.connection import (
+    PgConnector,
+    connect_kwargs,
+    describe_target,
+    pool_kwargs,
+    storage_error,
+)
+from threadloom.checkpoint.postgres.executor import PgExecutor
+from threadloom.checkpoint.postgres.queries import SQL, setup_flow
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+
+__all__ = ["PostgresSaver"]
+
+
+class PostgresSaver(StorageSaver):
+    """Checkpoints in PostgreSQL; works with a Connection, a ConnectionPool or a Pipeline.
+
+    Args:
+        conn: a ``psycopg.Connection``, ``psycopg_pool.ConnectionPool`` or an
+            open ``Pipeline``. Not closed by the saver. Any settings work: the
+            saver asks for tuple rows itself and runs in a transaction when the
+            connection is not in autocommit mode (or joins the caller's).
+        pipe: LangGraph-compatible way to pass a pipeline with its connection.
+        schema: the schema holding the tables (default ``public``); separate
+            schemas isolate tenants or test runs.
+        pipeline: also pipeline reads (writes are always pipelined).
+        serde, delta, compact_every, cache_bytes: see
+            :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
+
+    Call :meth:`setup` once (any process, any number of times) before use.
+    """
+
+    def __init__(
+        self,
+        conn: Connection | ConnectionPool | Pipeline,
+        pipe: Pipeline | None = None,
+        *,
+        schema: str = "public",
+        pipeline: bool = False,
+        serde: Any = None,
+        _owned_url: str | None = None,
+        _prepare_threshold: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde, **options)
+        self.sql = SQL(schema)
+        self.connector = PgConnector(
+            conn,
+            pipe=pipe,
+            url=_owned_url,
+            prepare_threshold=_prepare_threshold,
+            pipeline=pipeline,
+            schema=schema,
+        )
+        self.executor = PgExecutor(self.connector, self.sql)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        pool: bool | dict[str, Any] = False,
+        pipeline: bool = False,
+        prepare_threshold: int | None = None,
+        schema: str = "public",
+        **options: Any,
+    ) -> Iterator[PostgresSaver]:
+        """Open a connection (or a pool) for the saver and close it on exit.
+
+        Args:
+            conn_string: libpq URL or ``key=value`` string.
+            pool: ``True`` for a checked ``ConnectionPool`` (min 1, max 10
+                connections), or a dict of ``ConnectionPool`` arguments
+                (``min_size``, ``max_size``, ``max_idle``, ``timeout``, ``kwargs``...).
+            pipeline: also pipeline reads.
+            prepare_threshold: ``None`` (default) never prepares statements,
+                which transaction poolers (PgBouncer, Cloud SQL, Supabase) need;
+                a number prepares a statement after that many runs.
+            schema: where the tables live.
+
+        Raises:
+            StorageError: the server cannot be reached (names host and port).
+        """
+        conn = open_connection(conn_string, pool, prepare_threshold)
+        saver = cls(
+            conn,
+            schema=schema,
+            pipeline=pipeline,
+            _owned_url=conn_string,
+            _prepare_threshold=prepare_threshold,
+            **options,
+        )
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def setup(self) -> None:
+        """Create or migrate the tables; safe from many processes and inside a transaction."""
+        self.executor.run_batches(setup_flow(self.sql.schema))
+
+    def close(self) -> None:
+        self.connector.close()
+
+    # -- how the core's flows run ------------------------------------------------
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        return drive.run(flow, self.executor, write)
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        # the sync saver's a* methods run in a worker thread: never block the loop
+        return await asyncio.to_thread(drive.run, flow, self.executor, write)
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        return drive.iterate(flow, self.executor)
+
+    async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        items = await asyncio.to_thread(lambda: list(drive.iterate(flow, self.executor)))
+        for item in items:
+            yield item
+
+
+def open_connection(
+    url: str, pool: bool | dict[str, Any], prepare_threshold: int | None
+) -> Connection | ConnectionPool:
+    """A connection or an opened pool for ``url``, or a StorageError naming the server."""
+    target = describe_target(url)
+    if not pool:
+        try:
+            return Connection.connect(url, **connect_kwargs(prepare_threshold))
+        except psycopg.Error as exc:
+            raise storage_error(exc, target) from exc
+    kwargs = pool_kwargs(url, pool, prepare_threshold, async_=False)
+    opened = ConnectionPool(**kwargs)
+    try:
+        opened.open(wait=True, timeout=kwargs["timeout"])
+    except (PoolTimeout, psycopg.Error) as exc:
+        opened.close()
+        raise storage_error(psycopg.OperationalError(str(exc)), target) from exc
+    return opened
