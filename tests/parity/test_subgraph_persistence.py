@@ -251,6 +251,12 @@ def sc_subgraph_called_in_node(lib, saver, durability):
     return obs
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="threadloom does not yet detect a subgraph invoked from inside a node function "
+    "(LangGraph inspects the function's nonlocals), so task.state stays None; "
+    "see docs/dev/timetravel-gaps.md",
+)
 @pytest.mark.parametrize("durability", h.DURABILITIES)
 def test_subgraph_called_inside_node(durability: str) -> None:
     h.run_parity(sc_subgraph_called_in_node, "memory", durability)
@@ -273,5 +279,11 @@ def sc_replay_from_subgraph_checkpoint(lib, saver, durability):
     return obs
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="deliberate: a root run ignores a subgraph checkpoint_ns/checkpoint_id and continues "
+    "the thread; LangGraph forks the root with the child's checkpoint_map in its metadata; "
+    "see docs/dev/timetravel-gaps.md",
+)
 def test_replay_from_subgraph_checkpoint() -> None:
     h.run_parity(sc_replay_from_subgraph_checkpoint)

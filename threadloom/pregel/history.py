@@ -78,10 +78,12 @@ async def _adrive(gen: Generator[Any, Any, Any], saver: Any) -> Any:
         return stop.value
 
 
-def _target(graph: Any, config: Any, saver: Any, routed: bool, *, for_update: bool = False):
+def _target(
+    graph: Any, config: Any, saver: Any, routed: bool, *, for_update: bool = False, ns: bool = True
+) -> tuple[Any, Any, RunnableConfig]:
     saver = resolve_saver(graph, saver)
     target = graph if routed else route(graph, config or {}, for_update=for_update)
-    return target, saver, prepare_config(target, config)
+    return target, saver, prepare_config(target, config, with_ns=ns)
 
 
 def _is_live(config: RunnableConfig) -> bool:
@@ -94,7 +96,7 @@ def _is_live(config: RunnableConfig) -> bool:
 def _get_state(
     graph: Any, config: Any, subgraphs: bool, saver: Any = None, *, routed: bool = False
 ) -> StateSnapshot:
-    target, saver, config = _target(graph, config, saver, routed)
+    target, saver, config = _target(graph, config, saver, routed, ns=False)
     plan = plan_snapshot(target, config, subgraphs=subgraphs, live=_is_live(config))
     return _drive(plan, saver)
 
@@ -102,7 +104,7 @@ def _get_state(
 async def _aget_state(
     graph: Any, config: Any, subgraphs: bool, saver: Any = None, *, routed: bool = False
 ) -> StateSnapshot:
-    target, saver, config = _target(graph, config, saver, routed)
+    target, saver, config = _target(graph, config, saver, routed, ns=False)
     plan = plan_snapshot(target, config, subgraphs=subgraphs, live=_is_live(config))
     return await _adrive(plan, saver)
 

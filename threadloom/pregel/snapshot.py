@@ -52,6 +52,7 @@ __all__ = [
     "prepare_config",
     "resolve_saver",
     "route",
+    "subgraph_of",
     "trigger_to_nodes",
 ]
 
@@ -118,14 +119,21 @@ def trigger_to_nodes(graph: Any) -> Mapping[str, Any]:
     return out
 
 
+def subgraph_of(node: Any) -> Any:
+    """The subgraph a node runs, if it keeps state (``checkpointer=False`` ones do not)."""
+    for sub in getattr(node, "subgraphs", None) or ():
+        if getattr(sub, "checkpointer", None) is not False:
+            return sub
+    return None
+
+
 def find_subgraph(graph: Any, recast_ns: str) -> Any:
     """The (possibly nested) subgraph at ``recast_ns`` (``parent|child``), or None."""
     head, _, rest = recast_ns.partition(NS_SEP)
     node = graph.nodes.get(head)
-    subgraphs = getattr(node, "subgraphs", None) if node is not None else None
-    if not subgraphs:
+    sub = subgraph_of(node) if node is not None else None
+    if sub is None:
         return None
-    sub = subgraphs[0]
     return find_subgraph(sub, rest) if rest else sub
 
 
@@ -144,7 +152,7 @@ def route(graph: Any, config: Mapping[str, Any], *, for_update: bool = False) ->
     if sub is not None:
         return sub
     if for_update:
-        names = sorted(n for n, node in graph.nodes.items() if getattr(node, "subgraphs", None))
+        names = sorted(n for n, node in graph.nodes.items() if subgraph_of(node) is not None)
         raise ConfigError(
             f"checkpoint_ns {ns!r} names no subgraph {recast!r} of this graph; "
             f"subgraph nodes are: {', '.join(names) or '(none)'}"
@@ -152,9 +160,11 @@ def route(graph: Any, config: Mapping[str, Any], *, for_update: bool = False) ->
     return graph
 
 
-def prepare_config(graph: Any, config: Mapping[str, Any] | None) -> dict[str, Any]:
+def prepare_config(
+    graph: Any, config: Mapping[str, Any] | None, *, with_ns: bool = True
+) -> dict[str, Any]:
     """The config a state method reads with: defaults merged, thread id a string,
-    ``checkpoint_ns`` present, and task ids dropped for ``checkpointer=True`` graphs.
+    ``checkpoint_ns`` present (unless not ``with_ns``), and task ids dropped for ``checkpointer=True`` graphs.
 
     Raises:
         ConfigError: no ``thread_id``.
@@ -167,7 +177,8 @@ def prepare_config(graph: Any, config: Mapping[str, Any] | None) -> dict[str, An
     if getattr(graph, "checkpointer", None) is True:
         # one history per thread: drop task ids, keep numeric parts (repeat calls)
         ns = NS_SEP.join(part.split(NS_END)[0] for part in ns.split(NS_SEP)) if ns else ns
-    configurable[CONFIG_KEY_CHECKPOINT_NS] = ns
+    if with_ns or CONFIG_KEY_CHECKPOINT_NS in configurable:
+        configurable[CONFIG_KEY_CHECKPOINT_NS] = ns
     config[CONF] = configurable
     return config
 
@@ -234,9 +245,8 @@ def plan_snapshot(
     )
     states: dict[str, Any] = {}
     for task in next_tasks.values():
-        node = graph.nodes.get(task.name)
-        subs = getattr(node, "subgraphs", None)
-        if not subs:
+        sub = subgraph_of(graph.nodes.get(task.name))
+        if sub is None:
             continue
         task_ns = f"{task.name}{NS_END}{task.id}"
         if saved_ns:
@@ -247,7 +257,7 @@ def plan_snapshot(
                 CONFIG_KEY_CHECKPOINT_NS: task_ns,
             }
         }
-        states[task.id] = (yield ReadState(subs[0], sub_config)) if subgraphs else sub_config
+        states[task.id] = (yield ReadState(sub, sub_config)) if subgraphs else sub_config
     triggers = trigger_to_nodes(graph)
     if null_writes := [(c, v) for t, c, v in pending if t == NULL_TASK_ID]:
         apply_writes(
