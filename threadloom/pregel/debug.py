@@ -27,7 +27,8 @@ _NOT_STARTED = TaskStatus()
 
 
 def _interrupt_dict(i: Any) -> dict[str, Any]:
-    return {"value": i.value, "id": i.id}
+    # dataclasses.asdict(Interrupt) in LangGraph 1.2: value, id, response_schema
+    return {"value": i.value, "id": i.id, "response_schema": getattr(i, "response_schema", None)}
 
 
 def map_debug_tasks(tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
@@ -83,7 +84,7 @@ def patch_checkpoint_map(
     if config is None:
         return None
     parents = (metadata or {}).get("parents")
-    if parents is None:
+    if not parents:
         return config
     return {**config, "configurable": {**config["configurable"], "checkpoint_map": parents}}
 

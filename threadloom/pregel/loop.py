@@ -379,7 +379,7 @@ class Loop:
         self, task: Any, writes: Sequence[tuple[str, Any]], *, cached: bool = False
     ) -> None:
         emitter = self.o.emitter
-        if not emitter.modes:
+        if not emitter.modes or "langsmith:hidden" in task.proc.tags:
             return
         if writes[0][0] == INTERRUPT:
             if task.path[0] == PUSH and task.path[-1] is True:
@@ -391,6 +391,13 @@ class Loop:
                 for v in (w[1] if isinstance(w[1], Sequence) else (w[1],))
             )
             emitter.emit("updates", [{INTERRUPT: interrupts}], self.step)
+            if "values" in emitter.modes:
+                current = read_channels(self.channels, self.o.output_keys)
+                if isinstance(current, dict):
+                    current[INTERRUPT] = interrupts
+                    emitter.emit("values", [current], self.step)
+                else:
+                    emitter.emit("values", [{INTERRUPT: interrupts}], self.step)
         elif writes[0][0] != ERROR and emitter.wants("updates"):
             emitter.emit(
                 "updates",

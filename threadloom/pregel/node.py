@@ -78,7 +78,8 @@ class PregelNode:
         self.timeout = timeout
         self.handle_command = handle_command
         if subgraphs is None:
-            subgraphs = [b for b in self._bounds() if _is_graph(b)]
+            found = find_subgraph(self._bounds())
+            subgraphs = [found] if found is not None else []
         self.subgraphs = list(subgraphs)
         self.input_cache_key = (tuple(channels) if isinstance(channels, list) else channels, mapper)
         self._steps: list[tuple[Any, tuple[bool, bool, bool, bool]]] | None = None
@@ -121,6 +122,28 @@ class PregelNode:
 
     def __repr__(self) -> str:
         return f"PregelNode(triggers={self.triggers!r}, channels={self.channels!r})"
+
+
+def find_subgraph(bounds: Sequence[Any]) -> Any:
+    """The graph a node runs, directly or via a name its function refers to (as LangGraph).
+
+    Graphs with ``checkpointer=False`` do not count: they keep no state to show.
+    """
+    candidates = list(bounds)
+    for c in candidates:
+        if _is_graph(c):
+            if getattr(c, "checkpointer", None) is not False:
+                return c
+            continue
+        fn = getattr(c, "__func__", c)
+        if inspect.isfunction(fn) and c in bounds:
+            try:
+                cv = inspect.getclosurevars(fn)
+            except (TypeError, ValueError):
+                continue
+            for value in (*cv.nonlocals.values(), *cv.globals.values()):
+                candidates.append(getattr(value, "__self__", value))
+    return None
 
 
 def _is_graph(obj: Any) -> bool:
