@@ -53,6 +53,7 @@ __all__ = [
     "LoadThreadRefs",
     "LoadBlobs",
     "LoadWrites",
+    "LoadAncestors",
     "SaveCheckpoint",
     "SaveWrites",
     "InsertRows",
@@ -66,7 +67,8 @@ __all__ = [
 HASH_SIZE = 16
 
 KIND_INLINE = 0
-"""Ref row holds the value itself: ``tag`` + ``data`` (small values, ``"empty"``)."""
+"""Ref row holds the value itself: ``tag`` + ``data``. (Current flows keep small
+values inside the checkpoint record instead; readers still accept it.)"""
 KIND_BLOB = 1
 """Ref row points at one blob (``hashes`` = that hash) holding the whole value."""
 KIND_LIST = 2
@@ -78,11 +80,13 @@ KIND_LIST = 2
 
 
 class CheckpointRow(NamedTuple):
-    """One checkpoint without its channel values.
+    """One checkpoint: its *record* plus filterable metadata.
 
-    ``data`` is the serializer's output for the checkpoint *body* (versions,
-    versions_seen, ts, ...), ``metadata`` is JSON text (filterable), ``run_id``
-    is copied out of the metadata so ``delete_for_runs`` can use an index.
+    ``data`` is an opaque record built by ``storage.record`` (``tag`` names its
+    format): either a keyframe (full versions, versions_seen and the small
+    channel values) or a diff against the parent checkpoint's record.
+    ``metadata`` is JSON text (filterable), ``run_id`` is copied out of the
+    metadata so ``delete_for_runs`` can use an index.
     """
 
     thread_id: str
@@ -129,17 +133,22 @@ class BlobRow(NamedTuple):
 
 
 class WriteRow(NamedTuple):
-    """One pending write of a task against a checkpoint."""
+    """All pending writes of ONE task against a checkpoint (one row per task).
+
+    Keyed by ``(thread_id, checkpoint_ns, checkpoint_id, task_id)``. ``data`` is
+    the flows' encoding of the task's writes (see ``storage.writes``): small
+    values inline, large ones as blob hashes, all listed in ``hashes`` (held
+    references, exactly like :class:`RefRow`). The flows merge a new
+    ``put_writes`` into the existing row, so the executor only replaces rows.
+    """
 
     thread_id: str
     checkpoint_ns: str
     checkpoint_id: str
     task_id: str
-    idx: int
-    channel: str
-    tag: str
-    value: bytes
     task_path: str
+    data: bytes
+    hashes: bytes
 
 
 class SaveResult(NamedTuple):
@@ -220,6 +229,20 @@ class ListCheckpoints(Op):
 
 
 @dataclass(frozen=True, slots=True)
+class LoadAncestors(Op):
+    """-> ``list[CheckpointRow]``: the checkpoint ``checkpoint_id`` itself and then
+    its parent, grandparent, ... following ``parent_checkpoint_id`` within the
+    thread/namespace, at most ``depth + 1`` rows in total, stopping at a missing
+    row. (SQL: a recursive CTE; one round trip.) Used to rebuild a checkpoint
+    record stored as a diff against its parent."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
 class FindRunCheckpoints(Op):
     """-> ``list[CheckpointRow]`` whose ``run_id`` is in ``run_ids`` (any thread)."""
 
@@ -282,11 +305,12 @@ class SaveCheckpoint(Op):
 
 @dataclass(frozen=True, slots=True)
 class SaveWrites(Op):
-    """-> None. ``upsert`` True: insert or replace on ``(thread, ns, checkpoint,
-    task_id, idx)``; False: insert or ignore (the first write wins)."""
+    """-> ``frozenset[bytes]`` (hashes of blobs that were new). Inserts each blob
+    unless present (``refs`` 0), then inserts or REPLACES each task row. No
+    refcount change: the flow follows with :class:`AdjustRefcounts`."""
 
     rows: tuple[WriteRow, ...]
-    upsert: bool
+    blobs: tuple[BlobRow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +341,8 @@ class DropUnreferenced(Op):
 
 @dataclass(frozen=True, slots=True)
 class DeleteCheckpoints(Op):
-    """-> int (checkpoints deleted). Deletes checkpoint rows AND their writes.
+    """-> int (checkpoints deleted). Deletes checkpoint rows AND their write rows
+    (flows load and release the writes' ``hashes`` first).
 
     ``checkpoint_ids`` None = all of the thread; ``checkpoint_ns`` None = every
     namespace (only allowed with ``checkpoint_ids`` None).
