@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import typing
 from typing import Any
 
@@ -29,13 +30,33 @@ def allowlist_from_annotations(tp: Any) -> set[type]:
     return found
 
 
+class _One:
+    """Holds one annotation so it can be resolved alone."""
+
+    def __init__(self, name: str, annotation: Any) -> None:
+        self.__annotations__ = {name: annotation}
+
+
 def _hints(cls: type) -> dict[str, Any]:
+    """Resolved field annotations; unresolvable ones are skipped, the rest kept."""
     try:
         return typing.get_type_hints(cls, include_extras=True)
-    except Exception:  # unresolvable forward refs: fall back to raw annotations
-        return {
-            k: v for k, v in getattr(cls, "__annotations__", {}).items() if not isinstance(v, str)
-        }
+    except Exception:
+        pass
+    module = sys.modules.get(cls.__module__)
+    globalns = dict(vars(module)) if module is not None else {}
+    localns = {**dict(vars(cls)), cls.__name__: cls}
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        for name, annotation in vars(base).get("__annotations__", {}).items():
+            try:
+                one = typing.get_type_hints(
+                    _One(name, annotation), globalns, localns, include_extras=True
+                )
+            except Exception:  # a forward reference that does not resolve
+                continue
+            hints[name] = one[name]
+    return hints
 
 
 def _field_types(cls: type) -> list[Any]:

@@ -53,7 +53,8 @@ class Packer:
         self.resolver = resolver
         self.canonical = canonical
         self.option = PACK_OPTION | (ormsgpack.OPT_SORT_KEYS if canonical else 0)
-        self.slow_option = self.option | ormsgpack.OPT_NON_STR_KEYS
+        # canonical packing sends every non-str-keyed dict to EXT_KEYED (sorted pairs)
+        self.slow_option = self.option | (0 if canonical else ormsgpack.OPT_NON_STR_KEYS)
 
     def default(self, obj: Any) -> ormsgpack.Ext:
         if type(obj) is tuple:

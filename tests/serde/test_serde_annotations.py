@@ -1,0 +1,61 @@
+"""allowlist_from_annotations walks typing annotations to the classes they name."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import typing
+
+from threadloom.checkpoint.serde import allowlist_from_annotations
+
+
+class Color(enum.Enum):
+    RED = 1
+
+
+class Status(enum.Enum):
+    OK = "ok"
+
+
+@dataclasses.dataclass
+class Leaf:
+    color: Color
+
+
+class Coord(typing.NamedTuple):
+    x: int
+    leaf: Leaf | None = None
+
+
+@dataclasses.dataclass
+class Node:
+    children: list[Node]
+    coords: dict[str, tuple[Coord, ...]]
+    status: typing.Literal[Status.OK] = Status.OK
+
+
+class MyError(Exception):
+    pass
+
+
+class State(typing.TypedDict):
+    root: typing.Annotated[Node, "reducer"]
+    maybe: typing.Optional[set[frozenset[Color]]]  # noqa: UP045
+    errors: list[MyError]
+    plain: int
+    unresolved: "DoesNotExist"  # noqa: F821
+
+
+def test_walks_typeddict_dataclass_namedtuple_literal_and_containers():
+    found = allowlist_from_annotations(State)
+    assert found == {Node, Coord, Leaf, Color, Status, MyError}
+
+
+def test_builtins_and_any_yield_nothing():
+    assert allowlist_from_annotations(dict[str, typing.Any]) == set()
+    assert allowlist_from_annotations(int | None) == set()
+    assert allowlist_from_annotations(None) == set()
+
+
+def test_recursive_types_terminate():
+    assert allowlist_from_annotations(Node) == {Node, Coord, Leaf, Color, Status}
