@@ -202,3 +202,57 @@ def test_parallel_writes_to_last_value_conflict() -> None:
     g.add_edge(START, "b")
     with pytest.raises(InvalidUpdateError):
         g.compile().invoke({"n": 0, "log": []})
+
+
+@dataclass
+class Ctx:
+    user: str
+
+
+def test_runtime_context_reaches_nodes_and_routes() -> None:
+    from threadloom.graph.runtime import Runtime
+
+    def node(state: S, runtime: Runtime[Ctx]) -> dict:
+        return {"log": [f"node:{runtime.context.user}"]}
+
+    def route(state: S, runtime: Runtime[Ctx]) -> str:
+        return END if runtime.context.user == "ada" else "node"
+
+    g = StateGraph(S, context_schema=Ctx)
+    g.add_node("node", node)
+    g.add_edge(START, "node")
+    g.add_conditional_edges("node", route)
+    graph = g.compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"n": 0, "log": []}, CFG, context=Ctx("ada"))
+    assert out["log"] == ["node:ada"]
+    stored = graph.checkpointer.get_tuple(CFG)
+    assert "ada" not in repr(stored.metadata)
+
+
+async def test_runtime_context_async() -> None:
+    from threadloom.graph.runtime import Runtime
+
+    async def anode(state: S, runtime: Runtime[Ctx]) -> dict:
+        return {"log": [runtime.context.user]}
+
+    g = StateGraph(S)
+    g.add_node("anode", anode)
+    g.add_edge(START, "anode")
+    assert (await g.compile().ainvoke({"n": 0, "log": []}, context=Ctx("bo")))["log"] == ["bo"]
+
+
+def test_joined_barrier_is_stored_per_checkpoint() -> None:
+    g = StateGraph(S)
+    for name in ("a", "b", "c", "d"):
+        g.add_node(name, lambda s, name=name: {"log": [name]})
+    g.add_edge(START, "a")
+    g.add_edge(START, "b")
+    g.add_edge("b", "c")
+    g.add_edge(["a", "c"], "d")
+    graph = g.compile(checkpointer=InMemorySaver())
+    graph.invoke({"n": 0, "log": []}, CFG, durability="async")
+    barrier = [
+        t.checkpoint["channel_values"].get("join:a+c:d")
+        for t in reversed(list(graph.checkpointer.list(CFG)))
+    ]
+    assert barrier[2] == {"a"}  # after step 1 (a, b ran): only a has arrived

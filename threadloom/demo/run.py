@@ -153,6 +153,7 @@ def scene_crash(graph: Any, saver: Any, config: dict[str, Any], db: str) -> None
     )
     say("  resuming in this process with invoke(None, config):")
     run_turn(graph, None, config)
+    say("     (the lookup_order line is its saved result, replayed into the stream)")
     after = calls()
     say(f"  -> calls during resume: {_delta(during, after)}  (lookup_order was NOT re-run)")
     say()

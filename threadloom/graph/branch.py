@@ -224,17 +224,24 @@ class BranchWriter:
             if isinstance(d, Send) or d != END
         ]
 
-    def _config(self) -> dict[str, Any]:
+    def _route(self, state: Any) -> Any:
+        from threadloom.graph.runtime import current_runtime
         from threadloom.pregel.context import current_task
 
         scope = current_task()
-        return scope.config() if scope is not None else {}
+        config = scope.config() if scope is not None else {}
+        wanted = injected_params(self.branch.path)
+        extra: dict[str, Any] = {}
+        if wanted & {"runtime", "store", "writer"}:
+            runtime = current_runtime(config)
+            extra = {"runtime": runtime, "store": runtime.store, "writer": runtime.stream_writer}
+        return self.branch.route(state, config, self.source, **extra)
 
     def __call__(self, value: Any) -> Any:
         from threadloom.pregel.write import ChannelWrite
 
         state = self.reader(value)
-        result = self.branch.route(state, self._config(), self.source)
+        result = self._route(state)
         if inspect.isawaitable(result):
             result = _run_awaitable(result)
         if entries := self._entries(result):
@@ -246,7 +253,7 @@ class BranchWriter:
         from threadloom.pregel.write import ChannelWrite
 
         state = self.reader(value)
-        result = self.branch.route(state, self._config(), self.source)
+        result = self._route(state)
         if inspect.isawaitable(result):
             result = await result
         if entries := self._entries(result):

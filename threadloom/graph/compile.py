@@ -13,13 +13,15 @@ Layout (identical names, so checkpoints of the same graph compare 1:1):
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any
 
 from threadloom.constants import END, START, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
-from threadloom.graph.branch import BranchWriter, fresh_reader
+from threadloom.graph.branch import BranchWriter, fresh_reader, injected_params
 from threadloom.graph.draw import DrawableGraph, graph_of
+from threadloom.graph.runtime import CONTEXT_KEY, with_runtime
 from threadloom.graph.schema import (
     ROOT,
     channels_for,
@@ -46,6 +48,14 @@ class CompiledStateGraph(Pregel):
     def __init__(self, *, builder: StateGraph, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.builder = builder
+
+    def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """As :meth:`Pregel.stream`; ``context=`` is handed to nodes as ``runtime.context``."""
+        return super().stream(input, _with_context(config, kwargs), **kwargs)
+
+    def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """Async twin of :meth:`stream`."""
+        return super().astream(input, _with_context(config, kwargs), **kwargs)
 
     def get_graph(self, config: Any = None, *, xray: bool | int = False) -> DrawableGraph:
         """Nodes and edges as declared (``.draw_mermaid()`` renders them)."""
@@ -91,7 +101,7 @@ class CompiledStateGraph(Pregel):
             metadata=spec.metadata,
             retry_policy=spec.retry_policy,
             cache_policy=spec.cache_policy,
-            bound=spec.runnable,
+            bound=_bound(spec.runnable),
             handle_command=False,
         )
 
@@ -129,6 +139,23 @@ class CompiledStateGraph(Pregel):
             merge_output=branch.input_schema is None,
         )
         self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
+
+
+def _with_context(config: Any, kwargs: dict[str, Any]) -> Any:
+    context = kwargs.pop("context", None)
+    if context is None:
+        return config
+    config = dict(config or {})
+    config["configurable"] = {**(config.get("configurable") or {}), CONTEXT_KEY: context}
+    return config
+
+
+def _bound(action: Any) -> Any:
+    """The node's callable; functions asking for ``runtime``/``store`` get a wrapper."""
+    if hasattr(action, "invoke") and not inspect.isroutine(action):
+        return action  # a compiled graph or runnable
+    wanted = injected_params(action)
+    return with_runtime(action, wanted) if wanted & {"runtime", "store"} else action
 
 
 def _trigger_channel(defer: bool) -> Any:

@@ -1,0 +1,78 @@
+"""``Runtime``: what a node gets when it declares a ``runtime`` parameter.
+
+``graph.invoke(input, config, context=Ctx(...))`` makes ``runtime.context`` the
+``Ctx`` for every node and routing function of the run (subgraphs included);
+it is never stored in checkpoints.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["CONTEXT_KEY", "Runtime", "current_runtime", "with_runtime"]
+
+CONTEXT_KEY = "__threadloom_context"
+"""Key in ``config["configurable"]`` that carries the run's context object."""
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Runtime(Generic[C]):
+    """Run-scoped things a node may need: the user context, store, custom stream writer."""
+
+    context: C | None = None
+    store: Any = None
+    stream_writer: Callable[[Any], None] = lambda _chunk: None
+    previous: Any = None
+
+
+def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
+    """The runtime of the task running in this context (or built from ``config``)."""
+    from threadloom.pregel.context import current_task
+
+    scope = current_task()
+    if config is None and scope is not None:
+        config = scope.config()
+    configurable = (config or {}).get("configurable") or {}
+    writer = getattr(scope, "custom", None) or (lambda _chunk: None)
+    return Runtime(
+        context=configurable.get(CONTEXT_KEY),
+        store=getattr(scope, "store", None),
+        stream_writer=writer,
+    )
+
+
+def with_runtime(fn: Callable[..., Any], wanted: frozenset[str]) -> Callable[..., Any]:
+    """Wrap a node that asks for ``runtime``/``store`` so the runtime can call it with config."""
+
+    def kwargs(config: dict[str, Any]) -> dict[str, Any]:
+        runtime = current_runtime(config)
+        out: dict[str, Any] = {}
+        if "config" in wanted:
+            out["config"] = config
+        if "runtime" in wanted:
+            out["runtime"] = runtime
+        if "store" in wanted:
+            out["store"] = runtime.store
+        if "writer" in wanted:
+            out["writer"] = runtime.stream_writer
+        return out
+
+    target = fn if inspect.isroutine(fn) else type(fn).__call__
+    if inspect.iscoroutinefunction(target):
+
+        async def async_node(state: Any, config: dict[str, Any]) -> Any:
+            return await fn(state, **kwargs(config))
+
+        async_node.__name__ = getattr(fn, "__name__", "node")
+        return async_node
+
+    def node(state: Any, config: dict[str, Any]) -> Any:
+        return fn(state, **kwargs(config))
+
+    node.__name__ = getattr(fn, "__name__", "node")
+    return node
