@@ -287,3 +287,91 @@ def sc_replay_from_subgraph_checkpoint(lib, saver, durability):
 )
 def test_replay_from_subgraph_checkpoint() -> None:
     h.run_parity(sc_replay_from_subgraph_checkpoint)
+
+
+def sc_fork_from_subgraph_checkpoint(lib, saver, durability):
+    """update_state on an *older* checkpoint of the child's own history, then resume."""
+    log: list[str] = []
+    graph = parent_graph(lib, saver, child_graph(lib, log=log), log)
+    graph.invoke({"value": []}, CFG)  # full child history first; resume under `durability`
+    sub_cfg = graph.get_state(CFG).tasks[0].state
+    child_hist = history(graph, sub_cfg)
+    obs = [("child history", child_hist)]
+    old = next(s for s in child_hist if s.next == ("c1",))
+    fork = graph.update_state(old.config, {"value": ["child-fork"]}, as_node="c1")
+    obs.append(("fork cfg", fork))
+    obs.append(("child after fork", graph.get_state(sub_cfg)))
+    obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    log.clear()
+    obs.append(("resume", graph.invoke(lib.Command(resume="r"), CFG, **h.kw(durability))))
+    obs.append(("ran", list(log)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_fork_from_subgraph_checkpoint(saver: str, durability: str) -> None:
+    h.run_parity(sc_fork_from_subgraph_checkpoint, saver, durability)
+
+
+def sc_three_levels_replay(lib, saver, durability):
+    """Replay the root from before the middle graph: the deep interrupt fires again."""
+    log: list[str] = []
+    inner = child_graph(lib, log=log)
+    middle = (
+        lib.StateGraph(State)
+        .add_node("m1", appender("m1", log))
+        .add_node("inner", inner)
+        .add_edge(lib.START, "m1")
+        .add_edge("m1", "inner")
+        .compile()
+    )
+    graph = parent_graph(lib, saver, middle, log, name="middle")
+    graph.invoke({"value": []}, CFG)
+    graph.invoke(lib.Command(resume="first"), CFG)
+    before = next(s for s in history(graph) if s.next == ("middle",))
+    log.clear()
+    obs = [("replay", graph.invoke(None, before.config, **h.kw(durability)))]
+    obs.append(("ran", list(log)))
+    obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("resume", graph.invoke(lib.Command(resume="second"), CFG, **h.kw(durability))))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_three_levels_replay(saver: str, durability: str) -> None:
+    h.run_parity(sc_three_levels_replay, saver, durability)
+
+
+def sc_send_to_subgraph_interrupt(lib, saver, durability):
+    """Send fans out to a subgraph that interrupts: one snapshot task per Send."""
+    child = child_graph(lib, ask=True)
+
+    def fan(state: State) -> list:
+        return [lib.Send("child", {"value": [f"item{i}"]}) for i in range(2)]
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("p1", appender("p1"))
+        .add_node("child", child)
+        .add_edge(lib.START, "p1")
+        .add_conditional_edges("p1", fan, ["child"])
+        .compile(checkpointer=saver)
+    )
+    first = graph.invoke({"value": []}, CFG, **h.kw(durability))
+    # the two tasks finish in any order: compare what was asked, not the order
+    obs = [("first", sorted(i.value for i in first["__interrupt__"]))]
+    state = graph.get_state(CFG, subgraphs=True)
+    obs.append(("nested", state))
+    answers = {i.id: f"ans{n}" for n, i in enumerate(state.interrupts)}
+    obs.append(("resume", graph.invoke(lib.Command(resume=answers), CFG, **h.kw(durability))))
+    obs.append(("done", graph.get_state(CFG)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_send_to_interrupting_subgraph(durability: str) -> None:
+    h.run_parity(sc_send_to_subgraph_interrupt, "memory", durability)

@@ -315,3 +315,30 @@ def sc_bulk_copy_then_update(lib, saver, durability):
 
 def test_bulk_copy_then_update() -> None:
     h.run_parity(sc_bulk_copy_then_update)
+
+
+def sc_copy_with_updates(lib, saver, durability):
+    """update_state(values=[(v, node), ...], as_node="__copy__"): copy, then update as tasks."""
+    graph = (
+        lib.StateGraph(State)
+        .add_node("x", appender("x"))
+        .add_node("y", appender("y"))
+        .add_node("z", appender("z"))
+        .add_edge(lib.START, "x")
+        .add_edge(lib.START, "y")
+        .add_edge(["x", "y"], "z")
+        .compile(checkpointer=saver)
+    )
+    graph.invoke({"value": []}, CFG)
+    start = next(s for s in history(graph) if set(s.next) == {"x", "y"})
+    cfg = graph.update_state(
+        start.config, [({"value": ["x2"]}, "x"), ({"value": ["y2"]}, "y")], as_node="__copy__"
+    )
+    obs = [("cfg", cfg), ("state", graph.get_state(cfg)), ("run", graph.invoke(None, cfg))]
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_copy_with_task_updates(saver: str) -> None:
+    h.run_parity(sc_copy_with_updates, saver)
