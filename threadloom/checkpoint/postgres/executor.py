@@ -191,10 +191,8 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
 
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
-    batch: list[Stmt] = []
-    blobs = list({b.hash: b for b in op.blobs}.values())
-    if blobs:
-        batch.append(Stmt(sql.insert_blobs, columns(blobs, 4), "all"))
+    batch = _insert_blobs(op.blobs, sql)
+    blobs = bool(batch)
     if op.refs:
         batch.append(Stmt(sql.insert_refs, columns(op.refs, 10), "all"))
     if op.row is not None:
@@ -214,20 +212,27 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     return batch, decode
 
 
+def _insert_blobs(blobs: tuple[BlobRow, ...], sql: SQL) -> list[Stmt]:
+    unique = list({b.hash: b for b in blobs}.values())
+    return [Stmt(sql.insert_blobs, columns(unique, 4), "all")] if unique else []
+
+
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
-    if not op.rows:
-        return [], lambda r: None
-    # one row per key: ON CONFLICT cannot touch a row twice in one statement
-    if op.upsert:
-        unique = list({_write_key(w): w for w in op.rows}.values())
-    else:
-        unique = list({_write_key(w): w for w in reversed(op.rows)}.values())[::-1]
-    query = sql.upsert_writes if op.upsert else sql.insert_writes
-    return [Stmt(query, columns(unique, 9))], lambda r: None
+    batch = _insert_blobs(op.blobs, sql)
+    if op.rows:
+        unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
+        batch.append(Stmt(sql.upsert_writes, columns(unique, 7)))
+    has_blobs = bool(op.blobs)
+    return batch, lambda r: frozenset(bytes(x[0]) for x in r[0]) if has_blobs else frozenset()
 
 
-def _write_key(w: WriteRow) -> tuple[str, str, str, str, int]:
-    return (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx)
+def _write_key(w: WriteRow) -> tuple[str, str, str, str]:
+    return (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id)
+
+
+def _load_ancestors(op: ops.LoadAncestors, sql: SQL) -> Plan:
+    params = (op.thread_id, op.checkpoint_ns, op.checkpoint_id, int(op.depth))
+    return [Stmt(sql.ancestors, params, "all")], _ckpt_rows
 
 
 def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
@@ -238,7 +243,7 @@ def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
         batch.append(Stmt(sql.upsert_ref, [tuple(r) for r in op.refs], "many"))
     if op.writes:
         unique = list({_write_key(w): w for w in op.writes}.values())
-        batch.append(Stmt(sql.upsert_writes, columns(unique, 9)))
+        batch.append(Stmt(sql.upsert_writes, columns(unique, 7)))
     return batch, lambda r: None
 
 
@@ -295,6 +300,7 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.LoadThreadRefs: _load_thread_refs,
     ops.LoadBlobs: _load_blobs,
     ops.LoadWrites: _load_writes,
+    ops.LoadAncestors: _load_ancestors,
     ops.SaveCheckpoint: _save_checkpoint,
     ops.SaveWrites: _save_writes,
     ops.InsertRows: _insert_rows,

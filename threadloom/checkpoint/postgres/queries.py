@@ -8,7 +8,7 @@ Tables (all in one schema, ``public`` unless ``schema=`` says otherwise):
 ``checkpoint_blobs``   content-addressed bytes keyed by hash, written once
                        (``ON CONFLICT DO NOTHING``), shared by every thread, with
                        a reference count so retention can drop what nobody holds
-``checkpoint_writes``  pending writes of tasks against a checkpoint
+``checkpoint_writes``  pending writes against a checkpoint, one row per task
 ``checkpoint_migrations``  applied migration versions
 
 Migrations run in ONE transaction under ``pg_advisory_xact_lock``: several
@@ -71,18 +71,16 @@ MIGRATIONS: list[str] = [
         children BYTEA NOT NULL,
         refs BIGINT NOT NULL DEFAULT 0
     )""",
-    # 4: pending writes
+    # 4: pending writes, one row per task (values inline or as held blob hashes)
     """CREATE TABLE IF NOT EXISTS {s}.checkpoint_writes (
         thread_id TEXT NOT NULL,
         checkpoint_ns TEXT NOT NULL DEFAULT '',
         checkpoint_id TEXT NOT NULL,
         task_id TEXT NOT NULL,
-        idx INTEGER NOT NULL,
-        channel TEXT NOT NULL,
-        tag TEXT NOT NULL,
-        value BYTEA NOT NULL,
         task_path TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        data BYTEA NOT NULL,
+        hashes BYTEA NOT NULL,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id)
     )""",
     # 5: metadata filters (`metadata @> ...`) and delete_for_runs
     "CREATE INDEX IF NOT EXISTS checkpoints_metadata_idx"
@@ -144,9 +142,7 @@ class SQL:
     REF_COLS = (
         "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
     )
-    WRITE_COLS = (
-        "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, tag, value, task_path"
-    )
+    WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, data, hashes"
 
     def __init__(self, schema: str = "public") -> None:
         self.schema = schema
@@ -194,16 +190,23 @@ class SQL:
             ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE SET
                 kind = EXCLUDED.kind, tag = EXCLUDED.tag, data = EXCLUDED.data,
                 hashes = EXCLUDED.hashes, length = EXCLUDED.length, logical = EXCLUDED.logical"""
-        write_insert = f"""
+        self.upsert_writes = f"""
             INSERT INTO {self.writes} ({self.WRITE_COLS})
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::int[],
-                %s::text[], %s::text[], %s::bytea[], %s::text[])
-            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)"""
-        self.insert_writes = write_insert + " DO NOTHING"
-        self.upsert_writes = (
-            write_insert + " DO UPDATE SET channel = EXCLUDED.channel, tag = EXCLUDED.tag,"
-            " value = EXCLUDED.value, task_path = EXCLUDED.task_path"
-        )
+            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                %s::bytea[], %s::bytea[])
+            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id) DO UPDATE SET
+                task_path = EXCLUDED.task_path, data = EXCLUDED.data, hashes = EXCLUDED.hashes"""
+        self.ancestors = f"""
+            WITH RECURSIVE chain AS (
+                SELECT c.*, 0 AS depth FROM {self.ckpt} c
+                WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s
+                UNION ALL
+                SELECT p.*, chain.depth + 1 FROM {self.ckpt} p JOIN chain
+                    ON p.thread_id = chain.thread_id AND p.checkpoint_ns = chain.checkpoint_ns
+                    AND p.checkpoint_id = chain.parent_checkpoint_id
+                WHERE chain.depth < %s
+            )
+            SELECT {self.CKPT_COLS} FROM chain ORDER BY depth"""
         self.adjust = (
             f"UPDATE {self.blobs} b SET refs = b.refs + d.delta"
             " FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash"
@@ -217,9 +220,10 @@ class SQL:
         )
         self.thread_blobs = f"""
             WITH RECURSIVE held(hash) AS (
-                SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM {self.refs} r
-                CROSS JOIN LATERAL generate_series(0, length(r.hashes) / 16 - 1) i
-                WHERE r.thread_id = %s
+                SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM (
+                    SELECT hashes FROM {self.refs} WHERE thread_id = %s
+                    UNION ALL SELECT hashes FROM {self.writes} WHERE thread_id = %s
+                ) r CROSS JOIN LATERAL generate_series(0, length(r.hashes) / 16 - 1) i
                 UNION
                 SELECT substring(b.children FROM i * 16 + 1 FOR 16)
                 FROM {self.blobs} b JOIN held ON b.hash = held.hash

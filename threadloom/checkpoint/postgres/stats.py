@@ -27,7 +27,7 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
             "one",
         ),
         Stmt(
-            f"SELECT count(*), coalesce(sum(octet_length(value)), 0) FROM {sql.writes}"
+            f"SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM {sql.writes}"
             f" WHERE {where}",
             params,
             "one",
@@ -40,7 +40,7 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
             params,
             "all",
         ),
-        Stmt(sql.thread_blobs, params, "one")
+        Stmt(sql.thread_blobs, [*params, *params], "one")
         if op.thread_id is not None
         else Stmt(
             f"SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM {sql.blobs}", (), "one"
@@ -49,7 +49,7 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
             f"""SELECT thread_id, sum(n) FROM (
                 SELECT thread_id, octet_length(data) + octet_length(metadata::text) AS n
                 FROM {sql.ckpt} WHERE {where}
-                UNION ALL SELECT thread_id, octet_length(value) FROM {sql.writes} WHERE {where}
+                UNION ALL SELECT thread_id, octet_length(data) FROM {sql.writes} WHERE {where}
             ) AS sizes GROUP BY thread_id ORDER BY 2 DESC, 1 LIMIT %s""",
             [*params, *params, op.top],
             "all",
