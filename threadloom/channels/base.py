@@ -50,6 +50,11 @@ class BaseChannel:
 
     __slots__ = ("typ", "key")
 
+    # hints for apply_writes: kinds whose update([]) / finish() never change anything
+    # can be skipped at the end of a step (subclasses default to "may change")
+    empty_update_is_noop: bool = False
+    finish_is_noop: bool = False
+
     def __init__(self, typ: Any = None, key: str = "") -> None:
         self.typ = typ
         self.key = key

@@ -62,6 +62,8 @@ class BinaryOperatorAggregate(BaseChannel):
     """
 
     __slots__ = ("value", "operator")
+    empty_update_is_noop = True
+    finish_is_noop = True
 
     def __init__(self, typ: Any, operator: Callable[[Any, Any], Any], key: str = "") -> None:
         super().__init__(typ, key)

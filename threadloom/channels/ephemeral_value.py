@@ -19,6 +19,7 @@ class EphemeralValue(BaseChannel):
     """
 
     __slots__ = ("value", "guard")
+    finish_is_noop = True
 
     def __init__(self, typ: Any = None, guard: bool = True, key: str = "") -> None:
         super().__init__(typ, key)

@@ -15,6 +15,8 @@ class LastValue(BaseChannel):
     """Keeps the last value written; two writes in one step are an error."""
 
     __slots__ = ("value",)
+    empty_update_is_noop = True
+    finish_is_noop = True
 
     def __init__(self, typ: Any = None, key: str = "") -> None:
         super().__init__(typ, key)
@@ -59,6 +61,7 @@ class LastValueAfterFinish(BaseChannel):
     """
 
     __slots__ = ("value", "finished")
+    empty_update_is_noop = True
 
     def __init__(self, typ: Any = None, key: str = "") -> None:
         super().__init__(typ, key)

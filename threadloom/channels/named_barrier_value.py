@@ -18,6 +18,8 @@ class NamedBarrierValue(BaseChannel):
     """
 
     __slots__ = ("names", "seen")
+    empty_update_is_noop = True
+    finish_is_noop = True
 
     def __init__(self, typ: Any, names: set[Any], key: str = "") -> None:
         super().__init__(typ, key)
@@ -73,6 +75,7 @@ class NamedBarrierValueAfterFinish(NamedBarrierValue):
     """
 
     __slots__ = ("finished",)
+    finish_is_noop = False
 
     def __init__(self, typ: Any, names: set[Any], key: str = "") -> None:
         super().__init__(typ, names, key)

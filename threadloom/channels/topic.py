@@ -26,6 +26,7 @@ class Topic(BaseChannel):
     """
 
     __slots__ = ("values", "accumulate")
+    finish_is_noop = True
 
     def __init__(self, typ: Any = None, accumulate: bool = False, key: str = "") -> None:
         super().__init__(typ, key)

@@ -19,6 +19,8 @@ class UntrackedValue(BaseChannel):
     """
 
     __slots__ = ("value", "guard")
+    empty_update_is_noop = True
+    finish_is_noop = True
 
     def __init__(self, typ: Any = None, guard: bool = True, key: str = "") -> None:
         super().__init__(typ, key)

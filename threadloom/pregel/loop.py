@@ -20,6 +20,7 @@ from threadloom.checkpoint.base import (
     create_checkpoint,
     empty_checkpoint,
 )
+from threadloom.checkpoint.ids import uuid6
 from threadloom.constants import (
     ERROR,
     INPUT,
@@ -452,15 +453,21 @@ class Loop:
             metadata["parents"] = dict(o.run.checkpoint_map)
             self.checkpoint_metadata = metadata
         do_checkpoint = o.persister is not None and (exiting or o.durability != "exit")
-        self.checkpoint = create_checkpoint(
-            self.checkpoint,
-            self.channels if do_checkpoint else None,
-            self.step,
-            id=self.checkpoint["id"] if exiting else None,
-            updated_channels=sorted(self.updated_channels)
-            if self.updated_channels is not None
-            else None,
-        )
+        updated = sorted(self.updated_channels) if self.updated_channels is not None else None
+        if do_checkpoint or exiting:
+            self.checkpoint = create_checkpoint(
+                self.checkpoint,
+                self.channels if do_checkpoint else None,
+                self.step,
+                id=self.checkpoint["id"] if exiting else None,
+                updated_channels=updated,
+            )
+        else:  # nothing is stored: only the id moves on (task ids hash it)
+            self.checkpoint = {
+                **self.checkpoint,
+                "id": str(uuid6(clock_seq=self.step)),
+                "updated_channels": updated,
+            }
         if do_checkpoint:
             cfg = self.checkpoint_config
             self.prev_checkpoint_config = cfg if cfg["configurable"].get("checkpoint_id") else None

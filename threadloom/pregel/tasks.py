@@ -107,10 +107,6 @@ class _Plan:
         "input_cache",
     )
 
-    def __init__(self, **kw: Any) -> None:
-        for k, v in kw.items():
-            setattr(self, k, v)
-
 
 def prepare_next_tasks(
     checkpoint: Mapping[str, Any],
@@ -137,24 +133,23 @@ def prepare_next_tasks(
     and cache key. ``updated_channels`` + ``trigger_to_nodes`` narrow the PULL
     candidates to nodes triggered by channels the last step changed.
     """
-    plan = _Plan(
-        checkpoint=checkpoint,
-        id_bytes=checkpoint_id_bytes(checkpoint["id"]),
-        id_fn=task_id if checkpoint["v"] > 1 else task_id_v1,
-        pending_writes=pending_writes,
-        processes=processes,
-        channels=channels,
-        step=step,
-        stop=stop if stop is not None else step + 1,
-        parent_ns=checkpoint_ns,
-        for_execution=for_execution,
-        resume_map=resume_map,
-        parent_scratchpad=parent_scratchpad,
-        retry_policy=retry_policy,
-        cache_policy=cache_policy,
-        checkpoint_map={**(checkpoint_map or {}), checkpoint_ns: checkpoint["id"]},
-        input_cache={},
-    )
+    plan = _Plan()
+    plan.checkpoint = checkpoint
+    plan.id_bytes = checkpoint_id_bytes(checkpoint["id"])
+    plan.id_fn = task_id if checkpoint["v"] > 1 else task_id_v1
+    plan.pending_writes = pending_writes
+    plan.processes = processes
+    plan.channels = channels
+    plan.step = step
+    plan.stop = stop if stop is not None else step + 1
+    plan.parent_ns = checkpoint_ns
+    plan.for_execution = for_execution
+    plan.resume_map = resume_map
+    plan.parent_scratchpad = parent_scratchpad
+    plan.retry_policy = retry_policy
+    plan.cache_policy = cache_policy
+    plan.checkpoint_map = {**(checkpoint_map or {}), checkpoint_ns: checkpoint["id"]}
+    plan.input_cache = {}
     tasks: dict[str, Any] = {}
     tasks_channel = channels.get(TASKS)
     if tasks_channel is not None and tasks_channel.is_available():

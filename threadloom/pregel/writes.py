@@ -70,7 +70,9 @@ def apply_writes(
     Raises:
         InvalidUpdateError: a channel rejected its writes (two values for a LastValue).
     """
-    tasks = sorted(tasks, key=lambda t: task_path_str(t.path[:3]))
+    tasks = list(tasks)
+    if len(tasks) > 1:
+        tasks.sort(key=lambda t: task_path_str(t.path[:3]))
     bump_step = any(t.triggers for t in tasks)
     versions = checkpoint["channel_versions"]
     seen_all = checkpoint["versions_seen"]
@@ -116,6 +118,8 @@ def apply_writes(
                 updated.add(chan)
     if bump_step:
         for chan, channel in channels.items():
+            if channel.empty_update_is_noop:
+                continue
             if chan not in updated and channel.is_available():
                 if channel.update(()) and next_version is not None:
                     versions[chan] = next_version
@@ -123,6 +127,8 @@ def apply_writes(
                         updated.add(chan)
         if updated.isdisjoint(trigger_to_nodes):
             for chan, channel in channels.items():
+                if channel.finish_is_noop:
+                    continue
                 if channel.finish() and next_version is not None:
                     versions[chan] = next_version
                     if channel.is_available():

@@ -1,0 +1,124 @@
+"""Stream modes: values, updates, tasks, checkpoints, debug, custom, several at once, subgraphs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from threadloom.channels import LastValue
+from threadloom.config import get_stream_writer
+from threadloom.pregel import NodeBuilder, Pregel
+
+
+def two_step(checkpointer=None) -> Pregel:
+    def shout(x, writer):
+        writer({"progress": x})
+        return x.upper()
+
+    return Pregel(
+        nodes={
+            "shout": NodeBuilder().subscribe_only("a").do(shout).write_to("b"),
+            "bang": NodeBuilder().subscribe_only("b").do(lambda x: x + "!").write_to("c"),
+        },
+        channels={k: LastValue(str) for k in "abc"},
+        input_channels="a",
+        output_channels=["b", "c"],
+        checkpointer=checkpointer,
+    )
+
+
+def test_values_and_updates():
+    app = two_step()
+    assert list(app.stream("hi")) == [{"a": "hi", "b": "HI"}, {"a": "hi", "b": "HI", "c": "HI!"}]
+    assert list(app.stream("hi", stream_mode="updates")) == [
+        {"shout": {"b": "HI"}},
+        {"bang": {"c": "HI!"}},
+    ]
+
+
+def test_several_modes_give_tuples_and_custom_events():
+    app = two_step()
+    chunks = list(app.stream("hi", stream_mode=["custom", "updates"]))
+    assert chunks == [
+        ("custom", {"progress": "hi"}),
+        ("updates", {"shout": {"b": "HI"}}),
+        ("updates", {"bang": {"c": "HI!"}}),
+    ]
+
+
+def test_get_stream_writer_inside_node():
+    def node(x):
+        get_stream_writer()(f"saw {x}")
+        return x
+
+    app = Pregel(
+        nodes={"n": NodeBuilder().subscribe_only("a").do(node).write_to("b")},
+        channels={"a": LastValue(str), "b": LastValue(str)},
+        input_channels="a",
+        output_channels="b",
+    )
+    assert list(app.stream("x", stream_mode="custom")) == ["saw x"]
+    assert app.invoke("y") == "y"  # no-op writer when nobody listens
+
+
+def test_tasks_and_debug(saver):
+    app = two_step(saver)
+    cfg = {"configurable": {"thread_id": "dbg"}}
+    tasks = list(app.stream("hi", cfg, stream_mode="tasks"))
+    assert [(t["name"], "result" in t) for t in tasks] == [
+        ("shout", False),
+        ("shout", True),
+        ("bang", False),
+        ("bang", True),
+    ]
+    assert tasks[1]["result"] == {"b": "HI"} and tasks[1]["error"] is None
+    debug = list(app.stream("yo", {"configurable": {"thread_id": "dbg2"}}, stream_mode="debug"))
+    assert [d["type"] for d in debug] == [
+        "checkpoint",
+        "task",
+        "task_result",
+        "checkpoint",
+        "task",
+        "task_result",
+        "checkpoint",
+    ]
+    assert [d["step"] for d in debug] == [-1, 0, 0, 0, 1, 1, 1]
+    checkpoints = list(
+        app.stream("z", {"configurable": {"thread_id": "dbg3"}}, stream_mode="checkpoints")
+    )
+    assert [c["metadata"]["source"] for c in checkpoints] == ["input", "loop", "loop"]
+    assert checkpoints[0]["next"] == ["shout"] and checkpoints[-1]["next"] == []
+
+
+def test_subgraph_events_carry_namespace():
+    inner = Pregel(
+        nodes={"inner": NodeBuilder().subscribe_only("x").do(lambda v: v * 2).write_to("y")},
+        channels={"x": LastValue(int), "y": LastValue(int)},
+        input_channels="x",
+        output_channels="y",
+    )
+    outer = Pregel(
+        nodes={"sub": NodeBuilder().subscribe_only("a").do(inner).write_to("b")},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+    )
+    chunks = list(outer.stream(3, stream_mode="updates", subgraphs=True))
+    assert chunks[-1] == ((), {"sub": {"b": 6}})
+    (ns, payload) = chunks[0]
+    assert (
+        len(ns) == 1 and ns[0].startswith("sub:") and payload == {"inner": 6}
+    )  # the subgraph runs via invoke: output key "y"
+    assert list(outer.stream(3, stream_mode="updates")) == [{"sub": {"b": 6}}]
+
+
+def test_astream_modes():
+    app = two_step()
+
+    async def go():
+        return [c async for c in app.astream("hi", stream_mode=["updates", "custom"])]
+
+    assert asyncio.run(go()) == [
+        ("custom", {"progress": "hi"}),
+        ("updates", {"shout": {"b": "HI"}}),
+        ("updates", {"bang": {"c": "HI!"}}),
+    ]
