@@ -43,7 +43,7 @@ class State(typing.TypedDict):
     maybe: typing.Optional[set[frozenset[Color]]]  # noqa: UP045
     errors: list[MyError]
     plain: int
-    unresolved: "DoesNotExist"  # noqa: F821
+    unresolved: "DoesNotExist"  # noqa: F821, UP037
 
 
 def test_walks_typeddict_dataclass_namedtuple_literal_and_containers():

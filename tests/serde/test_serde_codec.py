@@ -184,3 +184,22 @@ def test_aes_gcm_without_cryptography_says_how_to_install():
 
     with pytest.raises(ImportError, match="pip install cryptography"):
         AesGcmCipher(b"1" * 32)
+
+
+def test_langgraph_shaped_cipher_is_adapted():
+    class LgCipher:  # LangGraph's CipherProtocol: encrypt -> (name, ct), decrypt(name, ct)
+        def __init__(self):
+            self.inner = ToyCipher(name="aes")
+
+        def encrypt(self, plaintext):
+            return "aes", self.inner.encrypt(plaintext)
+
+        def decrypt(self, name, ciphertext):
+            assert name == "aes"
+            return self.inner.decrypt(ciphertext)
+
+    ser = EncryptedSerializer(LgCipher(), MsgpackSerializer())
+    tag, data = ser.dumps_typed(SMALL)
+    assert tag == "msgpack+aes" and ser.loads_typed((tag, data)) == SMALL
+    with pytest.raises(SerializationError, match="refusing unencrypted"):
+        ser.loads_typed(MsgpackSerializer().dumps_typed(SMALL))

@@ -89,7 +89,7 @@ VALUES = [
     (1, (2, (3,)), ()),
     {"a": (1, 2)},
     {1: "int key", (1, "t"): "tuple key", None: 0, 2.5: "f", b"k": "bytes key"},
-    {Color.RED: "enum key", Level.LOW: "intenum key"},
+    {Color.RED: "enum key", Level.LOW: "intenum key", Mood.HAPPY: "strenum key", "x": 1},
     {uuid.UUID(int=5): "uuid key", dt.date(2024, 1, 2): "date key"},
     dt.datetime(2024, 5, 6, 7, 8, 9, 123456),
     dt.datetime(2024, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc),

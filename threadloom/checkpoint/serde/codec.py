@@ -9,13 +9,14 @@ and the inner tag is sealed inside the ciphertext so it cannot be swapped.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import zstandard
 
 from threadloom.checkpoint.serde.base import CipherProtocol
 from threadloom.errors import CorruptBlobError, SerializationError
 
-__all__ = ["ZSTD", "compress", "decompress", "Envelope", "DEFAULT_MAX_DECOMPRESSED"]
+__all__ = ["ZSTD", "compress", "decompress", "Envelope", "DEFAULT_MAX_DECOMPRESSED", "adapt_cipher"]
 
 ZSTD = "zstd"
 DEFAULT_MAX_DECOMPRESSED = 1 << 30
@@ -34,7 +35,7 @@ def _compressor(level: int) -> zstandard.ZstdCompressor:
     return comp
 
 
-def compress(payload: bytes, level: int = 3) -> bytes:
+def compress(payload: bytes, level: int = 1) -> bytes:
     return _compressor(level).compress(payload)
 
 
@@ -52,10 +53,32 @@ def decompress(payload: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> byte
         raise CorruptBlobError(f"stored value is not a valid zstd frame: {exc}") from None
 
 
+class _LangGraphCipher:
+    """Adapts LangGraph's cipher shape (``encrypt -> (name, ct)``, ``decrypt(name, ct)``)."""
+
+    def __init__(self, cipher: Any) -> None:
+        self._cipher = cipher
+        self.name = cipher.encrypt(b"")[0]  # LangGraph ciphers only report their name here
+
+    def encrypt(self, plaintext: bytes) -> bytes:
+        return self._cipher.encrypt(plaintext)[1]
+
+    def decrypt(self, ciphertext: bytes) -> bytes:
+        return self._cipher.decrypt(self.name, ciphertext)
+
+
+def adapt_cipher(cipher: Any) -> CipherProtocol:
+    """``cipher`` itself, or an adapter when it has LangGraph's cipher shape (no ``name``)."""
+    if isinstance(getattr(cipher, "name", None), str):
+        return cipher
+    return _LangGraphCipher(cipher)
+
+
 class Envelope:
     """Seals payloads with ``cipher`` and opens them, enforcing the cipher suffix."""
 
     def __init__(self, cipher: CipherProtocol, *, accept_plaintext: bool = False) -> None:
+        cipher = adapt_cipher(cipher)
         if not isinstance(getattr(cipher, "name", None), str) or not cipher.name.isalnum():
             raise ValueError("cipher.name must be a short alphanumeric string (the tag suffix)")
         self.cipher = cipher

@@ -44,9 +44,9 @@ class EncryptedSerializer:
 
             inner = MsgpackSerializer()
         self.serde: SerializerProtocol = inner  # type: ignore[assignment]
-        self.cipher: CipherProtocol = cipher  # type: ignore[assignment]
+        self._envelope = Envelope(cipher, accept_plaintext=accept_plaintext)  # type: ignore[arg-type]
+        self.cipher: CipherProtocol = self._envelope.cipher
         self.accept_plaintext = accept_plaintext
-        self._envelope = Envelope(self.cipher, accept_plaintext=accept_plaintext)
 
     @classmethod
     def from_aes_gcm(

@@ -51,18 +51,24 @@ class Packer:
 
     def __init__(self, resolver: Resolver, *, canonical: bool = False) -> None:
         self.resolver = resolver
+        self._cache = resolver.cache
         self.canonical = canonical
         self.option = PACK_OPTION | (ormsgpack.OPT_SORT_KEYS if canonical else 0)
         # canonical packing sends every non-str-keyed dict to EXT_KEYED (sorted pairs)
         self.slow_option = self.option | (0 if canonical else ormsgpack.OPT_NON_STR_KEYS)
 
     def default(self, obj: Any) -> ormsgpack.Ext:
-        if type(obj) is tuple:
+        # errors raised here are swallowed by ormsgpack; pack() then re-walks for the path
+        cls = type(obj)
+        if cls is tuple:
             return _Ext(EXT_TUPLE, _packb(list(obj), default=self.default, option=self.option))
-        name, state = self.resolver.encode(obj)
-        if self.canonical and name in _UNORDERED:
+        entry = self._cache.get(cls) or self.resolver.entry(cls)
+        state = entry.encode(obj)
+        if self.canonical and entry.name in _UNORDERED:
             state = sorted(state, key=self.pack)
-        return _Ext(EXT_OBJECT, _packb([name, state], default=self.default, option=self.option))
+        return _Ext(
+            EXT_OBJECT, _packb([entry.name, state], default=self.default, option=self.option)
+        )
 
     def pack(self, obj: Any) -> bytes:
         """msgpack bytes for ``obj``.

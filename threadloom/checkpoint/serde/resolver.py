@@ -92,14 +92,18 @@ class Resolver:
                 entry = entry_for(cls)
                 self._by_type[cls] = entry
                 self._by_name.setdefault(entry.name, entry)
-        self._cache: dict[type, TypeEntry] = {}
+        self.cache: dict[type, TypeEntry] = {}  # resolved entries, read by the packer
 
     # -- dumps ----------------------------------------------------------------
+
+    def entry(self, cls: type) -> TypeEntry:
+        """The entry storing instances of ``cls``; raises :class:`Unsupported`."""
+        return self.cache.get(cls) or self._resolve(cls)
 
     def encode(self, obj: Any) -> tuple[str, Any]:
         """``(name, state)`` for a non-native value; raises :class:`Unsupported`."""
         cls = type(obj)
-        entry = self._cache.get(cls) or self._resolve(cls)
+        entry = self.cache.get(cls) or self._resolve(cls)
         try:
             return entry.name, entry.encode(obj)
         except Unsupported:
@@ -113,7 +117,7 @@ class Resolver:
             entry = TypeEntry(EXCEPTION, cls, exception_state, entry.decode)
         elif entry is None:
             entry = self._fallback(cls)
-        self._cache[cls] = entry
+        self.cache[cls] = entry
         return entry
 
     def _fallback(self, cls: type) -> TypeEntry:

@@ -51,7 +51,7 @@ class MsgpackSerializer:
         allowed: Iterable[type] = (),
         on_unknown: str = "error",
         compress_threshold: int | None = DEFAULT_COMPRESS_THRESHOLD,
-        compression_level: int = 3,
+        compression_level: int = 1,
         cipher: CipherProtocol | None = None,
         accept_plaintext: bool = False,
         max_decompressed: int = codec.DEFAULT_MAX_DECOMPRESSED,

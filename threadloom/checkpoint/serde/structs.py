@@ -126,13 +126,18 @@ def _pydantic_codec(cls: type) -> Codec:
 
     def encode(obj: Any) -> dict[str, Any]:
         names = own_names if type(obj) is cls else tuple(type(obj).__pydantic_fields__)
-        state = {name: getattr(obj, name) for name in names}
+        state = obj.__dict__  # pydantic keeps exactly the field values here...
+        if len(state) != len(names):  # ...unless e.g. a cached_property wrote to it
+            state = {name: getattr(obj, name) for name in names}
         extra = obj.__pydantic_extra__
-        if extra:
-            state.update(extra)
         fields_set = obj.__pydantic_fields_set__
-        if not fields_set.issuperset(names):
-            state[_UNSET] = [name for name in names if name not in fields_set]
+        if extra or len(fields_set) < len(names) or not fields_set.issuperset(names):
+            state = dict(state)
+            if extra:
+                state.update(extra)
+            unset = [name for name in names if name not in fields_set]
+            if unset:
+                state[_UNSET] = unset
         return state
 
     def decode(state: dict[str, Any], klass: type = cls) -> Any:
