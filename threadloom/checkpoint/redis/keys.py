@@ -9,36 +9,52 @@ across threads would live in another slot than at least one of them.
 Deduplication inside a thread (where nearly all repetition is: unchanged
 channels, replayed forks, appended message lists) is kept.
 
-Layout (``T`` = ``{prefix:thread}``, ``ns`` = checkpoint namespace)::
+Layout (``T`` = ``{prefix:thread}``; ``\\0`` separates parts of a member or field)::
 
-    T:ns                  SET    namespaces the thread has
-    T:ck:<ns>             ZSET   checkpoint ids, all score 0 (lexical = time order)
-    T:row:<ns>            HASH   checkpoint id -> packed checkpoint row
-    T:w:<ns>:<id>         HASH   "task_id\\x00idx" -> packed pending write
-    T:blob                HASH   content hash -> stored blob
-    T:ref                 HASH   packed ref key -> packed ref row (if the core uses refs)
+    T:ck    ZSET   "ns\\0checkpoint_id", all score 0: latest of a namespace by lex order
+    T:ids   ZSET   "checkpoint_id\\0ns": the thread's checkpoints newest first, all namespaces
+    T:row   HASH   "ns\\0checkpoint_id" -> "parent_id\\0" + packed checkpoint row
+    T:ref   HASH   "ns\\0channel\\0version" -> packed ref row
+    T:blob  HASH   content hash -> packed blob (tag, data, children)
+    T:rc    HASH   content hash -> references held (refs + manifests)
+    T:w     HASH   "ns\\0checkpoint_id\\0task_id" -> packed pending writes of one task
+    T:wi    HASH   "ns\\0checkpoint_id" -> its task ids joined by "\\1"
 
-The only cross-thread key is ``{prefix}:threads`` (a SET of thread ids), used
-by operator commands that enumerate threads (``stats()``, ``delete_for_runs``);
-it is optional for correctness and lives in its own slot.
+Eight keys per thread, whatever its length: a TTL refresh, a delete or a
+copy touches a fixed, declared set of keys (every Lua script names all of
+them in KEYS, as Redis Cluster requires).
 
-Thread ids and namespaces are escaped so no caller value can end the hash tag
-early or make two different keys equal (``%``, ``{``, ``}`` become ``%25``,
-``%7B``, ``%7D``).
+The only cross-thread key is ``{prefix}:threads``, a SET of thread ids, used
+by the operator calls that span threads (``list(None)``, ``delete_for_runs``,
+``stats()``). It lives in its own slot, is updated outside the per-thread
+scripts, and may briefly name a thread that expired or was deleted (readers
+skip and remove such members).
+
+Thread ids are escaped so no caller value can end the hash tag early or make
+two different keys equal (``%``, ``{``, ``}`` become ``%25``, ``%7B``, ``%7D``).
+
+Every write is one Lua script over the thread's eight keys: atomic, one round
+trip, and (with ``ttl``) it re-arms the expiry of all eight keys, as do the
+reads of a checkpoint (refresh on read).
 """
 
 from __future__ import annotations
 
 from binascii import crc_hqx
 
+from threadloom.errors import ConfigError
+
 __all__ = [
     "KeyLayout",
+    "THREAD_PARTS",
     "key_slot",
     "escape",
     "unescape",
+    "SCRIPTS",
 ]
 
 CLUSTER_SLOTS = 16384
+THREAD_PARTS = ("ck", "ids", "row", "ref", "blob", "rc", "w", "wi")
 
 
 def key_slot(key: str | bytes) -> int:
@@ -72,39 +88,287 @@ class KeyLayout:
 
     def __init__(self, prefix: str = "threadloom") -> None:
         if not prefix or "{" in prefix or "}" in prefix:
-            raise ValueError(f"key_prefix must be non-empty without braces, got {prefix!r}")
+            raise ConfigError(f"key_prefix must be non-empty without braces, got {prefix!r}")
         self.prefix = prefix
 
     def tag(self, thread_id: str) -> str:
         """``{prefix:thread}``: the shared hash tag of a thread's keys."""
         return f"{{{self.prefix}:{escape(thread_id)}}}"
 
-    def namespaces(self, thread_id: str) -> str:
-        return f"{self.tag(thread_id)}:ns"
-
-    def checkpoints(self, thread_id: str, ns: str) -> str:
-        return f"{self.tag(thread_id)}:ck:{escape(ns)}"
-
-    def rows(self, thread_id: str, ns: str) -> str:
-        return f"{self.tag(thread_id)}:row:{escape(ns)}"
-
-    def writes(self, thread_id: str, ns: str, checkpoint_id: str) -> str:
-        return f"{self.tag(thread_id)}:w:{escape(ns)}:{checkpoint_id}"
-
-    def blobs(self, thread_id: str) -> str:
-        return f"{self.tag(thread_id)}:blob"
-
-    def refs(self, thread_id: str) -> str:
-        return f"{self.tag(thread_id)}:ref"
+    def thread_keys(self, thread_id: str) -> list[str]:
+        """The eight keys of a thread, in the order every script expects (KEYS[1..8])."""
+        tag = self.tag(thread_id)
+        return [f"{tag}:{part}" for part in THREAD_PARTS]
 
     def threads(self) -> str:
         """The one cross-thread key: the set of thread ids (for operator commands)."""
         return f"{{{self.prefix}}}:threads"
 
-    def thread_pattern(self) -> str:
-        """SCAN pattern for every key under this prefix (tests, cleanup)."""
-        return f"{{{_glob_escape(self.prefix)}*"
+    def patterns(self) -> list[str]:
+        """SCAN patterns matching every key under this prefix (tests, cleanup)."""
+        p = "".join("\\" + c if c in "*?[]\\" else c for c in self.prefix)
+        return [f"{{{p}:*", f"{{{p}}}:*"]
 
 
-def _glob_escape(value: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in value)
+# -- Lua scripts ----------------------------------------------------------------
+# KEYS = KeyLayout.thread_keys(thread) (8 keys, declared); ARGV[1] = ttl seconds
+# (0 = none). Hashes are 16 raw bytes; "packed" values are opaque msgpack.
+
+_PRELUDE = """
+local CK, IDS, ROW, REF, BLOB, RC, W, WI = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+    KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local pos = 1
+local function nxt()
+    pos = pos + 1
+    return ARGV[pos]
+end
+local function touch()
+    local ttl = tonumber(ARGV[1])
+    if ttl > 0 then
+        for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
+    end
+end
+-- one reference more for every existing blob named in a packed hash list
+local function hold(packed, out)
+    for j = 1, #packed, 16 do
+        local h = string.sub(packed, j, j + 15)
+        if redis.call('HEXISTS', BLOB, h) == 1 then
+            redis.call('HINCRBY', RC, h, 1)
+            if out then out[#out + 1] = h end
+        end
+    end
+end
+local function add_write(cf, sfx, packed)
+    local full = cf .. '\\0' .. sfx
+    if redis.call('HSET', W, full, packed) == 1 then
+        local idx = redis.call('HGET', WI, cf)
+        if idx then idx = idx .. '\\1' .. sfx else idx = sfx end
+        redis.call('HSET', WI, cf, idx)
+    end
+end
+"""
+
+# GET: ARGV ttl, ns, checkpoint_id ('' = latest) -> {field, packed row} | nil
+_GET = """
+local f
+if ARGV[3] ~= '' then
+    f = ARGV[2] .. '\\0' .. ARGV[3]
+else
+    f = redis.call('ZREVRANGEBYLEX', CK, '(' .. ARGV[2] .. '\\1', '(' .. ARGV[2] .. '\\0',
+        'LIMIT', 0, 1)[1]
+end
+touch()
+if not f then return false end
+local p = redis.call('HGET', ROW, f)
+if not p then return false end
+return {f, p}
+"""
+
+# RANGE: ARGV ttl, zset ('ck' | 'ids'), max, min, limit -> {member, packed row, ...}
+_RANGE = """
+local z = CK
+if ARGV[2] == 'ids' then z = IDS end
+local members = redis.call('ZREVRANGEBYLEX', z, ARGV[3], ARGV[4], 'LIMIT', 0, tonumber(ARGV[5]))
+touch()
+local out = {}
+for _, m in ipairs(members) do
+    local f = m
+    if z == IDS then
+        local sep = string.find(m, '\\0', 1, true)
+        f = string.sub(m, sep + 1) .. '\\0' .. string.sub(m, 1, sep - 1)
+    end
+    out[#out + 1] = m
+    out[#out + 1] = redis.call('HGET', ROW, f) or ''
+end
+return out
+"""
+
+# SAVE: ARGV ttl, nblobs, (hash, packed, children)*, nrefs, (field, packed, hashes)*,
+#       has_row, [field, value, ids_member]
+# -> {new blob hashes, children held for new blobs, inserted flags}
+_SAVE = """
+local new, pre, kids, inserted = {}, {}, {}, {}
+for _ = 1, tonumber(nxt()) do
+    local h, p, ch = nxt(), nxt(), nxt()
+    if redis.call('HSETNX', BLOB, h, p) == 1 then
+        new[#new + 1] = h
+        if #ch > 0 then kids[#kids + 1] = ch end
+    end
+end
+for _, ch in ipairs(kids) do hold(ch, pre) end
+for i = 1, tonumber(nxt()) do
+    local f, p, hs = nxt(), nxt(), nxt()
+    inserted[i] = redis.call('HSETNX', REF, f, p)
+    if inserted[i] == 1 then hold(hs, nil) end
+end
+if nxt() == '1' then
+    local f, p, m = nxt(), nxt(), nxt()
+    redis.call('HSET', ROW, f, p)
+    redis.call('ZADD', CK, 0, f)
+    redis.call('ZADD', IDS, 0, m)
+end
+touch()
+return {new, pre, inserted}
+"""
+
+# WRITES: ARGV ttl, nblobs, (hash, packed)*, (ns\0cid, task_id, packed)* -> new blob hashes
+_WRITES = """
+local new = {}
+for _ = 1, tonumber(nxt()) do
+    local h, p = nxt(), nxt()
+    if redis.call('HSETNX', BLOB, h, p) == 1 then new[#new + 1] = h end
+end
+while pos < #ARGV do add_write(nxt(), nxt(), nxt()) end
+touch()
+return new
+"""
+
+# ANCESTORS: ARGV ttl, ns, checkpoint_id, depth -> {field, value, ...} following parents
+_ANCESTORS = """
+local ns, cid, out = ARGV[2], ARGV[3], {}
+for _ = 0, tonumber(ARGV[4]) do
+    local f = ns .. '\\0' .. cid
+    local v = redis.call('HGET', ROW, f)
+    if not v then break end
+    out[#out + 1] = f
+    out[#out + 1] = v
+    cid = string.sub(v, 1, string.find(v, '\\0', 1, true) - 1)
+    if cid == '' then break end
+end
+return out
+"""
+
+# LOAD_WRITES: ARGV ttl, (ns\0cid)* -> {cid field, task_id, packed, ...}
+_LOAD_WRITES = """
+local out = {}
+for i = 2, #ARGV do
+    local idx = redis.call('HGET', WI, ARGV[i])
+    if idx then
+        for sfx in string.gmatch(idx, '[^\\1]+') do
+            local p = redis.call('HGET', W, ARGV[i] .. '\\0' .. sfx)
+            if p then
+                out[#out + 1] = ARGV[i]
+                out[#out + 1] = sfx
+                out[#out + 1] = p
+            end
+        end
+    end
+end
+return out
+"""
+
+# INSERT (copy_thread target, or rewritten rows): ARGV ttl, nblobs, (hash, packed, children)*,
+#   nrows, (field, value, ids_member)*, nrefs, (field, packed, hashes)*,
+#   (ns\0cid, task_id, packed, hashes)* -> hashes held for refs and writes (the flow
+#   adjusts them again; the executor subtracts these)
+_INSERT = """
+local kids, pre = {}, {}
+for _ = 1, tonumber(nxt()) do
+    local h, p, ch = nxt(), nxt(), nxt()
+    if redis.call('HSETNX', BLOB, h, p) == 1 and #ch > 0 then kids[#kids + 1] = ch end
+end
+for _, ch in ipairs(kids) do hold(ch, nil) end
+for _ = 1, tonumber(nxt()) do
+    local f, p, m = nxt(), nxt(), nxt()
+    redis.call('HSET', ROW, f, p)
+    redis.call('ZADD', CK, 0, f)
+    redis.call('ZADD', IDS, 0, m)
+end
+for _ = 1, tonumber(nxt()) do
+    local f, p, hs = nxt(), nxt(), nxt()
+    redis.call('HSET', REF, f, p)
+    hold(hs, pre)
+end
+while pos < #ARGV do
+    add_write(nxt(), nxt(), nxt())
+    hold(nxt(), pre)
+end
+touch()
+return pre
+"""
+
+# ADJUST: ARGV ttl, (hash, delta)*
+_ADJUST = """
+for i = 2, #ARGV, 2 do
+    if redis.call('HEXISTS', BLOB, ARGV[i]) == 1 then
+        redis.call('HINCRBY', RC, ARGV[i], ARGV[i + 1])
+    end
+end
+return 1
+"""
+
+# DROP: ARGV ttl, hash* -> {hash, packed, ...} of the blobs deleted
+_DROP = """
+local out = {}
+for i = 2, #ARGV do
+    local p = redis.call('HGET', BLOB, ARGV[i])
+    if p and (tonumber(redis.call('HGET', RC, ARGV[i])) or 0) <= 0 then
+        redis.call('HDEL', BLOB, ARGV[i])
+        redis.call('HDEL', RC, ARGV[i])
+        out[#out + 1] = ARGV[i]
+        out[#out + 1] = p
+    end
+end
+return out
+"""
+
+# DELETE: ARGV ttl, ns ('' with all='1' = every namespace), all, cid* (none = all of ns)
+# -> {checkpoints deleted, checkpoints left in the thread}
+_DELETE = """
+local ns, every = ARGV[2], ARGV[3] == '1'
+local fields = {}
+if every then
+    fields = redis.call('ZRANGE', CK, 0, -1)
+elseif #ARGV == 3 then
+    fields = redis.call('ZRANGEBYLEX', CK, '(' .. ns .. '\\0', '(' .. ns .. '\\1')
+else
+    for i = 4, #ARGV do fields[#fields + 1] = ns .. '\\0' .. ARGV[i] end
+end
+local n = 0
+for _, f in ipairs(fields) do
+    local sep = string.find(f, '\\0', 1, true)
+    n = n + redis.call('HDEL', ROW, f)
+    redis.call('ZREM', CK, f)
+    redis.call('ZREM', IDS, string.sub(f, sep + 1) .. '\\0' .. string.sub(f, 1, sep - 1))
+    local idx = redis.call('HGET', WI, f)
+    if idx then
+        for sfx in string.gmatch(idx, '[^\\1]+') do redis.call('HDEL', W, f .. '\\0' .. sfx) end
+        redis.call('HDEL', WI, f)
+    end
+end
+return {n, redis.call('ZCARD', IDS)}
+"""
+
+# DELETE_REFS: ARGV ttl, mode ('thread' | 'ns' | 'keys'), ns, field*
+# 'thread' drops every ref AND the thread's blobs (nothing else can hold them)
+_DELETE_REFS = """
+local mode, ns = ARGV[2], ARGV[3]
+if mode == 'thread' then
+    redis.call('DEL', REF, BLOB, RC)
+elseif mode == 'ns' then
+    local prefix = ns .. '\\0'
+    for _, f in ipairs(redis.call('HKEYS', REF)) do
+        if string.sub(f, 1, #prefix) == prefix then redis.call('HDEL', REF, f) end
+    end
+else
+    for i = 4, #ARGV do redis.call('HDEL', REF, ARGV[i]) end
+end
+return 1
+"""
+
+SCRIPTS: dict[str, str] = {
+    name: _PRELUDE + body
+    for name, body in {
+        "get": _GET,
+        "range": _RANGE,
+        "save": _SAVE,
+        "writes": _WRITES,
+        "load_writes": _LOAD_WRITES,
+        "ancestors": _ANCESTORS,
+        "insert": _INSERT,
+        "adjust": _ADJUST,
+        "drop": _DROP,
+        "delete": _DELETE,
+        "delete_refs": _DELETE_REFS,
+    }.items()
+}

@@ -1,0 +1,396 @@
+"""Storage operations on Redis, as sans-I/O plans over :mod:`.keys`.
+
+Each operation of :mod:`threadloom.checkpoint.storage.ops` becomes a generator
+that yields batches of :class:`Call` (sent in one pipelined round trip) and
+returns the operation's result; :mod:`.saver` drives it with a sync or an async
+client. Every write is one Lua script over one thread's keys (one slot).
+
+Blobs are content-addressed per thread (see :mod:`.keys`), so operations that
+name only hashes (``LoadBlobs``, ``AdjustRefcounts``, ``DropUnreferenced``) run
+in the *scope* of the thread the flow last touched: every flow of the core
+names a thread before it touches its blobs.
+
+Crash safety without multi-operation transactions: each operation is atomic,
+and where a flow needs two (store a manifest, then count its segments; copy a
+thread, then count its refs) the first script already takes the references and
+the executor subtracts them from the flow's following ``AdjustRefcounts``. A
+crash in between can only leave a reference too many (a blob kept too long,
+removed with its thread), never one too few (a blob dropped while needed).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import ormsgpack
+
+from threadloom.checkpoint.memory.executor import _match as metadata_matches
+from threadloom.checkpoint.redis.keys import KeyLayout
+from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.rows import unpack
+from threadloom.errors import StorageError
+
+__all__ = ["Call", "RedisPlanner", "Scope"]
+
+SEP = "\0"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One command (``script`` None) or one Lua script of :data:`.keys.SCRIPTS`."""
+
+    args: tuple[Any, ...]
+    script: str | None = None
+    keys: tuple[str, ...] = ()
+
+
+@dataclass
+class Scope:
+    """Per-flow state: the thread whose blobs hash-only operations mean, and
+    references a script already took that the flow will adjust again."""
+
+    thread: str | None = None
+    held: Counter[tuple[str, bytes]] = field(default_factory=Counter)
+
+
+Plan = Generator[list[Call], list[Any], Any]
+
+
+def _pack(values: list[Any]) -> bytes:
+    return ormsgpack.packb(values)
+
+
+def _unpack(data: bytes) -> list[Any]:
+    return ormsgpack.unpackb(data)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisPlanner:
+    """Turns operations into Redis calls for one key layout and TTL."""
+
+    def __init__(self, layout: KeyLayout, ttl: int | None = None) -> None:
+        self.layout = layout
+        self.ttl = int(ttl or 0)
+
+    def plan(self, op: ops.Op, scope: Scope) -> Plan:
+        handler = getattr(self, "_" + type(op).__name__, None)
+        if handler is None:
+            raise NotImplementedError(f"Redis executor has no plan for {type(op).__name__}")
+        return handler(op, scope)
+
+    def _lua(self, name: str, thread_id: str, *args: Any) -> Call:
+        keys = tuple(self.layout.thread_keys(thread_id))
+        return Call((self.ttl, *args), name, keys)
+
+    def key(self, thread_id: str, part: str) -> str:
+        return f"{self.layout.tag(thread_id)}:{part}"
+
+    def threads(self) -> Plan:
+        (members,) = yield [Call(("SMEMBERS", self.layout.threads()))]
+        return sorted((_text(m) for m in members), reverse=True)
+
+    # -- checkpoints -------------------------------------------------------------
+
+    @staticmethod
+    def _row(thread_id: str, fld: bytes, value: bytes) -> CheckpointRow:
+        ns, cid = _text(fld).split(SEP, 1)
+        parent, _, packed = value.partition(b"\0")
+        return CheckpointRow(thread_id, ns, cid, parent.decode() or None, *_unpack(packed))
+
+    def _LoadAncestors(self, op: ops.LoadAncestors, scope: Scope) -> Plan:
+        scope.thread = op.thread_id
+        args = (op.checkpoint_ns, op.checkpoint_id, int(op.depth))
+        (flat,) = yield [self._lua("ancestors", op.thread_id, *args)]
+        return [self._row(op.thread_id, f, v) for f, v in zip(flat[::2], flat[1::2])]
+
+    def _GetCheckpoint(self, op: ops.GetCheckpoint, scope: Scope) -> Plan:
+        scope.thread = op.thread_id
+        (found,) = yield [self._lua("get", op.thread_id, op.checkpoint_ns, op.checkpoint_id or "")]
+        return self._row(op.thread_id, *found) if found else None
+
+    def _ListCheckpoints(self, op: ops.ListCheckpoints, scope: Scope) -> Plan:
+        if op.thread_id is not None:
+            scope.thread = op.thread_id
+            return (yield from self._list_thread(op.thread_id, op))
+        rows: list[CheckpointRow] = []
+        for thread_id in (yield from self.threads()):
+            rows.extend((yield from self._list_thread(thread_id, op)))
+        rows.sort(key=lambda r: (r.checkpoint_id, r.thread_id, r.checkpoint_ns), reverse=True)
+        return rows if op.limit is None else rows[: op.limit]
+
+    def _list_thread(self, thread_id: str, op: ops.ListCheckpoints) -> Plan:
+        """Newest first within one thread, paging through the index until enough match."""
+        hi, inclusive = _upper_bound(op.before, op.after)
+        ns = op.checkpoint_ns
+        if ns is not None:
+            zset, low = "ck", f"({ns}{SEP}"
+            high = f"({ns}\1" if hi is None else f"{'[' if inclusive else '('}{ns}{SEP}{hi}"
+        else:
+            zset, low = "ids", "-"
+            high = "+" if hi is None else (f"({hi}\1" if inclusive else f"({hi}")
+        page = op.limit if op.limit is not None and not op.filter else 64
+        rows: list[CheckpointRow] = []
+        while True:
+            (flat,) = yield [self._lua("range", thread_id, zset, high, low, page)]
+            for member, packed in zip(flat[::2], flat[1::2]):
+                if not packed:
+                    continue
+                fld = member if zset == "ck" else _swap(member)
+                row = self._row(thread_id, fld, packed)
+                if _wanted(row, op):
+                    rows.append(row)
+            if len(flat) < 2 * page or (op.limit is not None and len(rows) >= op.limit):
+                return rows if op.limit is None else rows[: op.limit]
+            high = b"(" + flat[-2]
+
+    def _FindRunCheckpoints(self, op: ops.FindRunCheckpoints, scope: Scope) -> Plan:
+        wanted = set(op.run_ids)
+        threads = yield from self.threads()
+        if not wanted or not threads:
+            return []
+        results = yield [Call(("HGETALL", self.key(t, "row"))) for t in threads]
+        found = []
+        for thread_id, rows in zip(threads, results):
+            for fld, packed in rows.items():
+                row = self._row(thread_id, fld, packed)
+                if row.run_id in wanted:
+                    found.append(row)
+        return found
+
+    # -- refs, blobs, writes -----------------------------------------------------------
+
+    @staticmethod
+    def _ref(thread_id: str, fld: bytes, packed: bytes) -> RefRow:
+        ns, channel, version = _text(fld).split(SEP, 2)
+        return RefRow(thread_id, ns, channel, version, *_unpack(packed))
+
+    def _LoadRefs(self, op: ops.LoadRefs, scope: Scope) -> Plan:
+        scope.thread = op.thread_id
+        if not op.keys:
+            return []
+        fields = [f"{op.checkpoint_ns}{SEP}{c}{SEP}{v}" for c, v in op.keys]
+        (values,) = yield [Call(("HMGET", self.key(op.thread_id, "ref"), *fields))]
+        return [self._ref(op.thread_id, f.encode(), p) for f, p in zip(fields, values) if p]
+
+    def _LoadThreadRefs(self, op: ops.LoadThreadRefs, scope: Scope) -> Plan:
+        scope.thread = op.thread_id
+        (found,) = yield [Call(("HGETALL", self.key(op.thread_id, "ref")))]
+        refs = [self._ref(op.thread_id, f, p) for f, p in found.items()]
+        return [r for r in refs if op.checkpoint_ns is None or r.checkpoint_ns == op.checkpoint_ns]
+
+    def _blobs_of(self, thread_id: str, hashes: list[bytes]) -> Plan:
+        (values,) = yield [Call(("HMGET", self.key(thread_id, "blob"), *hashes))]
+        return {h: BlobRow(h, *_unpack(p)) for h, p in zip(hashes, values) if p}
+
+    def _LoadBlobs(self, op: ops.LoadBlobs, scope: Scope) -> Plan:
+        if not op.hashes:
+            return {}
+        return (yield from self._blobs_of(_scoped(scope, op), list(dict.fromkeys(op.hashes))))
+
+    def _LoadWrites(self, op: ops.LoadWrites, scope: Scope) -> Plan:
+        scope.thread = thread_id = op.thread_id
+        if op.checkpoint_ids is not None and not op.checkpoint_ids:
+            return []
+        if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
+            fields = [f"{op.checkpoint_ns}{SEP}{cid}" for cid in op.checkpoint_ids]
+            (flat,) = yield [self._lua("load_writes", thread_id, *fields)]
+            items = [(c + b"\0" + t, p) for c, t, p in zip(flat[::3], flat[1::3], flat[2::3])]
+        else:
+            (found,) = yield [Call(("HGETALL", self.key(thread_id, "w")))]
+            items = list(found.items())
+        ids = set(op.checkpoint_ids) if op.checkpoint_ids is not None else None
+        rows = []
+        for fld, packed in items:
+            ns, cid, task_id = _text(fld).split(SEP, 2)
+            if (op.checkpoint_ns is None or ns == op.checkpoint_ns) and (ids is None or cid in ids):
+                rows.append(WriteRow(thread_id, ns, cid, task_id, *_unpack(packed)))
+        return rows
+
+    # -- writing -----------------------------------------------------------------
+
+    def _SaveCheckpoint(self, op: ops.SaveCheckpoint, scope: Scope) -> Plan:
+        first = op.row if op.row is not None else (op.refs[0] if op.refs else None)
+        if first is None:
+            return ops.SaveResult(frozenset(), ())
+        scope.thread = thread_id = first.thread_id
+        args: list[Any] = [len(op.blobs)]
+        for b in op.blobs:
+            args += [b.hash, _pack([b.tag, b.data, b.children]), b.children]
+        args.append(len(op.refs))
+        for r in op.refs:
+            args += [_ref_field(r), _pack(list(r[4:])), r.hashes]
+        if op.row is not None:
+            fld, member = _row_fields(op.row)
+            args += ["1", fld, _row_value(op.row), member]
+        else:
+            args.append("0")
+        result, _ = yield [
+            self._lua("save", thread_id, *args),
+            Call(("SADD", self.layout.threads(), thread_id)),
+        ]
+        new, pre, inserted = result
+        scope.held.update((thread_id, h) for h in pre)
+        return ops.SaveResult(frozenset(new), tuple(bool(x) for x in inserted))
+
+    def _SaveWrites(self, op: ops.SaveWrites, scope: Scope) -> Plan:
+        if not op.rows:
+            return frozenset()
+        scope.thread = thread_id = op.rows[0].thread_id
+        args: list[Any] = [len(op.blobs)]
+        for b in op.blobs:
+            args += [b.hash, _pack([b.tag, b.data, b.children])]
+        for w in op.rows:
+            args += _write_args(w)
+        (new,) = yield [self._lua("writes", thread_id, *args)]
+        return frozenset(new)
+
+    def _InsertRows(self, op: ops.InsertRows, scope: Scope) -> Plan:
+        first = next(iter(op.checkpoints or op.refs or op.writes), None)
+        if first is None:
+            return None
+        source, target = scope.thread, first.thread_id
+        blobs: dict[bytes, BlobRow] = {}
+        if source is not None and source != target:  # copy: bring the blobs along
+            wanted = {h for r in (*op.refs, *op.writes) for h in unpack(r.hashes)}
+            while wanted:
+                found = yield from self._blobs_of(source, sorted(wanted))
+                blobs.update(found)
+                wanted = {c for b in found.values() for c in unpack(b.children)} - set(blobs)
+        scope.thread = target
+        args: list[Any] = [len(blobs)]
+        for b in blobs.values():
+            args += [b.hash, _pack([b.tag, b.data, b.children]), b.children]
+        args.append(len(op.checkpoints))
+        for row in op.checkpoints:
+            fld, member = _row_fields(row)
+            args += [fld, _row_value(row), member]
+        args.append(len(op.refs))
+        for r in op.refs:
+            args += [_ref_field(r), _pack(list(r[4:])), r.hashes]
+        for w in op.writes:
+            args += [*_write_args(w), w.hashes]
+        pre, _ = yield [
+            self._lua("insert", target, *args),
+            Call(("SADD", self.layout.threads(), target)),
+        ]
+        scope.held.update((target, h) for h in pre)
+        return None
+
+    def _AdjustRefcounts(self, op: ops.AdjustRefcounts, scope: Scope) -> Plan:
+        thread_id = _scoped(scope, op)
+        args: list[Any] = []
+        for h, delta in op.deltas:
+            delta -= scope.held.pop((thread_id, h), 0)  # already taken by a script
+            if delta:
+                args += [h, delta]
+        if args:
+            yield [self._lua("adjust", thread_id, *args)]
+        return None
+
+    def _DropUnreferenced(self, op: ops.DropUnreferenced, scope: Scope) -> Plan:
+        if not op.hashes:
+            return []
+        thread_id = _scoped(scope, op)
+        (flat,) = yield [self._lua("drop", thread_id, *dict.fromkeys(op.hashes))]
+        return [BlobRow(h, *_unpack(p)) for h, p in zip(flat[::2], flat[1::2])]
+
+    def _DeleteCheckpoints(self, op: ops.DeleteCheckpoints, scope: Scope) -> Plan:
+        scope.thread = thread_id = op.thread_id
+        if op.checkpoint_ids is not None and not op.checkpoint_ids:
+            return 0
+        every = "1" if op.checkpoint_ns is None else "0"
+        ids = op.checkpoint_ids or ()
+        ((deleted, left),) = yield [
+            self._lua("delete", thread_id, op.checkpoint_ns or "", every, *ids)
+        ]
+        if not left:
+            yield [Call(("SREM", self.layout.threads(), thread_id))]
+        return int(deleted)
+
+    def _DeleteRefs(self, op: ops.DeleteRefs, scope: Scope) -> Plan:
+        scope.thread = thread_id = op.thread_id
+        if op.keys is None:
+            mode = "thread" if op.checkpoint_ns is None else "ns"
+            yield [self._lua("delete_refs", thread_id, mode, op.checkpoint_ns or "")]
+            return None
+        wanted = set(op.keys)
+        if op.checkpoint_ns is not None:
+            fields = [f"{op.checkpoint_ns}{SEP}{c}{SEP}{v}" for c, v in op.keys]
+        else:  # the same keys in every namespace
+            (names,) = yield [Call(("HKEYS", self.key(thread_id, "ref")))]
+            fields = [n for n in map(_text, names) if tuple(n.split(SEP)[1:]) in wanted]
+        if fields:
+            yield [self._lua("delete_refs", thread_id, "keys", "", *fields)]
+        return None
+
+    def _CollectStats(self, op: ops.CollectStats, scope: Scope) -> Plan:
+        from threadloom.checkpoint.redis.stats import collect_stats
+
+        return (yield from collect_stats(self, op))
+
+
+def _scoped(scope: Scope, op: ops.Op) -> str:
+    if scope.thread is None:
+        raise StorageError(
+            f"Redis executor: {type(op).__name__} before any thread was named in this flow "
+            "(blobs are stored per thread)"
+        )
+    return scope.thread
+
+
+def _swap(member: bytes) -> bytes:
+    """``cid\\0ns`` (ids index) -> ``ns\\0cid`` (row field)."""
+    cid, _, ns = member.partition(b"\0")
+    return ns + b"\0" + cid
+
+
+def _row_fields(row: CheckpointRow) -> tuple[str, str]:
+    """(row field / ck member, ids member) of a checkpoint."""
+    return (
+        f"{row.checkpoint_ns}{SEP}{row.checkpoint_id}",
+        f"{row.checkpoint_id}{SEP}{row.checkpoint_ns}",
+    )
+
+
+def _row_value(row: CheckpointRow) -> bytes:
+    """Parent id first (so Lua can walk ancestors), then the packed rest of the row."""
+    return (row.parent_checkpoint_id or "").encode() + b"\0" + _pack(list(row[4:]))
+
+
+def _ref_field(r: RefRow) -> str:
+    return f"{r.checkpoint_ns}{SEP}{r.channel}{SEP}{r.version}"
+
+
+def _write_args(w: WriteRow) -> list[Any]:
+    return [
+        f"{w.checkpoint_ns}{SEP}{w.checkpoint_id}",
+        w.task_id,
+        _pack([w.task_path, w.data, w.hashes]),
+    ]
+
+
+def _upper_bound(before: str | None, after: tuple[str, str, str] | None) -> tuple[str | None, bool]:
+    """Highest checkpoint id a page may hold, and whether it is included."""
+    if after is None:
+        return before, False
+    if before is not None and before <= after[0]:
+        return before, False
+    return after[0], True
+
+
+def _wanted(row: CheckpointRow, op: ops.ListCheckpoints) -> bool:
+    if op.before is not None and not row.checkpoint_id < op.before:
+        return False
+    if (
+        op.after is not None
+        and not (row.checkpoint_id, row.thread_id, row.checkpoint_ns) < op.after
+    ):
+        return False
+    return not op.filter or metadata_matches(row.metadata, op.filter)

@@ -1,0 +1,258 @@
+"""``RedisSaver`` / ``AsyncRedisSaver``: the shared storage core on plain Redis.
+
+Only core commands and Lua (no RediSearch, no RedisJSON), so any Redis 6+,
+Valkey, ElastiCache, Memorystore or Upstash works. Every key of a thread
+shares one hash tag (see :mod:`.keys`), which keeps each write a single-slot
+Lua script under Redis Cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import redis
+import redis.asyncio as aredis
+from redis.exceptions import NoScriptError, RedisError
+
+from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
+from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
+from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.core import StorageSaver
+from threadloom.checkpoint.storage.drive import Flow
+from threadloom.errors import ConfigError, StorageError
+
+__all__ = ["AsyncRedisSaver", "RedisSaver"]
+
+SHAS = {name: hashlib.sha1(body.encode()).hexdigest() for name, body in SCRIPTS.items()}
+
+
+def describe(client: Any) -> str:
+    """``Redis at host:port/db`` for error messages (no password)."""
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+    return f"Redis at {kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
+
+
+def check_client(client: Any) -> None:
+    kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+    if kw.get("decode_responses"):
+        raise ConfigError(
+            "the Redis client has decode_responses=True; checkpoints are binary: "
+            "pass a client created with decode_responses=False"
+        )
+
+
+def redis_error(exc: BaseException, target: str) -> StorageError:
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        msg = f"cannot reach {target}: {exc}"
+    else:
+        msg = f"{target} refused the operation: {type(exc).__name__}: {exc}"
+    err = StorageError(msg)
+    err.__cause__ = exc
+    return err
+
+
+def _queue(pipe: Any, call: Call) -> None:
+    if call.script is None:
+        pipe.execute_command(*call.args)
+    else:
+        pipe.evalsha(SHAS[call.script], len(call.keys), *call.keys, *call.args)
+
+
+def _failed_scripts(calls: Sequence[Call], results: list[Any]) -> list[int]:
+    return [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+
+
+def _raise_first(results: list[Any], target: str) -> list[Any]:
+    for r in results:
+        if isinstance(r, Exception):
+            raise redis_error(r, target)
+    return results
+
+
+class _RedisSaverBase(StorageSaver):
+    """Options shared by the sync and async savers.
+
+    Args:
+        client: a ``redis.Redis`` (or ``redis.asyncio.Redis``) with
+            ``decode_responses=False``; not closed by the saver.
+        key_prefix: every key starts with ``{key_prefix:``; separate prefixes
+            isolate apps, tenants or test runs in one database.
+        ttl: seconds a thread lives after its last write or read (None = forever).
+            Every write and every checkpoint read re-arms it on all the thread's keys.
+        serde, delta, compact_every, cache_bytes: see
+            :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        key_prefix: str = "threadloom",
+        ttl: int | None = None,
+        serde: Any = None,
+        _owned: bool = False,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde, **options)
+        check_client(client)
+        if ttl is not None and int(ttl) <= 0:
+            raise ConfigError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+        self.client = client
+        self.layout = KeyLayout(key_prefix)
+        self.planner = RedisPlanner(self.layout, ttl)
+        self.ttl = ttl
+        self.target = describe(client)
+        self._owned = _owned
+        self._scope: ContextVar[Scope | None] = ContextVar(f"tl_redis_{id(self)}", default=None)
+
+    def setup(self) -> None:
+        """Nothing to create on Redis; kept for API symmetry with the SQL savers."""
+
+    def _current(self) -> Scope:
+        scope = self._scope.get()
+        return scope if scope is not None else Scope()
+
+
+class RedisSaver(_RedisSaverBase):
+    """Checkpoints in Redis (sync client). See :class:`_RedisSaverBase` for options."""
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, url: str, **options: Any) -> Iterator[RedisSaver]:
+        """Open a client for ``url`` (``redis://``, ``rediss://``, ``unix://``), close it on exit."""
+        client = redis.Redis.from_url(url)
+        saver = cls(client, _owned=True, **options)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def close(self) -> None:
+        if self._owned:
+            self.client.close()
+
+    # -- executor interface for the storage driver ----------------------------
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[None]:
+        token = self._scope.set(Scope())
+        try:
+            yield
+        finally:
+            self._scope.reset(token)
+
+    def execute(self, op: Any) -> Any:
+        plan = self.planner.plan(op, self._current())
+        results: Any = None
+        while True:
+            try:
+                batch = plan.send(results)
+            except StopIteration as stop:
+                return stop.value
+            results = self._send(batch)
+
+    def _send(self, calls: Sequence[Call]) -> list[Any]:
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for call in calls:
+                _queue(pipe, call)
+            results = pipe.execute(raise_on_error=False)
+            missing = _failed_scripts(calls, results)
+            if missing:  # first use on this server: load and run just those again
+                for i in missing:
+                    self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
+                    results[i] = self._send([calls[i]])[0]
+        except RedisError as exc:
+            raise redis_error(exc, self.target) from exc
+        return _raise_first(results, self.target)
+
+    # -- how the core's flows run ------------------------------------------------
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        return drive.run(flow, self, write)
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        return drive.iterate(flow, self)
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        return await asyncio.to_thread(drive.run, flow, self, write)
+
+    async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        for item in await asyncio.to_thread(lambda: list(drive.iterate(flow, self))):
+            yield item
+
+
+class AsyncRedisSaver(_RedisSaverBase):
+    """Checkpoints in Redis from asyncio code (``redis.asyncio.Redis`` client)."""
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(cls, url: str, **options: Any) -> AsyncIterator[AsyncRedisSaver]:
+        """Async twin of :meth:`RedisSaver.from_conn_string`."""
+        client = aredis.Redis.from_url(url)
+        saver = cls(client, _owned=True, **options)
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def aclose(self) -> None:
+        if self._owned:
+            await self.client.aclose()
+
+    def close(self) -> None:
+        """Sync close is a no-op for the async saver; use ``await saver.aclose()``."""
+
+    @asynccontextmanager
+    async def atransaction(self, write: bool) -> AsyncIterator[None]:
+        token = self._scope.set(Scope())
+        try:
+            yield
+        finally:
+            self._scope.reset(token)
+
+    async def aexecute(self, op: Any) -> Any:
+        plan = self.planner.plan(op, self._current())
+        results: Any = None
+        while True:
+            try:
+                batch = plan.send(results)
+            except StopIteration as stop:
+                return stop.value
+            results = await self._send(batch)
+
+    async def _send(self, calls: Sequence[Call]) -> list[Any]:
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            for call in calls:
+                _queue(pipe, call)
+            results = await pipe.execute(raise_on_error=False)
+            missing = _failed_scripts(calls, results)
+            if missing:
+                for i in missing:
+                    await self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
+                    results[i] = (await self._send([calls[i]]))[0]
+        except RedisError as exc:
+            raise redis_error(exc, self.target) from exc
+        return _raise_first(results, self.target)
+
+    async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        return await drive.arun(flow, self, write)
+
+    def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        return drive.aiterate(flow, self)
+
+    def _run(self, flow: Flow, write: bool = False) -> Any:
+        raise StorageError(
+            "AsyncRedisSaver has no sync API: use the a* methods, or RedisSaver for sync code"
+        )
+
+    def _iter(self, flow: Flow) -> Iterator[Any]:
+        raise StorageError(
+            "AsyncRedisSaver has no sync API: use the a* methods, or RedisSaver for sync code"
+        )
