@@ -2,7 +2,7 @@
 
 ``--quick`` runs a tiny version of everything in seconds (what CI exercises);
 ``--only`` picks workloads by name. Results go to ``bench/out/results.json``,
-``bench/out/results.txt`` and PNG plots in ``bench/out/``.
+``bench/out/results.txt``, ``results.md`` and PNG plots in ``bench/out/``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="tiny sizes, seconds not minutes")
     p.add_argument("--only", nargs="+", choices=list(WORKLOADS), help="run only these workloads")
-    p.add_argument("--reps", type=int, default=5, help="repetitions per timing (median)")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per timing (median)")
     p.add_argument("--out", default=OUT_DIR, help="output directory (results.json, *.png)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("-v", "--verbose", action="store_true", help="print tracebacks of n/a errors")
@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(
     quick: bool = False,
     only: list[str] | None = None,
-    reps: int = 5,
+    reps: int = 3,
     out_dir: str | None = OUT_DIR,
     plots: bool = True,
     verbose: bool = False,
@@ -58,6 +58,8 @@ def run(
         report.write_json(json_path, rows, env)
         with open(os.path.join(out_dir, "results.txt"), "w") as fh:
             fh.write(table + "\n")
+        with open(os.path.join(out_dir, "results.md"), "w") as fh:
+            fh.write(report.format_markdown(rows, env) + "\n")
         files.append(json_path)
         if plots:
             files += report.write_plots(out_dir, rows)

@@ -19,7 +19,14 @@ from typing import Any
 from bench.harness import Row
 from bench.sides import pg_url
 
-__all__ = ["RERUN", "environment", "format_table", "write_json", "write_plots"]
+__all__ = [
+    "RERUN",
+    "environment",
+    "format_markdown",
+    "format_table",
+    "write_json",
+    "write_plots",
+]
 
 RERUN = "make bench  (or: .venv/bin/python -m bench [--quick] [--only WORKLOAD ...])"
 DISTS = (
@@ -172,6 +179,33 @@ def format_table(rows: list[Row], env: dict[str, Any]) -> str:
         lines += [f"[{i + 1}] {reason}" for i, reason in enumerate(footnotes)]
     lines += ["", f"re-run: {env['rerun']}"]
     return "\n".join(lines)
+
+
+def format_markdown(rows: list[Row], env: dict[str, Any]) -> str:
+    """The same table as Markdown (pasted into docs/benchmarks.md)."""
+    footnotes: list[str] = []
+    out = [
+        f"{env['mode']} run, median of {env['reps']} reps, {env['date']}; python {env['python']}, "
+        f"{env['cpu']}, nproc={env['nproc']}, SQLite {env['sqlite']}, PostgreSQL {env['postgres']}; "
+        + ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+        + f" (threadloom commit {env['threadloom_commit']}).",
+        "",
+        "| workload | case | metric | LangGraph | threadloom | LG/TL | target | met | same state |",
+        "|---|---|---|--:|--:|--:|---|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "-"
+        met = {True: "yes", False: "**no**", None: "-"}[r.target_ok]
+        same = {True: "yes", False: "**DIFF**", None: "-"}[r.same_state]
+        lg = _cell(r.langgraph, r.langgraph_na, footnotes)
+        tl = _cell(r.threadloom, r.threadloom_na, footnotes)
+        out.append(
+            f"| {r.workload} | {r.case} | {r.metric} | {lg} | {tl} | {ratio} "
+            f"| {r.target or '-'} | {met if r.target else '-'} | {same} |"
+        )
+    if footnotes:
+        out += [""] + [f"[{i + 1}] {reason}" for i, reason in enumerate(footnotes)]
+    return "\n".join(out)
 
 
 def write_json(path: str, rows: list[Row], env: dict[str, Any]) -> None:

@@ -129,21 +129,23 @@ def _sqlite_conn_of(saver: Any) -> sqlite3.Connection | None:
 def _sqlite_saver(cls: Any, path: str, sync: str) -> Iterator[Any]:
     """Open ``cls`` on a file with ``PRAGMA synchronous=<sync>``, verified after setup.
 
-    Both sides get a connection we opened ourselves when their constructor takes
-    one, so journal mode and synchronous are set the same way on both.
+    A saver whose ``from_conn_string`` takes ``synchronous=`` opens its own
+    connection the way it is meant to be used; otherwise (LangGraph) we open the
+    connection like its ``from_conn_string`` does and set the PRAGMA ourselves.
+    Either way the value is read back from the saver's connection.
     """
+    try:
+        ctx = cls.from_conn_string(path, synchronous=sync)
+    except TypeError:
+        ctx = None
+    if ctx is not None:
+        with ctx as saver:
+            yield _apply_sync(saver, sync, path)
+        return
     conn = sqlite3.connect(path, check_same_thread=False)
     conn.execute(f"PRAGMA synchronous={sync}")
     try:
-        try:
-            saver = cls(conn)
-        except TypeError:
-            saver = None
-        if saver is None:
-            with cls.from_conn_string(path) as saver:
-                yield _apply_sync(saver, sync, path)
-            return
-        yield _apply_sync(saver, sync, path)
+        yield _apply_sync(cls(conn), sync, path)
     finally:
         conn.close()
 
@@ -180,9 +182,9 @@ def _pg_saver(cls: Any, url: str, side: str) -> Iterator[Any]:
     )
     try:
         try:
+            saver = cls(conn, schema=schema)
+        except TypeError:
             saver = cls(conn)
-        except TypeError as exc:
-            raise NotAvailable(f"PostgresSaver(conn) failed: {exc}") from exc
         _setup(saver)
         saver.bench_pg_schema = schema
         saver.bench_pg_admin = admin
