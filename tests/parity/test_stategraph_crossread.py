@@ -16,13 +16,13 @@ from typing_extensions import TypedDict
 
 pytest.importorskip("threadloom.pregel.main")
 
-import langgraph.checkpoint.memory as lg_memory  # noqa: E402
-import langgraph.graph as lg_graph  # noqa: E402
-import langgraph.types as lg_types  # noqa: E402
+import langgraph.checkpoint.memory as lg_memory
+import langgraph.graph as lg_graph
+import langgraph.types as lg_types
 
-import threadloom.checkpoint.memory as tl_memory  # noqa: E402
-import threadloom.graph as tl_graph  # noqa: E402
-import threadloom.types as tl_types  # noqa: E402
+import threadloom.checkpoint.memory as tl_memory
+import threadloom.graph as tl_graph
+import threadloom.types as tl_types
 
 CFG = {"configurable": {"thread_id": "x"}}
 
