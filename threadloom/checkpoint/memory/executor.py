@@ -4,7 +4,7 @@ Layout (all keyed by strings/bytes, values are immutable rows):
 ``checkpoints[(thread, ns)][checkpoint_id] -> CheckpointRow``,
 ``refs[(thread, ns)][(channel, version)] -> RefRow``,
 ``blobs[hash] -> [BlobRow, refs]``,
-``writes[(thread, ns, checkpoint_id)][(task_id, idx)] -> WriteRow``.
+``writes[(thread, ns, checkpoint_id)][task_id] -> WriteRow``.
 One re-entrant lock makes every flow atomic.
 """
 
@@ -31,9 +31,10 @@ class MemoryExecutor:
         self.latest: dict[tuple[str, str], str] = {}
         self.refs: dict[tuple[str, str], dict[tuple[str, str], o.RefRow]] = {}
         self.blobs: dict[bytes, list[Any]] = {}
-        self.writes: dict[tuple[str, str, str], dict[tuple[str, int], o.WriteRow]] = {}
+        self.writes: dict[tuple[str, str, str], dict[str, o.WriteRow]] = {}
         self._dispatch = {
             o.GetCheckpoint: self._get,
+            o.LoadAncestors: self._ancestors,
             o.ListCheckpoints: self._list,
             o.FindRunCheckpoints: self._find_runs,
             o.LoadRefs: self._load_refs,
@@ -77,6 +78,15 @@ class MemoryExecutor:
             return None
         cid = op.checkpoint_id if op.checkpoint_id is not None else self.latest.get(key)
         return rows.get(cid)  # type: ignore[arg-type]
+
+    def _ancestors(self, op: o.LoadAncestors) -> list[o.CheckpointRow]:
+        rows = self.checkpoints.get((op.thread_id, op.checkpoint_ns)) or {}
+        found: list[o.CheckpointRow] = []
+        cid: str | None = op.checkpoint_id
+        while cid is not None and len(found) <= op.depth and cid in rows:
+            found.append(rows[cid])
+            cid = rows[cid].parent_checkpoint_id
+        return found
 
     def _list(self, op: o.ListCheckpoints) -> list[o.CheckpointRow]:
         found = []
@@ -178,12 +188,17 @@ class MemoryExecutor:
         if latest is None or row.checkpoint_id > latest:
             self.latest[key] = row.checkpoint_id
 
-    def _save_writes(self, op: o.SaveWrites) -> None:
+    def _save_writes(self, op: o.SaveWrites) -> frozenset[bytes]:
+        new = []
+        for blob in op.blobs:
+            if blob.hash not in self.blobs:
+                self.blobs[blob.hash] = [blob, 0]
+                new.append(blob.hash)
         for w in op.rows:
-            table = self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})
-            key = (w.task_id, w.idx)
-            if op.upsert or key not in table:
-                table[key] = w
+            self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[
+                w.task_id
+            ] = w
+        return frozenset(new)
 
     def _insert(self, op: o.InsertRows) -> None:
         for row in op.checkpoints:
@@ -194,7 +209,7 @@ class MemoryExecutor:
             ] = ref
         for w in op.writes:
             self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[
-                (w.task_id, w.idx)
+                w.task_id
             ] = w
 
     def _adjust(self, op: o.AdjustRefcounts) -> None:
@@ -257,8 +272,8 @@ class MemoryExecutor:
         ws = [w for k, rows in self.writes.items() if wanted(k[0]) for w in rows.values()]
         refs = [r for k, rows in self.refs.items() if wanted(k[0]) for r in rows.values()]
         held = set()
-        for ref in refs:
-            held.update(ref.hashes[i : i + o.HASH_SIZE] for i in range(0, len(ref.hashes), 16))
+        for row in (*refs, *ws):
+            held.update(row.hashes[i : i + o.HASH_SIZE] for i in range(0, len(row.hashes), 16))
         _close(held, self.blobs)
         per_channel: dict[str, list[int]] = {}
         per_thread: Counter[str] = Counter()
@@ -270,7 +285,7 @@ class MemoryExecutor:
         for r in cps:
             per_thread[r.thread_id] += len(r.data) + len(r.metadata)
         for w in ws:
-            per_thread[w.thread_id] += len(w.value)
+            per_thread[w.thread_id] += len(w.data)
         return o.StatsResult(
             checkpoints=len(cps),
             writes=len(ws),
@@ -278,7 +293,7 @@ class MemoryExecutor:
             refs=len(refs),
             blobs=len(held),
             checkpoint_bytes=sum(len(r.data) + len(r.metadata) for r in cps),
-            write_bytes=sum(len(w.value) for w in ws),
+            write_bytes=sum(len(w.data) for w in ws),
             inline_bytes=sum(len(r.data) for r in refs if r.kind == o.KIND_INLINE),
             blob_bytes=sum(len(self.blobs[h][0].data) for h in held if h in self.blobs),
             logical_bytes=sum(r.logical for r in refs),

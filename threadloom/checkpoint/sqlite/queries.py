@@ -22,7 +22,7 @@ CP_COLS = (
     "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data, metadata, run_id"
 )
 REF_COLS = "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
-WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel, tag, value, task_path"
+WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, data, hashes"
 ORDER = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
 
 INSERT_BLOB = (
@@ -31,8 +31,16 @@ INSERT_BLOB = (
 INSERT_REF = f"INSERT OR IGNORE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 UPSERT_REF = f"INSERT OR REPLACE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 UPSERT_CP = f"INSERT OR REPLACE INTO tl_checkpoints ({CP_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-UPSERT_WRITE = f"INSERT OR REPLACE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-IGNORE_WRITE = f"INSERT OR IGNORE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_WRITE = f"INSERT OR REPLACE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+ANCESTORS = f"""WITH RECURSIVE chain(n, cid) AS (
+    SELECT 0, ?
+    UNION ALL
+    SELECT chain.n + 1, c.parent_checkpoint_id FROM chain JOIN tl_checkpoints c
+      ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.cid
+    WHERE chain.n < ? AND c.parent_checkpoint_id IS NOT NULL
+)
+SELECT {CP_COLS} FROM tl_checkpoints
+WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT cid FROM chain)"""
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
 
 
@@ -103,6 +111,12 @@ def _get(op: o.GetCheckpoint) -> Plan:
             sql + " ORDER BY checkpoint_id DESC LIMIT 1", (op.thread_id, op.checkpoint_ns), "one"
         )
     return o.CheckpointRow(*row) if row else None
+
+
+def _ancestors(op: o.LoadAncestors) -> Plan:
+    t, ns = op.thread_id, op.checkpoint_ns
+    rows = yield Stmt(ANCESTORS, (op.checkpoint_id, t, ns, op.depth, t, ns))
+    return [o.CheckpointRow(*r) for r in rows]
 
 
 def _list(op: o.ListCheckpoints) -> Plan:
@@ -200,7 +214,12 @@ def _save(op: o.SaveCheckpoint) -> Plan:
 
 
 def _save_writes(op: o.SaveWrites) -> Plan:
-    yield Stmt(UPSERT_WRITE if op.upsert else IGNORE_WRITE, op.rows, "many")
+    new = []
+    for blob in op.blobs:
+        if (yield Stmt(INSERT_BLOB, blob, "count")):
+            new.append(blob.hash)
+    yield Stmt(UPSERT_WRITE, op.rows, "many")
+    return frozenset(new)
 
 
 def _insert(op: o.InsertRows) -> Plan:
@@ -266,7 +285,7 @@ def _stats(op: o.CollectStats) -> Plan:
         "one",
     )
     ws = yield Stmt(
-        f"SELECT count(*), coalesce(sum(length(value)), 0) FROM tl_writes{cond}", params, "one"
+        f"SELECT count(*), coalesce(sum(length(data)), 0) FROM tl_writes{cond}", params, "one"
     )
     channels = yield Stmt(
         "SELECT channel, count(*), sum(logical), sum(CASE WHEN kind = 0 THEN length(data) ELSE 0 END)"
@@ -302,7 +321,11 @@ def _stats(op: o.CollectStats) -> Plan:
 
 def _thread_blobs(thread_id: str) -> Plan:
     """(count, bytes) of the distinct blobs a thread's refs hold, manifests' segments included."""
-    rows = yield Stmt("SELECT hashes FROM tl_refs WHERE thread_id = ?", (thread_id,))
+    rows = yield Stmt(
+        "SELECT hashes FROM tl_refs WHERE thread_id = ?"
+        " UNION ALL SELECT hashes FROM tl_writes WHERE thread_id = ?",
+        (thread_id, thread_id),
+    )
     todo = {r[0][i : i + o.HASH_SIZE] for r in rows for i in range(0, len(r[0]), o.HASH_SIZE)}
     seen: dict[bytes, int] = {}
     while todo:
@@ -322,6 +345,7 @@ def _thread_blobs(thread_id: str) -> Plan:
 
 _PLANS = {
     o.GetCheckpoint: _get,
+    o.LoadAncestors: _ancestors,
     o.ListCheckpoints: _list,
     o.FindRunCheckpoints: _find_runs,
     o.LoadRefs: _load_refs,

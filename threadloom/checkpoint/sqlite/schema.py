@@ -14,7 +14,7 @@ MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS tl_migrations (v INTEGER PRIMARY 
 
 MIGRATIONS: list[tuple[str, ...]] = [
     (
-        # one row per checkpoint; the body excludes channel values
+        # one row per checkpoint: its record (keyframe or diff) and metadata
         """CREATE TABLE IF NOT EXISTS tl_checkpoints (
             thread_id TEXT NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
@@ -29,7 +29,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         ) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS tl_checkpoints_run ON tl_checkpoints (run_id)"
         " WHERE run_id IS NOT NULL",
-        # (thread, ns, channel, version) -> inline value or blob hashes
+        # (thread, ns, channel, version) -> blob hashes of a large value / list
         """CREATE TABLE IF NOT EXISTS tl_refs (
             thread_id TEXT NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
@@ -51,17 +51,16 @@ MIGRATIONS: list[tuple[str, ...]] = [
             children BLOB NOT NULL,
             refs INTEGER NOT NULL DEFAULT 0
         )""",
+        # one row per (checkpoint, task): all of the task's pending writes
         """CREATE TABLE IF NOT EXISTS tl_writes (
             thread_id TEXT NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
             checkpoint_id TEXT NOT NULL,
             task_id TEXT NOT NULL,
-            idx INTEGER NOT NULL,
-            channel TEXT NOT NULL,
-            tag TEXT NOT NULL,
-            value BLOB NOT NULL,
             task_path TEXT NOT NULL DEFAULT '',
-            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+            data BLOB NOT NULL,
+            hashes BLOB NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id)
         ) WITHOUT ROWID""",
     ),
 ]

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.saver import BaseCheckpointSaver
-from threadloom.checkpoint.storage import flows, retention
+from threadloom.checkpoint.storage import flows, puts, retention
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.values import ValueCodec
 
@@ -27,6 +27,8 @@ class StorageSaver(BaseCheckpointSaver):
             changed list whole (still content-addressed).
         compact_every: list chunks per version before the tail is sealed into a
             segment (bounds read cost; default 16).
+        keyframe_every: a checkpoint record is a diff against its parent's except
+            every this many (bounds read cost; default 16).
         cache_bytes: budget of the decoded-chunk cache (default 64 MiB).
     """
 
@@ -36,12 +38,14 @@ class StorageSaver(BaseCheckpointSaver):
         serde: Any = None,
         delta: bool = True,
         compact_every: int = 16,
+        keyframe_every: int = 16,
         cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
         self.codec = ValueCodec(
             self.serde, delta=delta, compact_every=compact_every, cache_bytes=cache_bytes
         )
+        self.codec.keyframe_every = max(1, keyframe_every)
 
     # -- how flows run (backends override) ------------------------------------
 
@@ -75,13 +79,13 @@ class StorageSaver(BaseCheckpointSaver):
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         return self._run(
-            flows.put_flow(self.codec, config, checkpoint, metadata, new_versions), True
+            puts.put_flow(self.codec, config, checkpoint, metadata, new_versions), True
         )
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        self._run(flows.put_writes_flow(self.codec, config, writes, task_id, task_path), True)
+        self._run(puts.put_writes_flow(self.codec, config, writes, task_id, task_path), True)
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(retention.delete_thread_flow(self.codec, str(thread_id)), True)
@@ -127,13 +131,13 @@ class StorageSaver(BaseCheckpointSaver):
             yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        flow = flows.put_flow(self.codec, config, checkpoint, metadata, new_versions)
+        flow = puts.put_flow(self.codec, config, checkpoint, metadata, new_versions)
         return await self._arun(flow, True)
 
     async def aput_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        flow = flows.put_writes_flow(self.codec, config, writes, task_id, task_path)
+        flow = puts.put_writes_flow(self.codec, config, writes, task_id, task_path)
         await self._arun(flow, True)
 
     async def adelete_thread(self, thread_id: str) -> None:

@@ -7,77 +7,96 @@ backend's executor, sync or async, inside one transaction.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import json
+from collections import defaultdict
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
-from threadloom.checkpoint.base import (
-    WRITES_IDX_MAP,
-    CheckpointTuple,
-    get_checkpoint_id,
-    get_thread_id,
-)
+from threadloom.checkpoint.base import CheckpointTuple, get_checkpoint_id, get_thread_id
+from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.drive import Emit
 from threadloom.checkpoint.storage.ops import (
-    AdjustRefcounts,
     CheckpointRow,
-    DropUnreferenced,
     GetCheckpoint,
     ListCheckpoints,
+    LoadAncestors,
+    LoadBlobs,
     LoadRefs,
     LoadWrites,
-    SaveCheckpoint,
-    SaveWrites,
     WriteRow,
 )
+from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import (
-    decode_body,
-    dump_metadata,
-    encode_body,
     filter_pairs,
     load_metadata,
-    unpack,
     version_key,
 )
 from threadloom.checkpoint.storage.values import ValueCodec
-from threadloom.errors import ConfigError, CorruptBlobError
+from threadloom.checkpoint.storage.writes import decode_entries
+from threadloom.errors import CorruptBlobError
 
-__all__ = [
-    "get_tuple_flow",
-    "list_flow",
-    "put_flow",
-    "put_writes_flow",
-    "release",
-    "decode_checkpoint",
-]
+__all__ = ["build_tuples", "get_tuple_flow", "list_flow", "load_writes", "resolve_states", "target"]
 
 Flow = Generator[Any, Any, Any]
 
 
-def _target(config: Mapping[str, Any]) -> tuple[str, str, str | None]:
-    thread_id = get_thread_id(config)
+def target(config: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    thread_id = get_thread_id(config)  # type: ignore[arg-type]
     conf = config.get("configurable") or {}
     return thread_id, conf.get("checkpoint_ns") or "", get_checkpoint_id(config)  # type: ignore[arg-type]
 
 
-def decode_checkpoint(codec: ValueCodec, row: CheckpointRow) -> dict[str, Any]:
-    """The checkpoint of a row, without values; names the row when undecodable."""
+def _corrupt(row: CheckpointRow, why: str) -> CorruptBlobError:
+    return CorruptBlobError(why, thread_id=row.thread_id, checkpoint_id=row.checkpoint_id)
+
+
+def _decode(row: CheckpointRow) -> dict[str, Any]:
+    if row.tag != record.RECORD_TAG:
+        raise _corrupt(row, f"unknown checkpoint record format {row.tag!r}")
     try:
-        body = codec.serde.loads_typed((row.tag, row.data))
-        return decode_body(body, row.checkpoint_id)
-    except CorruptBlobError:
-        raise
+        return record.decode(row.data)
     except Exception as exc:
-        raise CorruptBlobError(
-            f"checkpoint cannot be decoded ({type(exc).__name__}: {exc})",
-            thread_id=row.thread_id,
-            checkpoint_id=row.checkpoint_id,
-        ) from exc
+        raise _corrupt(row, f"checkpoint record cannot be decoded ({exc})") from exc
+
+
+def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
+    """``{checkpoint_id: (State, record)}`` for rows of ONE thread/namespace,
+    fetching diff bases with :class:`LoadAncestors` only when not cached."""
+    known = {r.checkpoint_id: r for r in rows}
+    recs = {r.checkpoint_id: _decode(r) for r in rows}
+    states: dict[str, State] = {}
+    for row in sorted(rows, key=lambda r: r.checkpoint_id):
+        tid, ns = row.thread_id, row.checkpoint_ns
+        cached = codec.states.get((tid, ns, row.checkpoint_id))
+        if cached is not None:
+            states[row.checkpoint_id] = cached
+            continue
+        chain, cur, base = [], row, None
+        while True:
+            rec = recs.get(cur.checkpoint_id) or recs.setdefault(cur.checkpoint_id, _decode(cur))
+            chain.append(cur)
+            if rec["k"] == 0:
+                break
+            parent = cur.parent_checkpoint_id
+            base = states.get(parent) or codec.states.get((tid, ns, parent))  # type: ignore[arg-type]
+            if base is not None:
+                break
+            if parent is not None and parent not in known:
+                fetched = yield LoadAncestors(tid, ns, parent, rec["k"] - 1)
+                known.update((r.checkpoint_id, r) for r in fetched)
+            if parent is None or parent not in known:
+                raise _corrupt(row, f"diff base {parent!r} of {cur.checkpoint_id!r} is missing")
+            cur = known[parent]
+        for link in reversed(chain):
+            base = record.apply(recs[link.checkpoint_id], base)
+            states[link.checkpoint_id] = base
+            codec.states.put((tid, ns, link.checkpoint_id), base)
+    return {r.checkpoint_id: (states[r.checkpoint_id], recs[r.checkpoint_id]) for r in rows}
 
 
 def get_tuple_flow(codec: ValueCodec, config: Mapping[str, Any]) -> Flow:
     """Latest (or addressed) checkpoint with values and writes; None if absent."""
-    thread_id, ns, checkpoint_id = _target(config)
+    thread_id, ns, checkpoint_id = target(config)
     row = yield GetCheckpoint(thread_id, ns, checkpoint_id)
     if row is None:
         return None
@@ -99,21 +118,19 @@ def list_flow(
     ns = conf.get("checkpoint_ns")
     pairs = filter_pairs(filter)
     before_id = get_checkpoint_id(before) if before else None  # type: ignore[arg-type]
-    only_id = conf.get("checkpoint_id")
-    remaining = limit
-    after = None
-    page = 8
+    only_id = conf.get("checkpoint_id") if thread_id is not None else None
+    if only_id:
+        row = yield GetCheckpoint(thread_id, ns or "", only_id)  # type: ignore[arg-type]
+        if row is not None and (limit is None or limit > 0) and _matches(row, pairs, before_id):
+            yield Emit((yield from build_tuples(codec, [row])))
+        return
+    remaining, after, page = limit, None, 8
     while remaining is None or remaining > 0:
         size = page if remaining is None else min(page, remaining)
-        if only_id and thread_id is not None:
-            row = yield GetCheckpoint(thread_id, ns or "", only_id)
-            rows = [r for r in [row] if r is not None and _matches(r, pairs, before_id)]
-        else:
-            rows = yield ListCheckpoints(thread_id, ns, pairs, before_id, after, size)
-        if not rows:
-            return
-        yield Emit((yield from build_tuples(codec, rows)))
-        if len(rows) < size or only_id:
+        rows = yield ListCheckpoints(thread_id, ns, pairs, before_id, after, size)
+        if rows:
+            yield Emit((yield from build_tuples(codec, rows)))
+        if len(rows) < size:
             return
         if remaining is not None:
             remaining -= len(rows)
@@ -123,8 +140,6 @@ def list_flow(
 
 
 def _matches(row: CheckpointRow, pairs: tuple[tuple[str, str], ...], before: str | None) -> bool:
-    import json
-
     if before is not None and not row.checkpoint_id < before:
         return False
     metadata = json.loads(row.metadata)
@@ -132,47 +147,51 @@ def _matches(row: CheckpointRow, pairs: tuple[tuple[str, str], ...], before: str
 
 
 def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: bool = False) -> Flow:
-    """CheckpointTuples for rows: one ref lookup, <=2 blob lookups and one
-    writes lookup per (thread, namespace) in the page."""
-    checkpoints = [decode_checkpoint(codec, row) for row in rows]
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, row in enumerate(rows):
-        groups[(row.thread_id, row.checkpoint_ns)].append(i)
-    results: list[Any] = [None] * len(rows)
-    for (thread_id, ns), indexes in groups.items():
-        keys = {
-            (c, version_key(v))
-            for i in indexes
-            for c, v in checkpoints[i]["channel_versions"].items()
-        }
+    """CheckpointTuples for rows: per (thread, namespace) in the page, at most
+    one ancestors, one refs, two blobs and two writes lookups."""
+    groups: dict[tuple[str, str], list[CheckpointRow]] = defaultdict(list)
+    for row in rows:
+        groups[(row.thread_id, row.checkpoint_ns)].append(row)
+    done: dict[tuple[str, str, str], CheckpointTuple] = {}
+    for (thread_id, ns), group in groups.items():
+        resolved = yield from resolve_states(codec, group)
+        keys = set()
+        for state, _ in resolved.values():
+            for channel, version in state.cv.items():
+                inline = state.iv.get(channel)
+                if inline is None or inline[0] != version:
+                    keys.add((channel, version_key(record.unpack_version(version))))
         refs = (yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []
-        first_id = rows[indexes[0]].checkpoint_id
-        values = yield from codec.load(thread_id, first_id, refs, remember)
-        ids = tuple(rows[i].checkpoint_id for i in indexes)
-        writes = yield LoadWrites(thread_id, ns, ids)
-        by_checkpoint: dict[str, list[WriteRow]] = defaultdict(list)
-        for w in writes:
-            by_checkpoint[w.checkpoint_id].append(w)
-        for i in indexes:
-            results[i] = _tuple(codec, rows[i], checkpoints[i], values, by_checkpoint)
-    return results
+        values = yield from codec.load(thread_id, group[0].checkpoint_id, refs, remember)
+        writes = yield from load_writes(codec, thread_id, ns, [r.checkpoint_id for r in group])
+        for row in group:
+            state, rec = resolved[row.checkpoint_id]
+            done[(thread_id, ns, row.checkpoint_id)] = _tuple(
+                codec, row, state, rec, values, writes
+            )
+    return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
 
 
 def _tuple(
     codec: ValueCodec,
     row: CheckpointRow,
-    checkpoint: dict[str, Any],
+    state: State,
+    rec: dict[str, Any],
     values: dict[tuple[str, str], Any],
-    writes: dict[str, list[WriteRow]],
+    writes: dict[str, list[Any]],
 ) -> CheckpointTuple:
+    extra = _loads(codec, rec["x"], row, None) if rec.get("x") else None
+    checkpoint = record.to_checkpoint(row.checkpoint_id, rec["b"], extra, state)
     channel_values = checkpoint["channel_values"]
-    for channel, version in checkpoint["channel_versions"].items():
-        key = (channel, version_key(version))
+    for channel, version in state.cv.items():
+        inline = state.iv.get(channel)
+        if inline is not None and inline[0] == version:
+            channel_values[channel] = _loads(codec, inline[1:], row, channel)
+            continue
+        key = (channel, version_key(record.unpack_version(version)))
         if key in values:
             value = values[key]
             channel_values[channel] = list(value) if type(value) is list else value
-    own = sorted(writes.get(row.checkpoint_id, ()), key=lambda w: (w.task_path, w.task_id, w.idx))
-    pending = [(w.task_id, w.channel, _load_write(codec, w)) for w in own]
     base = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
     parent = None
     if row.parent_checkpoint_id:
@@ -182,111 +201,50 @@ def _tuple(
         checkpoint=checkpoint,  # type: ignore[arg-type]
         metadata=load_metadata(row.metadata, row.thread_id, row.checkpoint_id),  # type: ignore[arg-type]
         parent_config=parent,
-        pending_writes=pending,
+        pending_writes=writes.get(row.checkpoint_id, []),
     )
 
 
-def _load_write(codec: ValueCodec, w: WriteRow) -> Any:
+def _loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | None) -> Any:
     try:
-        return codec.serde.loads_typed((w.tag, w.value))
+        return codec.serde.loads_typed((typed[0], typed[1]))
     except Exception as exc:
         raise CorruptBlobError(
-            f"pending write of task {w.task_id!r} cannot be decoded ({type(exc).__name__}: {exc})",
-            thread_id=w.thread_id,
-            checkpoint_id=w.checkpoint_id,
-            channel=w.channel,
+            f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
+            thread_id=row.thread_id,
+            checkpoint_id=row.checkpoint_id,
+            channel=channel,
         ) from exc
 
 
-def put_flow(
-    codec: ValueCodec,
-    config: Mapping[str, Any],
-    checkpoint: Mapping[str, Any],
-    metadata: Mapping[str, Any],
-    new_versions: Mapping[str, Any],
-) -> Flow:
-    """Store a checkpoint: body + metadata row, refs for changed channels only."""
-    thread_id, ns, parent_id = _target(config)
-    tag, data = codec.serde.dumps_typed(encode_body(checkpoint))
-    md_text, run_id = dump_metadata(config, metadata)
-    row = CheckpointRow(thread_id, ns, checkpoint["id"], parent_id, tag, data, md_text, run_id)
-    values = checkpoint["channel_values"]
-    refs, states, blobs = [], [], {}
-    for channel, version in new_versions.items():
-        missing = channel not in values
-        ref, new_blobs, state = codec.encode(
-            thread_id, ns, channel, version_key(version), values.get(channel), missing
-        )
-        refs.append(ref)
-        states.append(state)
-        for blob in new_blobs:
-            blobs.setdefault(blob.hash, blob)
-    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()))
-    children: Counter[bytes] = Counter()
-    for h in result.new_blobs:
-        children.update(unpack(blobs[h].children))
-    if children:
-        yield AdjustRefcounts(tuple(children.items()))
-    if result.new_blobs and not all(result.inserted_refs):
-        yield from release(Counter(), candidates=tuple(result.new_blobs))
-    for ref, state, inserted in zip(refs, states, result.inserted_refs):
-        if state is not None and inserted:
-            codec.remember(thread_id, ns, ref.channel, state)
-        elif state is not None:
-            codec.lists.pop((thread_id, ns, ref.channel))
+def load_writes(codec: ValueCodec, thread_id: str, ns: str, ids: list[str]) -> Flow:
+    """``{checkpoint_id: pending writes}``, sorted by (task_path, task_id, idx)."""
+    rows: list[WriteRow] = yield LoadWrites(thread_id, ns, tuple(ids))
+    decoded = [(row, decode_entries(row)) for row in rows]
+    wanted = {e[3] for _, entries in decoded for e in entries if e[2] is None}
+    missing = tuple(h for h in wanted if codec.chunks.get(h) is None)
+    blobs = (yield LoadBlobs(missing)) if missing else {}
+    by_checkpoint: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for row, entries in decoded:
+        for idx, channel, tag, payload in entries:
+            if tag is None:
+                cached = codec.chunks.get(payload)
+                if cached is not None:
+                    value: Any = list(cached)
+                else:
+                    blob = blobs.get(payload)
+                    if blob is None:
+                        raise CorruptBlobError(
+                            f"blob {payload.hex()} of a pending write is missing",
+                            thread_id=thread_id,
+                            checkpoint_id=row.checkpoint_id,
+                            channel=channel,
+                        )
+                    value = _loads(codec, (blob.tag, blob.data), row, channel)
+            else:
+                value = _loads(codec, (tag, payload), row, channel)
+            key = (row.task_path, row.task_id, idx)
+            by_checkpoint[row.checkpoint_id].append((key, (row.task_id, channel, value)))
     return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": ns,
-            "checkpoint_id": row.checkpoint_id,
-        }
+        cid: [w for _, w in sorted(ws, key=lambda kw: kw[0])] for cid, ws in by_checkpoint.items()
     }
-
-
-def release(counts: Counter[bytes], candidates: tuple[bytes, ...] = ()) -> Flow:
-    """Drop ``counts`` references, then delete blobs nothing holds any more
-    (cascading into a dropped manifest's segments). Returns (blobs, bytes)."""
-    dropped_blobs = dropped_bytes = 0
-    while counts or candidates:
-        if counts:
-            yield AdjustRefcounts(tuple((h, -c) for h, c in counts.items()))
-        dropped = yield DropUnreferenced(tuple(set(counts) | set(candidates)))
-        dropped_blobs += len(dropped)
-        dropped_bytes += sum(len(b.data) for b in dropped)
-        counts = Counter()
-        for blob in dropped:
-            counts.update(unpack(blob.children))
-        candidates = ()
-    return dropped_blobs, dropped_bytes
-
-
-def put_writes_flow(
-    codec: ValueCodec,
-    config: Mapping[str, Any],
-    writes: Sequence[tuple[str, Any]],
-    task_id: str,
-    task_path: str,
-) -> Flow:
-    """Store a task's writes; all-special writes replace, others: first wins."""
-    thread_id, ns, checkpoint_id = _target(config)
-    if checkpoint_id is None:
-        raise ConfigError(
-            f"put_writes for thread {thread_id!r} needs config['configurable']['checkpoint_id']"
-        )
-    upsert = all(channel in WRITES_IDX_MAP for channel, _ in writes)
-    dumps = codec.serde.dumps_typed
-    rows = tuple(
-        WriteRow(
-            thread_id,
-            ns,
-            checkpoint_id,
-            task_id,
-            WRITES_IDX_MAP.get(channel, idx),
-            channel,
-            *dumps(value),
-            task_path,
-        )  # fmt: skip
-        for idx, (channel, value) in enumerate(writes)
-    )
-    if rows:
-        yield SaveWrites(rows, upsert)

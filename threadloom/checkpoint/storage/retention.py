@@ -16,7 +16,8 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
-from threadloom.checkpoint.storage.flows import decode_checkpoint, release
+from threadloom.checkpoint.storage import record
+from threadloom.checkpoint.storage.flows import resolve_states
 from threadloom.checkpoint.storage.ops import (
     AdjustRefcounts,
     CheckpointRow,
@@ -28,10 +29,11 @@ from threadloom.checkpoint.storage.ops import (
     ListCheckpoints,
     LoadThreadRefs,
     LoadWrites,
-    RefRow,
 )
+from threadloom.checkpoint.storage.puts import release
 from threadloom.checkpoint.storage.rows import unpack, version_key
 from threadloom.checkpoint.storage.values import ValueCodec
+from threadloom.checkpoint.storage.writes import decode_entries
 from threadloom.constants import INTERRUPT
 from threadloom.errors import ConfigError
 
@@ -47,10 +49,11 @@ Flow = Generator[Any, Any, Any]
 STRATEGIES = ("keep_latest", "keep_last_n", "before", "delete")
 
 
-def _held(refs: Sequence[RefRow]) -> Counter[bytes]:
+def _held(rows: Sequence[Any]) -> Counter[bytes]:
+    """References held by ref rows or write rows (their ``hashes``)."""
     counts: Counter[bytes] = Counter()
-    for ref in refs:
-        counts.update(unpack(ref.hashes))
+    for row in rows:
+        counts.update(unpack(row.hashes))
     return counts
 
 
@@ -58,24 +61,61 @@ def delete_thread_flow(codec: ValueCodec, thread_id: str) -> Flow:
     """Every checkpoint, write and ref of the thread; blobs only it held."""
     codec.forget_thread(thread_id)
     refs = yield LoadThreadRefs(thread_id, None)
+    writes = yield LoadWrites(thread_id, None, None)
     deleted = yield DeleteCheckpoints(thread_id, None, None)
     yield DeleteRefs(thread_id, None, None)
-    blobs = yield from release(_held(refs))
+    blobs = yield from release(_held(refs) + _held(writes))
     return deleted, blobs
 
 
-def _gc_refs(codec: ValueCodec, thread_id: str, ns: str, dry_run: bool = False) -> Flow:
-    """Drop the refs of ``thread_id/ns`` that no remaining checkpoint names."""
-    rows = yield ListCheckpoints(thread_id, ns)
-    used = set()
+def _remove(
+    codec: ValueCodec, thread_id: str, ns: str, rows: list[CheckpointRow], doomed: set[str]
+) -> Flow:
+    """Delete ``doomed`` checkpoints of one namespace (``rows`` = all of it):
+    rebase survivors whose diff chain crosses a doomed row into keyframes,
+    drop the writes and the refs nothing names any more, release blobs.
+    Returns (blobs dropped, bytes freed)."""
+    if not doomed:
+        return 0, 0
+    resolved = yield from resolve_states(codec, rows)
+    by_id = {r.checkpoint_id: r for r in rows}
+    rebased = []
     for row in rows:
-        for channel, version in decode_checkpoint(codec, row)["channel_versions"].items():
-            used.add((channel, version_key(version)))
+        if row.checkpoint_id not in doomed and _crosses(row, resolved, by_id, doomed):
+            state, rec = resolved[row.checkpoint_id]
+            keyframe = record.State(state.cv, state.vs, state.iv, 0)
+            data = record.encode(rec["b"], rec.get("x"), keyframe, None)
+            rebased.append(row._replace(data=data))
+            codec.states.put((thread_id, ns, row.checkpoint_id), keyframe)
+    if rebased:
+        yield InsertRows(tuple(rebased))
+    ids = tuple(doomed)
+    writes = yield LoadWrites(thread_id, ns, ids)
+    yield DeleteCheckpoints(thread_id, ns, ids)
+    used = {
+        (channel, version_key(record.unpack_version(version)))
+        for cid, (state, _) in resolved.items()
+        if cid not in doomed
+        for channel, version in state.cv.items()
+    }
     refs = yield LoadThreadRefs(thread_id, ns)
     unused = [r for r in refs if (r.channel, r.version) not in used]
-    if unused and not dry_run:
+    if unused:
         yield DeleteRefs(thread_id, ns, tuple((r.channel, r.version) for r in unused))
-    return unused
+    blobs, freed = yield from release(_held(unused) + _held(writes))
+    freed += sum(len(r.data) + 60 for r in unused) + sum(len(w.data) + 60 for w in writes)
+    return blobs, freed
+
+
+def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) -> bool:
+    """Whether rebuilding ``row`` walks through a doomed checkpoint."""
+    cur = row
+    while resolved[cur.checkpoint_id][1]["k"] != 0:
+        parent = cur.parent_checkpoint_id
+        if parent is None or parent in doomed or parent not in by_id:
+            return True
+        cur = by_id[parent]
+    return False
 
 
 def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str]) -> Flow:
@@ -83,14 +123,13 @@ def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str]) -> Flow:
     if not run_ids:
         return
     codec.forget_thread(None)
-    rows = yield FindRunCheckpoints(tuple(str(r) for r in run_ids))
-    groups: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for row in rows:
-        groups[(row.thread_id, row.checkpoint_ns)].append(row.checkpoint_id)
+    found = yield FindRunCheckpoints(tuple(str(r) for r in run_ids))
+    groups: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for row in found:
+        groups[(row.thread_id, row.checkpoint_ns)].add(row.checkpoint_id)
     for (thread_id, ns), ids in groups.items():
-        yield DeleteCheckpoints(thread_id, ns, tuple(ids))
-        unused = yield from _gc_refs(codec, thread_id, ns)
-        yield from release(_held(unused))
+        rows = yield ListCheckpoints(thread_id, ns)
+        yield from _remove(codec, thread_id, ns, rows, ids)
 
 
 def copy_thread_flow(codec: ValueCodec, source: str, target: str) -> Flow:
@@ -106,7 +145,7 @@ def copy_thread_flow(codec: ValueCodec, source: str, target: str) -> Flow:
         tuple(r._replace(thread_id=target) for r in refs),
         tuple(w._replace(thread_id=target) for w in writes),
     )
-    counts = _held(refs)
+    counts = _held(refs) + _held(writes)
     if counts:
         yield AdjustRefcounts(tuple(counts.items()))
 
@@ -140,7 +179,11 @@ def _protect(rows: list[CheckpointRow], keep: set[tuple[str, str]], writes: list
     has_child = {(r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
     for w in writes:
         key = (w.checkpoint_ns, w.checkpoint_id)
-        if w.channel == INTERRUPT and key in exists and key not in has_child:
+        if (
+            key in exists
+            and key not in has_child
+            and any(e[1] == INTERRUPT for e in decode_entries(w))
+        ):
             keep.add(key)
     by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
     todo = list(keep)
@@ -167,7 +210,7 @@ def prune_flow(
     """Delete old checkpoints of each thread, never what kept ones need."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
-    totals = Counter()
+    totals: Counter[str] = Counter()
     for thread_id in dict.fromkeys(thread_ids):
         codec.forget_thread(thread_id)
         rows = yield ListCheckpoints(thread_id, None)
@@ -177,23 +220,20 @@ def prune_flow(
         keep = _keep(rows, strategy, keep_last, before)
         if strategy != "delete":
             _protect(rows, keep, writes)
-        doomed: dict[str, list[CheckpointRow]] = defaultdict(list)
+        by_ns: dict[str, list[CheckpointRow]] = defaultdict(list)
         for row in rows:
-            if (row.checkpoint_ns, row.checkpoint_id) not in keep:
-                doomed[row.checkpoint_ns].append(row)
-        gone = {(ns, r.checkpoint_id) for ns, rs in doomed.items() for r in rs}
-        dead_writes = [w for w in writes if (w.checkpoint_ns, w.checkpoint_id) in gone]
-        totals["checkpoints"] += len(gone)
-        totals["writes"] += len(dead_writes)
-        totals["bytes"] += sum(len(r.data) + len(r.metadata) for rs in doomed.values() for r in rs)
-        totals["bytes"] += sum(len(w.value) for w in dead_writes)
-        if dry_run:
-            continue
-        for ns, doomed_rows in doomed.items():
-            yield DeleteCheckpoints(thread_id, ns, tuple(r.checkpoint_id for r in doomed_rows))
-            unused = yield from _gc_refs(codec, thread_id, ns)
-            totals["bytes"] += sum(len(r.data) for r in unused)
-            blobs, freed = yield from release(_held(unused))
+            by_ns[row.checkpoint_ns].append(row)
+        for ns, ns_rows in by_ns.items():
+            doomed = {r.checkpoint_id for r in ns_rows if (ns, r.checkpoint_id) not in keep}
+            gone = [r for r in ns_rows if r.checkpoint_id in doomed]
+            totals["checkpoints"] += len(gone)
+            totals["writes"] += sum(
+                1 for w in writes if w.checkpoint_ns == ns and w.checkpoint_id in doomed
+            )
+            totals["bytes"] += sum(len(r.data) + len(r.metadata) + 100 for r in gone)
+            if dry_run or not doomed:
+                continue
+            blobs, freed = yield from _remove(codec, thread_id, ns, ns_rows, doomed)
             totals["blobs"] += blobs
             totals["bytes"] += freed
     return PruneReport(

@@ -1,12 +1,5 @@
-"""Checkpoints and writes <-> rows: the mapping every backend shares.
-
-The checkpoint *body* (everything but ``channel_values``) is stored through the
-saver's serializer in a compact shape: standard channel versions
-``"<32-digit counter>.<random float>"`` (50 characters) become ``[counter,
-float]`` (~12 bytes) when that re-formats to the identical string, and the id
-is not repeated (it is the row key). A 4-checkpoints-per-turn agent writes
-thousands of versions, so this alone saves most of a checkpoint row.
-"""
+"""Small pieces of row mapping every backend shares: hashes, version keys,
+metadata JSON and validated metadata filters."""
 
 from __future__ import annotations
 
@@ -22,9 +15,7 @@ from threadloom.errors import ConfigError, CorruptBlobError
 
 __all__ = [
     "blob_hash",
-    "decode_body",
     "dump_metadata",
-    "encode_body",
     "filter_pairs",
     "load_metadata",
     "pack",
@@ -64,54 +55,6 @@ def version_key(version: str | int | float) -> str:
         if head.isdigit():
             return f"{int(head)}{version[32:]}"
     return f"={version}"
-
-
-def _pack_version(version: Any) -> Any:
-    if type(version) is str and len(version) > 33 and version[32] == ".":
-        head, tail = version[:32], version[33:]
-        if head.isdigit():
-            try:
-                rnd = float(tail)
-            except ValueError:
-                return version
-            if f"{int(head):032}.{rnd:016}" == version:
-                return [int(head), rnd]
-    return version
-
-
-def _unpack_version(packed: Any) -> Any:
-    if type(packed) is list:
-        return f"{packed[0]:032}.{packed[1]:016}"
-    return packed
-
-
-def encode_body(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored body of a checkpoint: no values, no id, compact versions."""
-    body = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "id")}
-    body["channel_versions"] = {
-        c: _pack_version(v) for c, v in checkpoint["channel_versions"].items()
-    }
-    body["versions_seen"] = {
-        n: {c: _pack_version(v) for c, v in seen.items()}
-        for n, seen in checkpoint["versions_seen"].items()
-    }
-    return body
-
-
-def decode_body(body: dict[str, Any], checkpoint_id: str) -> dict[str, Any]:
-    """Inverse of :func:`encode_body` (``channel_values`` is filled by the caller)."""
-    result: dict[str, Any] = {"v": body.get("v", 1), "id": checkpoint_id}
-    result.update(body)
-    result["id"] = checkpoint_id
-    result["channel_versions"] = {
-        c: _unpack_version(v) for c, v in body["channel_versions"].items()
-    }
-    result["versions_seen"] = {
-        n: {c: _unpack_version(v) for c, v in seen.items()}
-        for n, seen in body["versions_seen"].items()
-    }
-    result["channel_values"] = {}
-    return result
 
 
 def dump_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:

@@ -77,33 +77,49 @@ class ValueCodec:
         self.chunks: LRU[bytes, tuple[Any, ...]] = LRU(65536, cache_bytes)
         self.manifests: LRU[bytes, tuple[bytes, ...]] = LRU(4096, cache_bytes // 8)
         self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
+        self.states: LRU[tuple[str, str, str], Any] = LRU(4096, 1 << 62)
+        self.keyframe_every = 16
 
     # -- writing ---------------------------------------------------------------
 
     def encode(
-        self, thread_id: str, ns: str, channel: str, vkey: str, value: Any, missing: bool
-    ) -> tuple[RefRow, list[BlobRow], ListState | None]:
-        """The ref row (and new blobs) for ``channel`` at version ``vkey``."""
-        if missing:
-            row = RefRow(thread_id, ns, channel, vkey, KIND_INLINE, EMPTY_TAG, b"", b"", 0, 0)
-            return row, [], None
+        self, thread_id: str, ns: str, channel: str, vkey: str, value: Any
+    ) -> tuple[list[Any] | None, RefRow | None, list[BlobRow], ListState | None]:
+        """Where ``channel``'s value at version ``vkey`` goes.
+
+        Returns ``(inline, ref, blobs, list_state)``: ``inline`` is ``[tag, bytes]``
+        for a small value (kept in the checkpoint record, no row), else ``ref`` is
+        the ref row and ``blobs`` the blobs it may need.
+        """
         if type(value) is list and self.delta:
-            return self._encode_list(thread_id, ns, channel, vkey, value)
+            last = self.lists.get((thread_id, ns, channel))
+            if last is not None and last.items and len(last.items) <= len(value):
+                return (None, *self._encode_list(thread_id, ns, channel, vkey, value, last))
         tag, data = self.serde.dumps_typed(value)
         if len(data) <= self.inline_max:
-            row = RefRow(thread_id, ns, channel, vkey, KIND_INLINE, tag, data, b"", 0, len(data))
-            return row, [], None
+            return [tag, data], None, [], None
+        if type(value) is list and self.delta:
+            return (
+                None,
+                *self._encode_list(thread_id, ns, channel, vkey, value, None, (tag, data)),
+            )
         h = blob_hash(tag, data)
         row = RefRow(thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data))
-        return row, [BlobRow(h, tag, data, b"")], None
+        return None, row, [BlobRow(h, tag, data, b"")], None
 
     def _encode_list(
-        self, thread_id: str, ns: str, channel: str, vkey: str, value: list[Any]
+        self,
+        thread_id: str,
+        ns: str,
+        channel: str,
+        vkey: str,
+        value: list[Any],
+        last: ListState | None,
+        whole: tuple[str, bytes] | None = None,
     ) -> tuple[RefRow, list[BlobRow], ListState]:
-        last = self.lists.get((thread_id, ns, channel))
         n = len(value)
         blobs: list[BlobRow] = []
-        if last is not None and len(last.items) <= n and value[: len(last.items)] == last.items:
+        if last is not None and value[: len(last.items)] == last.items:
             m = len(last.items)
             segments, manifest, tails = last.segments, last.manifest, last.tails
             tail_start, logical = last.tail_start, last.logical
@@ -118,7 +134,7 @@ class ValueCodec:
                 logical += len(blobs[0].data)
         else:
             segments, manifest, tail_start = (), b"", 0
-            tails = (self._chunk(value, blobs),) if n else ()
+            tails = (self._chunk(value, blobs, whole),) if n else ()
             logical = len(blobs[0].data) if blobs else 0
         state = ListState(list(value), segments, manifest, tails, tail_start, logical)
         row = RefRow(
@@ -127,8 +143,10 @@ class ValueCodec:
         )  # fmt: skip
         return row, blobs, state
 
-    def _chunk(self, items: list[Any], blobs: list[BlobRow]) -> bytes:
-        tag, data = self.serde.dumps_typed(items)
+    def _chunk(
+        self, items: list[Any], blobs: list[BlobRow], whole: tuple[str, bytes] | None = None
+    ) -> bytes:
+        tag, data = whole if whole is not None else self.serde.dumps_typed(items)
         h = blob_hash(tag, data)
         blobs.append(BlobRow(h, tag, data, b""))
         self.chunks.put(h, tuple(items), len(data) + 64)
@@ -149,8 +167,10 @@ class ValueCodec:
         """Retention changed what is stored: drop writer state (all when None)."""
         if thread_id is None:
             self.lists.clear()
+            self.states.clear()
         else:
             self.lists.discard_where(lambda key: key[0] == thread_id)
+            self.states.discard_where(lambda key: key[0] == thread_id)
 
     # -- reading ---------------------------------------------------------------
 

@@ -1,0 +1,166 @@
+"""Write flows: ``put`` (record + refs + blobs) and ``put_writes``, and
+``release`` (drop references, delete blobs nothing holds)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any
+
+from threadloom.checkpoint.storage import record
+from threadloom.checkpoint.storage.flows import resolve_states, target
+from threadloom.checkpoint.storage.ops import (
+    AdjustRefcounts,
+    BlobRow,
+    CheckpointRow,
+    DropUnreferenced,
+    GetCheckpoint,
+    LoadWrites,
+    RefRow,
+    SaveCheckpoint,
+    SaveWrites,
+)
+from threadloom.checkpoint.storage.record import State
+from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
+from threadloom.checkpoint.storage.values import ListState, ValueCodec
+from threadloom.checkpoint.storage.writes import merge_writes
+from threadloom.errors import ConfigError
+
+__all__ = ["put_flow", "put_writes_flow", "release"]
+
+Flow = Generator[Any, Any, Any]
+
+
+def _parent_state(codec: ValueCodec, thread_id: str, ns: str, parent_id: str | None) -> Flow:
+    """The parent's state: from the cache (normal loop), else rebuilt from storage."""
+    if parent_id is None:
+        return None
+    state = codec.states.get((thread_id, ns, parent_id))
+    if state is None:
+        row = yield GetCheckpoint(thread_id, ns, parent_id)
+        if row is not None:
+            state = (yield from resolve_states(codec, [row]))[parent_id][0]
+    return state
+
+
+def put_flow(
+    codec: ValueCodec,
+    config: Mapping[str, Any],
+    checkpoint: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+    new_versions: Mapping[str, Any],
+) -> Flow:
+    """Store a checkpoint: a record (diff against the parent when possible),
+    refs and blobs for changed large values only."""
+    thread_id, ns, parent_id = target(config)
+    prev: State | None = yield from _parent_state(codec, thread_id, ns, parent_id)
+    cv = {c: record.pack_version(v) for c, v in checkpoint["channel_versions"].items()}
+    vs = {
+        n: {c: record.pack_version(v) for c, v in seen.items()}
+        for n, seen in checkpoint["versions_seen"].items()
+    }
+    values = checkpoint["channel_values"]
+    iv: dict[str, list[Any]] = {}
+    refs: list[RefRow] = []
+    lists: list[tuple[str, ListState]] = []
+    blobs: dict[bytes, BlobRow] = {}
+    for channel, packed in cv.items():
+        carried = prev is not None and prev.cv.get(channel) == packed
+        if channel not in new_versions and (carried or channel not in values):
+            if carried and channel in prev.iv:  # type: ignore[union-attr]
+                iv[channel] = prev.iv[channel]  # type: ignore[union-attr]
+            continue
+        if channel not in values:
+            continue
+        vkey = version_key(record.unpack_version(packed))
+        inline, ref, new_blobs, state = codec.encode(thread_id, ns, channel, vkey, values[channel])
+        if inline is not None:
+            iv[channel] = [packed, *inline]
+        else:
+            refs.append(ref)  # type: ignore[arg-type]
+            blobs.update((b.hash, b) for b in new_blobs)
+            if state is not None:
+                lists.append((channel, state))
+    depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
+    state = State(cv, vs, iv, depth)
+    core, extra = record.core_fields(checkpoint)  # type: ignore[arg-type]
+    extra_typed = list(codec.serde.dumps_typed(extra)) if extra else None
+    data = record.encode(core, extra_typed, state, prev if depth else None)
+    md_text, run_id = dump_metadata(config, metadata)
+    cid = checkpoint["id"]
+    row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)
+    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()))
+    yield from _settle(blobs, result.new_blobs, all(result.inserted_refs))
+    inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
+    for channel, list_state in lists:
+        if channel in inserted:
+            codec.remember(thread_id, ns, channel, list_state)
+        else:
+            codec.lists.pop((thread_id, ns, channel))
+    codec.states.put((thread_id, ns, cid), state)
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _settle(blobs: dict[bytes, BlobRow], new: frozenset[bytes], all_held: bool) -> Flow:
+    """After inserting blobs: count manifests' holds on their segments, and
+    drop new blobs that ended up unreferenced."""
+    children: Counter[bytes] = Counter()
+    for h in new:
+        children.update(unpack(blobs[h].children))
+    if children:
+        yield AdjustRefcounts(tuple(children.items()))
+    if new and not all_held:
+        yield from release(Counter(), candidates=tuple(new))
+
+
+def release(counts: Counter[bytes], candidates: tuple[bytes, ...] = ()) -> Flow:
+    """Drop ``counts`` references, then delete blobs nothing holds any more
+    (cascading into a dropped manifest's segments). Returns (blobs, bytes)."""
+    dropped_blobs = dropped_bytes = 0
+    counts = Counter({h: c for h, c in counts.items() if c})
+    while counts or candidates:
+        if counts:
+            yield AdjustRefcounts(tuple((h, -c) for h, c in counts.items()))
+        dropped = yield DropUnreferenced(tuple(set(counts) | set(candidates)))
+        dropped_blobs += len(dropped)
+        dropped_bytes += sum(len(b.data) for b in dropped)
+        counts = Counter()
+        for blob in dropped:
+            counts.update(unpack(blob.children))
+        candidates = ()
+    return dropped_blobs, dropped_bytes
+
+
+def put_writes_flow(
+    codec: ValueCodec,
+    config: Mapping[str, Any],
+    writes: Sequence[tuple[str, Any]],
+    task_id: str,
+    task_path: str,
+) -> Flow:
+    """Merge a task's writes into its row (LangGraph's upsert / first-wins rules)."""
+    thread_id, ns, checkpoint_id = target(config)
+    if checkpoint_id is None:
+        raise ConfigError(
+            f"put_writes for thread {thread_id!r} needs config['configurable']['checkpoint_id']"
+        )
+    if not writes:
+        return
+    rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
+    existing = next((r for r in rows if r.task_id == task_id), None)
+    key = (thread_id, ns, checkpoint_id, str(task_id))
+    row, blobs = merge_writes(codec.serde, codec.inline_max, existing, key, task_path, writes)
+    if row is None:
+        return
+    by_hash = {b.hash: b for b in blobs}
+    new = yield SaveWrites((row,), tuple(by_hash.values()))
+    delta: Counter[bytes] = Counter(unpack(row.hashes))
+    if existing is not None:
+        delta.subtract(unpack(existing.hashes))
+    gained = tuple((h, c) for h, c in delta.items() if c > 0)
+    if gained:
+        yield AdjustRefcounts(gained)
+    lost = Counter({h: -c for h, c in delta.items() if c < 0})
+    unheld = tuple(h for h in new if delta[h] <= 0)
+    if lost or unheld:
+        yield from release(lost, candidates=unheld)
