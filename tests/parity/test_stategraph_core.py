@@ -63,7 +63,7 @@ def stored(saver: Any, config: dict[str, Any] = CFG) -> list[dict[str, Any]]:
                 "ns": tup.config["configurable"].get("checkpoint_ns", ""),
                 "parent": (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id"),
                 "metadata": meta,
-                "values": cp["channel_values"],
+                "values": plain(cp["channel_values"]),
                 "versions": {k: _counter(v) for k, v in cp["channel_versions"].items()},
                 "seen": {
                     node: {k: _counter(v) for k, v in seen.items()}
@@ -78,12 +78,25 @@ def stored(saver: Any, config: dict[str, Any] = CFG) -> list[dict[str, Any]]:
     return out
 
 
+def plain(value: Any) -> Any:
+    """Stored values in a library-neutral shape.
+
+    LangGraph's msgpack turns tuples into lists on the way back (threadloom's
+    serializer keeps them), and each library has its own ``Overwrite`` class.
+    """
+    if isinstance(value, tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if type(value).__name__ == "Overwrite":
+        return {"overwrite": plain(value.value)}
+    return value
+
+
 def _write(task_id: str, channel: str, value: Any) -> tuple[str, str, Any]:
-    # LangGraph's msgpack turns the stored tuple of interrupts into a list; threadloom's
-    # serializer keeps tuples. Same interrupts either way.
-    if channel == "__interrupt__" and isinstance(value, tuple):
-        value = list(value)
-    return (task_id, channel, value)
+    return (task_id, channel, plain(value))
 
 
 def updates(graph: Any, value: Any, config: dict[str, Any], **kwargs: Any) -> list[Any]:
