@@ -115,7 +115,7 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
 
     Names and versions go through per-record tables (``n``, ``t``) so each is
     written once; maps become flat ``[name, value, ...]`` lists; an inline value
-    written at the channel's current version omits its version.
+    written at the version this record sets for the channel omits it.
     """
     names, versions = _Table(), _Table()
     rec: dict[str, Any] = {"k": state.depth}
@@ -141,7 +141,7 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
     ]
     rec["iv"] = [
         [names.ref(c), *e[1:]]
-        if e[0] == state.cv.get(c)
+        if c in cv and e[0] == cv[c]
         else [names.ref(c), *e[1:], versions.ref(e[0])]
         for c, e in iv.items()
     ]
