@@ -1,0 +1,161 @@
+"""Postgres operations: dropped connections, poolers, migrations under concurrency."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import psycopg
+import pytest
+
+from threadloom.checkpoint.base import empty_checkpoint
+from threadloom.checkpoint.postgres import MIGRATIONS, PostgresSaver
+from threadloom.errors import StorageError
+
+pytestmark = pytest.mark.postgres
+
+
+def put_one(saver: PostgresSaver, thread: str, i: int, parent: dict | None = None) -> dict:
+    cp = empty_checkpoint()
+    versions = {"n": str(i + 1)}
+    cp["channel_values"] = {"n": i}
+    cp["channel_versions"] = versions
+    config = parent or {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    return saver.put(config, cp, {"step": i}, versions)
+
+
+def terminate(pg_url: str, schema_app: str) -> int:
+    """pg_terminate_backend every session tagged with application_name=schema_app."""
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (schema_app,),
+        ).fetchall()
+    return len(rows)
+
+
+@pytest.mark.parametrize("pool", [True, False], ids=["pool", "single"])
+def test_killed_connection_between_puts_reconnects(pg_url: str, pg_schema: str, pool: bool):
+    app = f"tl-kill-{pool}-{pg_schema}"
+    url = f"{pg_url}?application_name={app}"
+    with PostgresSaver.from_conn_string(url, schema=pg_schema, pool=pool) as saver:
+        saver.setup()
+        first = put_one(saver, f"kill-{pool}", 0)
+        assert terminate(pg_url, app) >= 1
+        second = put_one(saver, f"kill-{pool}", 1, first)  # must reconnect, not fail
+        history = [t.config for t in saver.list({"configurable": {"thread_id": f"kill-{pool}"}})]
+        assert history == [second, first]  # nothing committed was lost
+
+
+def test_killed_caller_connection_gives_storage_error(pg_url: str, pg_schema: str) -> None:
+    app = f"tl-kill-caller-{pg_schema}"
+    conn = psycopg.connect(f"{pg_url}?application_name={app}", autocommit=True)
+    saver = PostgresSaver(conn, schema=pg_schema)
+    saver.setup()
+    put_one(saver, "kill-caller", 0)
+    terminate(pg_url, app)
+    with pytest.raises(StorageError, match="127.0.0.1:5432|localhost"):
+        put_one(saver, "kill-caller", 1)
+    conn.close()
+
+
+def test_unreachable_server_names_host_and_port() -> None:
+    with pytest.raises(StorageError, match=r"127\.0\.0\.1:1/"):
+        with PostgresSaver.from_conn_string("postgresql://postgres@127.0.0.1:1/test"):
+            pass
+    with pytest.raises(StorageError, match=r"127\.0\.0\.1:1/"):
+        pool = {"timeout": 0.5, "reconnect_timeout": 0.5}
+        with PostgresSaver.from_conn_string("postgresql://postgres@127.0.0.1:1/x", pool=pool):
+            pass
+
+
+def test_statements_are_never_prepared_by_default(pg_url: str, pg_schema: str) -> None:
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        parent = None
+        for i in range(8):  # well past psycopg's default threshold of 5
+            parent = put_one(saver, "prep", i, parent)
+            saver.get_tuple({"configurable": {"thread_id": "prep"}})
+        conn = saver.connector.conn
+        assert conn.prepare_threshold is None
+        count = conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0]
+        assert count == 0
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema, prepare_threshold=0) as saver:
+        saver.get_tuple({"configurable": {"thread_id": "prep"}})
+        conn = saver.connector.conn
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] > 0
+
+
+def _migrated_versions(pg_url: str, schema: str) -> list[int]:
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute(f'SELECT v FROM "{schema}".checkpoint_migrations ORDER BY v')
+        return [r[0] for r in rows]
+
+
+def test_setup_from_many_threads_at_once(pg_url: str, fresh_schema: str) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def run() -> None:
+        try:
+            with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+                barrier.wait()
+                saver.setup()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert _migrated_versions(pg_url, fresh_schema) == list(range(len(MIGRATIONS)))
+
+
+def test_setup_from_many_processes_at_once(pg_url: str, fresh_schema: str) -> None:
+    code = (
+        "import sys; from threadloom.checkpoint.postgres import PostgresSaver\n"
+        "with PostgresSaver.from_conn_string(sys.argv[1], schema=sys.argv[2]) as s: s.setup()\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url, fresh_schema]) for _ in range(3)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0]
+    assert _migrated_versions(pg_url, fresh_schema) == list(range(len(MIGRATIONS)))
+
+
+def test_setup_inside_a_caller_transaction(pg_url: str, fresh_schema: str) -> None:
+    with psycopg.connect(pg_url) as conn:
+        with conn.transaction(force_rollback=True):
+            saver = PostgresSaver(conn, schema=fresh_schema)
+            saver.setup()
+            put_one(saver, "tx", 0)
+            assert saver.get_tuple({"configurable": {"thread_id": "tx"}}) is not None
+        exists = conn.execute("SELECT to_regclass(%s)", (f'"{fresh_schema}".checkpoints',))
+        assert exists.fetchone()[0] is None  # rolled back with the caller's transaction
+        with conn.transaction():
+            PostgresSaver(conn, schema=fresh_schema).setup()
+    assert _migrated_versions(pg_url, fresh_schema) == list(range(len(MIGRATIONS)))
+
+
+def test_schema_newer_than_code_is_refused(pg_url: str, fresh_schema: str) -> None:
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        saver.connector.conn.execute(
+            f'INSERT INTO "{fresh_schema}".checkpoint_migrations VALUES (%s)', (len(MIGRATIONS),)
+        )
+        with pytest.raises(StorageError, match="upgrade threadloom"):
+            saver.setup()
+
+
+def test_latest_checkpoint_uses_the_primary_key_index(pg_url: str, pg_schema: str) -> None:
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        conn = saver.connector.conn
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute(
+            f'EXPLAIN SELECT checkpoint_id FROM "{pg_schema}".checkpoints'
+            " WHERE thread_id = 'x' AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1"
+        ).fetchall()
+        text = "\n".join(r[0] for r in plan)
+        assert "Index" in text and "Backward" in text and "Sort" not in text
