@@ -9,6 +9,8 @@ stored as one of three extensions:
 - ``EXT_KEYED``: a dict whose keys are not all plain strings, as ``[[k, v], ...]``
   (only the slow path in paths.py writes it).
 
+Codes 0-7 are LangGraph's; they are read (never written) by lgcompat.py.
+
 ormsgpack reports no path on failure and swallows our exceptions, so whenever
 the fast path fails the value is walked again by paths.py, which either packs it
 (non-str keys, surrogates) or raises an error naming the exact path.
@@ -20,6 +22,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, decode_langgraph
 from threadloom.checkpoint.serde.resolver import Resolver
 
 __all__ = ["EXT_TUPLE", "EXT_OBJECT", "EXT_KEYED", "Packer", "Unpacker", "UNPACK_OPTION"]
@@ -98,6 +101,9 @@ class Unpacker:
             return self.resolver.decode(name, state)
         if code == EXT_KEYED:
             return dict(_unpackb(data, ext_hook=self.ext_hook, option=UNPACK_OPTION))
+        if code in LANGGRAPH_CODES:
+            payload = _unpackb(data, ext_hook=self.ext_hook, option=UNPACK_OPTION)
+            return decode_langgraph(code, payload, self.resolver)
         raise ValueError(f"unknown msgpack extension code {code}")
 
     def unpack(self, data: bytes) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 from threadloom.checkpoint.serde.registry import Registry, TypeEntry, entry_for
 
-__all__ = ["register_lazy", "register_numpy", "register_langchain"]
+__all__ = ["register_lazy", "register_numpy", "register_langchain", "decode_langgraph_array"]
 
 _NUMPY_SCALARS = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
@@ -62,6 +62,15 @@ def register_numpy(registry: Registry) -> None:
     for name in _NUMPY_SCALARS:
         cls = getattr(np, name)
         registry.add(TypeEntry(f"numpy.scalar.{name}", cls, scalar_encode, scalar_decode))
+
+
+def decode_langgraph_array(payload: list[Any]) -> Any:
+    """A numpy array as LangGraph stores it: ``[dtype, shape, order, buffer]``."""
+    import numpy as np
+
+    dtype_str, shape, order, buf = payload
+    dtype = _check_dtype(np, np.dtype(dtype_str))
+    return np.frombuffer(buf, dtype=dtype).reshape(shape, order=order).copy()
 
 
 def register_langchain(registry: Registry) -> None:

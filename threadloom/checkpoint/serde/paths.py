@@ -14,6 +14,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, decode_langgraph
 from threadloom.checkpoint.serde.msgpack import EXT_KEYED, EXT_OBJECT, EXT_TUPLE, UNPACK_OPTION
 from threadloom.checkpoint.serde.resolver import UnknownType, Unsupported
 from threadloom.errors import CorruptBlobError, SerializationError
@@ -180,14 +181,28 @@ def _revive_ext(ext: _Deferred, path: str, resolver: Any) -> Any:
             _revive(k, f"{path}<key>", resolver): _revive(v, child_path(path, k), resolver)
             for k, v in payload
         }
+    if ext.code in LANGGRAPH_CODES and type(payload) is list:
+        if len(payload) >= 3:  # [module, name, args, ...]: args sit at this path
+            payload[2] = _revive(payload[2], path, resolver)
+        return _revive_langgraph(ext.code, payload, path, resolver)
     if ext.code != EXT_OBJECT or type(payload) is not list or len(payload) != 2:
         raise CorruptBlobError(f"malformed extension (code {ext.code}) at {_where(path)}")
     name, state = payload
     if not isinstance(name, str):
         raise CorruptBlobError(f"malformed type name at {_where(path)}")
     state = _revive(state, path, resolver)
+    return _decode_named(name, path, resolver.decode, name, state)
+
+
+def _revive_langgraph(code: int, payload: list, path: str, resolver: Any) -> Any:
+    name = ".".join(str(p) for p in payload[:2]) if len(payload) >= 2 else f"<ext {code}>"
+    return _decode_named(name, path, decode_langgraph, code, payload, resolver)
+
+
+def _decode_named(name: str, path: str, decode: Any, *args: Any) -> Any:
+    """Run ``decode(*args)``, turning its failures into errors naming ``path``."""
     try:
-        return resolver.decode(name, state)
+        return decode(*args)
     except UnknownType as exc:
         raise SerializationError(
             f"refusing to revive {exc.name!r} at {_where(path)}: not registered or allowlisted "

@@ -88,6 +88,10 @@ class Registry:
             entry = self._by_name.get(name)
         return entry
 
+    def entries(self) -> list[TypeEntry]:
+        """A snapshot of every registered entry."""
+        return list(self._by_name.values())
+
     def __contains__(self, cls: object) -> bool:
         return isinstance(cls, type) and self.by_type(cls) is not None
 

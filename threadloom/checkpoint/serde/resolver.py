@@ -156,6 +156,19 @@ class Resolver:
         entry = self.entry_named(name)
         return entry.cls if entry is not None else None
 
+    def entry_by_class_name(self, module: str, name: str) -> TypeEntry | None:
+        """A trusted class whose ``__module__`` and ``__name__`` match (LangGraph rows
+        store ``__name__``, which differs from the qualified name of nested classes)."""
+        entry = self.entry_named(f"{module}.{name}")
+        if entry is not None:
+            return entry
+        self.registry.by_name(module)  # let lazy integrations register first
+        for candidate in (*self._by_name.values(), *self.registry.entries()):
+            cls = candidate.cls
+            if cls.__module__ == module and cls.__name__ == name:
+                return candidate
+        return None
+
     def decode(self, name: str, state: Any) -> Any:
         """Revive a stored ``(name, state)``; raises :class:`UnknownType` when untrusted."""
         if name == EXCEPTION:

@@ -21,7 +21,7 @@ from typing import Any
 
 from threadloom.checkpoint.serde.registry import Registry, TypeEntry, entry_for
 
-__all__ = ["register_builtins", "BUILTIN_FACTORIES"]
+__all__ = ["register_builtins", "BUILTIN_FACTORIES", "zone"]
 
 _ZONE_KEY = re.compile(r"^[A-Za-z0-9_+\-]+(/[A-Za-z0-9_+\-]+)*$")
 
@@ -31,7 +31,7 @@ BUILTIN_FACTORIES: dict[str, Callable[[], Any]] = {
 }
 
 
-def _zone(key: str) -> zoneinfo.ZoneInfo:
+def zone(key: str) -> zoneinfo.ZoneInfo:
     if not isinstance(key, str) or ".." in key or not _ZONE_KEY.match(key):
         raise ValueError(f"invalid time zone key {key!r}")
     return zoneinfo.ZoneInfo(key)
@@ -117,7 +117,7 @@ def _entries() -> list[tuple[str, type, Callable[[Any], Any], Callable[[Any], An
             lambda s: dt.timedelta(*s),
         ),
         ("timezone", dt.timezone, _timezone_state, lambda s: dt.timezone(*s)),
-        ("zoneinfo", zoneinfo.ZoneInfo, lambda v: v.key, _zone),
+        ("zoneinfo", zoneinfo.ZoneInfo, lambda v: v.key, zone),
         ("uuid", uuid.UUID, lambda v: v.bytes, lambda s: uuid.UUID(bytes=s)),
         ("decimal", decimal.Decimal, str, decimal.Decimal),
         (
