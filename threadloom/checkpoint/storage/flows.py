@@ -60,17 +60,15 @@ def _decode(row: CheckpointRow) -> dict[str, Any]:
 
 
 def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
-    """``{checkpoint_id: (State, record)}`` for rows of ONE thread/namespace,
-    fetching diff bases with :class:`LoadAncestors` only when not cached."""
+    """``{checkpoint_id: (State, core fields, extra)}`` for rows of ONE
+    thread/namespace, fetching diff bases with :class:`LoadAncestors` only when
+    they are neither in the page nor cached."""
     known = {r.checkpoint_id: r for r in rows}
     recs = {r.checkpoint_id: _decode(r) for r in rows}
     states: dict[str, State] = {}
+    out: dict[str, tuple[State, dict[str, Any], Any]] = {}
     for row in sorted(rows, key=lambda r: r.checkpoint_id):
         tid, ns = row.thread_id, row.checkpoint_ns
-        cached = codec.states.get((tid, ns, row.checkpoint_id))
-        if cached is not None:
-            states[row.checkpoint_id] = cached
-            continue
         chain, cur, base = [], row, None
         while True:
             rec = recs.get(cur.checkpoint_id) or recs.setdefault(cur.checkpoint_id, _decode(cur))
@@ -88,10 +86,14 @@ def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
                 raise _corrupt(row, f"diff base {parent!r} of {cur.checkpoint_id!r} is missing")
             cur = known[parent]
         for link in reversed(chain):
-            base = record.apply(recs[link.checkpoint_id], base)
+            try:
+                base, core, extra = record.apply(recs[link.checkpoint_id], base)
+            except (KeyError, IndexError, ValueError, TypeError) as exc:
+                raise _corrupt(link, f"checkpoint record is inconsistent ({exc!r})") from exc
             states[link.checkpoint_id] = base
             codec.states.put((tid, ns, link.checkpoint_id), base)
-    return {r.checkpoint_id: (states[r.checkpoint_id], recs[r.checkpoint_id]) for r in rows}
+            out[link.checkpoint_id] = (base, core, extra)
+    return {r.checkpoint_id: out[r.checkpoint_id] for r in rows}
 
 
 def get_tuple_flow(codec: ValueCodec, config: Mapping[str, Any]) -> Flow:
@@ -156,7 +158,7 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
     for (thread_id, ns), group in groups.items():
         resolved = yield from resolve_states(codec, group)
         keys = set()
-        for state, _ in resolved.values():
+        for state, _, _ in resolved.values():
             for channel, version in state.cv.items():
                 inline = state.iv.get(channel)
                 if inline is None or inline[0] != version:
@@ -165,9 +167,9 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         values = yield from codec.load(thread_id, group[0].checkpoint_id, refs, remember)
         writes = yield from load_writes(codec, thread_id, ns, [r.checkpoint_id for r in group])
         for row in group:
-            state, rec = resolved[row.checkpoint_id]
+            resolved_row = resolved[row.checkpoint_id]
             done[(thread_id, ns, row.checkpoint_id)] = _tuple(
-                codec, row, state, rec, values, writes
+                codec, row, resolved_row, values, writes
             )
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
 
@@ -175,13 +177,13 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
 def _tuple(
     codec: ValueCodec,
     row: CheckpointRow,
-    state: State,
-    rec: dict[str, Any],
+    resolved: tuple[State, dict[str, Any], Any],
     values: dict[tuple[str, str], Any],
     writes: dict[str, list[Any]],
 ) -> CheckpointTuple:
-    extra = _loads(codec, rec["x"], row, None) if rec.get("x") else None
-    checkpoint = record.to_checkpoint(row.checkpoint_id, rec["b"], extra, state)
+    state, core, extra_typed = resolved
+    extra = _loads(codec, extra_typed, row, None) if extra_typed else None
+    checkpoint = record.to_checkpoint(row.checkpoint_id, core, extra, state)
     channel_values = checkpoint["channel_values"]
     for channel, version in state.cv.items():
         inline = state.iv.get(channel)

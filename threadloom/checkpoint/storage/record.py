@@ -19,7 +19,7 @@ the whole state, and every version of a small channel costs no extra row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -44,12 +44,19 @@ _CORE = ("v", "ts", "updated_channels")
 
 @dataclass(slots=True)
 class State:
-    """A checkpoint rebuilt from its records (versions packed, values serialized)."""
+    """A checkpoint rebuilt from its records (versions packed, values serialized).
+
+    ``names``/``versions`` are the lookup tables in force after this record: a
+    keyframe starts them, each diff appends what it introduces, so diffs refer
+    to channel names and versions their ancestors already wrote by index.
+    """
 
     cv: dict[str, Any]
     vs: dict[str, dict[str, Any]]
     iv: dict[str, list[Any]]
     depth: int
+    names: list[Any] = field(default_factory=list)
+    versions: list[Any] = field(default_factory=list)
 
 
 def pack_version(version: Any) -> Any:
@@ -94,30 +101,45 @@ def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], lis
     return changed, [k for k in old if k not in new]
 
 
+def _key(value: Any) -> Any:
+    return tuple(value) if type(value) is list else (type(value).__name__, value)
+
+
 class _Table:
-    """Distinct versions of one record; each use is a small int index."""
+    """Names or versions of a chain of records; each use is a small int index."""
 
-    def __init__(self) -> None:
-        self.values: list[Any] = []
-        self.index: dict[Any, int] = {}
+    def __init__(self, base: list[Any]) -> None:
+        self.values = list(base)
+        self.start = len(base)
+        self.index = {_key(v): i for i, v in enumerate(base)}
 
-    def ref(self, version: Any) -> int:
-        key = tuple(version) if type(version) is list else (type(version).__name__, version)
+    def ref(self, value: Any) -> int:
+        key = _key(value)
         i = self.index.get(key)
         if i is None:
             i = self.index[key] = len(self.values)
-            self.values.append(version)
+            self.values.append(value)
         return i
+
+    def added(self) -> list[Any]:
+        return self.values[self.start :]
 
 
 def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -> bytes:
     """The record of ``state``: a keyframe when ``prev`` is None, else a diff.
 
-    Names and versions go through per-record tables (``n``, ``t``) so each is
-    written once; maps become flat ``[name, value, ...]`` lists; an inline value
-    written at the version this record sets for the channel omits it.
+    Names and versions are written once per keyframe interval (``n``/``t`` hold
+    only what this record adds); maps become flat ``[name, value, ...]`` lists;
+    an inline value written at the version this record sets omits it. Fills
+    ``state.names``/``state.versions``.
     """
-    names, versions = _Table(), _Table()
+    names = _Table(prev.names if prev else [])
+    versions = _Table(prev.versions if prev else [])
+    if prev is None:  # a re-written keyframe keeps its tables: children index into them
+        for name in state.names:
+            names.ref(name)
+        for version in state.versions:
+            versions.ref(version)
     rec: dict[str, Any] = {"k": state.depth}
     if prev is None:
         cv, vs, iv = state.cv, state.vs, state.iv
@@ -125,11 +147,9 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
         cv, cx = _diff(state.cv, prev.cv)
         vs, vx = _diff(state.vs, prev.vs)
         iv, ix = _diff(state.iv, prev.iv)
-        rec["cx"], rec["vx"], rec["ix"] = (
-            [names.ref(c) for c in cx],
-            [names.ref(n) for n in vx],
-            [names.ref(c) for c in ix],
-        )
+        rec["cx"] = [names.ref(c) for c in cx]
+        rec["vx"] = [names.ref(n) for n in vx]
+        rec["ix"] = [names.ref(c) for c in ix]
     rec["cv"] = [x for c, v in cv.items() for x in (names.ref(c), versions.ref(v))]
     rec["vs"] = [
         x
@@ -153,29 +173,41 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
     rec["v"], rec["ts"] = core.get("v", 1), core.get("ts")
     if extra is not None:
         rec["x"] = extra
-    rec["n"], rec["t"] = names.values, versions.values
+    rec["n"], rec["t"] = names.added(), versions.added()
+    state.names, state.versions = names.values, versions.values
     return ormsgpack.packb({k: v for k, v in rec.items() if v or k in ("k", "v", "ts", "U")})
+
+
+def decode(data: bytes) -> dict[str, Any]:
+    """The raw record (indices unresolved: :func:`apply` needs the base state)."""
+    return ormsgpack.unpackb(data)
 
 
 def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
     return list(zip(flat[::2], flat[1::2]))
 
 
-def decode(data: bytes) -> dict[str, Any]:
-    """A record back in plain form: ``cv``/``vs``/``iv`` maps, ``b`` core fields."""
-    rec = ormsgpack.unpackb(data)
-    n, t = rec.get("n", ()), rec.get("t", ())
-    cv = {n[c]: t[v] for c, v in _pairs(rec.get("cv", []))}
-    out: dict[str, Any] = {"k": rec["k"], "cv": cv}
-    out["vs"] = {
-        n[k]: {n[c]: t[v] for c, v in _pairs(seen)} for k, seen in _pairs(rec.get("vs", []))
-    }
-    out["iv"] = {
-        n[e[0]]: [cv[n[e[0]]], e[1], e[2]] if len(e) == 3 else [t[e[3]], e[1], e[2]]
+def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any], Any]:
+    """``(state, core fields, extra)`` of a raw record; ``prev`` = the parent's
+    state (ignored for keyframes, required for diffs)."""
+    base = prev if rec["k"] != 0 else None
+    if rec["k"] != 0 and base is None:
+        raise ValueError("a diff record needs its parent's state")
+    n = (base.names if base else []) + rec.get("n", [])
+    t = (base.versions if base else []) + rec.get("t", [])
+    cv_part = {n[c]: t[v] for c, v in _pairs(rec.get("cv", []))}
+    vs_part = {n[k]: {n[c]: t[v] for c, v in _pairs(seen)} for k, seen in _pairs(rec.get("vs", []))}
+    iv_part = {
+        n[e[0]]: [cv_part[n[e[0]]] if len(e) == 3 else t[e[3]], e[1], e[2]]
         for e in rec.get("iv", [])
     }
-    for key in ("cx", "vx", "ix"):
-        out[key] = [n[i] for i in rec.get(key, [])]
+    if base is None:
+        cv, vs, iv = cv_part, vs_part, iv_part
+    else:
+        cv, vs, iv = {**base.cv, **cv_part}, {**base.vs, **vs_part}, {**base.iv, **iv_part}
+        for key, target in (("cx", cv), ("vx", vs), ("ix", iv)):
+            for i in rec.get(key, ()):
+                target.pop(n[i], None)
     core: dict[str, Any] = {"v": rec.get("v", 1)}
     if rec.get("ts") is not None:
         core["ts"] = rec["ts"]
@@ -183,24 +215,7 @@ def decode(data: bytes) -> dict[str, Any]:
         core["updated_channels"] = [n[i] for i in rec["u"]]
     elif "U" in rec:
         core["updated_channels"] = rec["U"]
-    out["b"] = core
-    if "x" in rec:
-        out["x"] = rec["x"]
-    return out
-
-
-def apply(rec: dict[str, Any], prev: State | None) -> State:
-    """The state a record describes (``prev`` = its parent's state, None for keyframes)."""
-    if rec["k"] == 0 or prev is None:
-        return State(dict(rec["cv"]), dict(rec["vs"]), dict(rec["iv"]), 0)
-    cv, vs, iv = dict(prev.cv), dict(prev.vs), dict(prev.iv)
-    cv.update(rec["cv"])
-    vs.update(rec["vs"])
-    iv.update(rec["iv"])
-    for key, target in (("cx", cv), ("vx", vs), ("ix", iv)):
-        for name in rec.get(key, ()):
-            target.pop(name, None)
-    return State(cv, vs, iv, rec["k"])
+    return State(cv, vs, iv, rec["k"], n, t), core, rec.get("x")
 
 
 def core_fields(checkpoint: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:

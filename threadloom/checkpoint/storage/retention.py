@@ -82,9 +82,9 @@ def _remove(
     rebased = []
     for row in rows:
         if row.checkpoint_id not in doomed and _crosses(row, resolved, by_id, doomed):
-            state, rec = resolved[row.checkpoint_id]
-            keyframe = record.State(state.cv, state.vs, state.iv, 0)
-            data = record.encode(rec["b"], rec.get("x"), keyframe, None)
+            state, core, extra = resolved[row.checkpoint_id]
+            keyframe = record.State(state.cv, state.vs, state.iv, 0, state.names, state.versions)
+            data = record.encode(core, extra, keyframe, None)
             rebased.append(row._replace(data=data))
             codec.states.put((thread_id, ns, row.checkpoint_id), keyframe)
     if rebased:
@@ -94,7 +94,7 @@ def _remove(
     yield DeleteCheckpoints(thread_id, ns, ids)
     used = {
         (channel, version_key(record.unpack_version(version)))
-        for cid, (state, _) in resolved.items()
+        for cid, (state, _, _) in resolved.items()
         if cid not in doomed
         for channel, version in state.cv.items()
     }
@@ -110,7 +110,7 @@ def _remove(
 def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) -> bool:
     """Whether rebuilding ``row`` walks through a doomed checkpoint."""
     cur = row
-    while resolved[cur.checkpoint_id][1]["k"] != 0:
+    while resolved[cur.checkpoint_id][0].depth != 0:
         parent = cur.parent_checkpoint_id
         if parent is None or parent in doomed or parent not in by_id:
             return True
