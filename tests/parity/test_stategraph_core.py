@@ -319,3 +319,37 @@ def test_oracle_join_channel_layout() -> None:
         "join:a+c:d",
         "log",
     } <= channels
+
+
+async def sc_async_graph(lib, saver, durability):
+    async def inc(state: State) -> dict:
+        return {"n": state["n"] + 1, "log": [f"inc{state['n']}"]}
+
+    async def more(state: State) -> str:
+        return "inc" if state["n"] < 2 else lib.END
+
+    async def side(state: State) -> dict:
+        return {"log": [f"side{state['n']}"]}
+
+    def fan(state: State) -> list:
+        return [lib.Send("side", {"n": 10, "log": []}), "inc"]
+
+    b = lib.StateGraph(State)
+    b.add_node("start", node("start"))
+    b.add_node("inc", inc)
+    b.add_node("side", side)
+    b.add_edge(lib.START, "start")
+    b.add_conditional_edges("start", fan, ["inc", "side"])
+    b.add_conditional_edges("inc", more)
+    g = b.compile(checkpointer=saver)
+    chunks = [c async for c in g.astream({"n": 0, "log": []}, CFG, stream_mode="values")]
+    return [
+        ("values", chunks),
+        ("ainvoke", await g.ainvoke({"log": ["again"]}, CFG)),
+        ("state", await g.aget_state(CFG)),
+        ("stored", stored(saver)),
+    ]
+
+
+async def test_stategraph_parity_async() -> None:
+    await h.arun_parity(sc_async_graph)
