@@ -206,6 +206,9 @@ def test_register_as_decorator_and_custom_codec():
 def test_allowed_takes_classes_only():
     with pytest.raises(TypeError, match="classes"):
         MsgpackSerializer(allowed=[("os", "system")])
+    with pytest.raises(TypeError, match="cannot derive"):
+        MsgpackSerializer(allowed=[Opaque])
+    assert MsgpackSerializer(allowed=[int, dict, list, type(None)]).dumps_typed([1])[0] == "msgpack"
 
 
 def test_with_allowlist_returns_new_serializer_and_is_cheap():

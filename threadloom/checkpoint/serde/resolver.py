@@ -25,6 +25,10 @@ __all__ = ["Resolver", "UnknownObject", "Unsupported", "UnknownType", "GENERIC"]
 
 GENERIC = "pydantic.generic"
 
+_NATIVE = frozenset(
+    {dict, list, tuple, str, int, float, bool, bytes, bytearray, type(None), object}
+)
+
 
 class Unsupported(Exception):
     """Internal: ``cls`` cannot be stored; ``reason`` says why."""
@@ -88,6 +92,8 @@ class Resolver:
             pair = generic_origin(cls)
             if pair is not None:  # Page[Item]: stored as origin + type args
                 cls = pair[0]
+            if cls in _NATIVE:
+                continue
             if registry.by_type(cls) is None and cls not in self._by_type:
                 entry = entry_for(cls)
                 self._by_type[cls] = entry
