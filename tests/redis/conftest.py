@@ -22,6 +22,12 @@ def keys_under(client: redis.Redis, prefix: str) -> list[bytes]:
 
 
 @pytest.fixture
+def scan_keys():
+    """``scan_keys(client, prefix)``: every key under a prefix."""
+    return keys_under
+
+
+@pytest.fixture
 def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
