@@ -200,6 +200,20 @@ def scene_fork(graph: Any, config: dict[str, Any]) -> None:
     say()
 
 
+def storage_line(saver: Any) -> str:
+    """One line on what the thread costs on disk (if the saver reports it)."""
+    try:
+        stats = saver.stats()
+    except (NotImplementedError, AttributeError):
+        return "storage: (this saver reports no stats)"
+    if not isinstance(stats, dict):
+        stats = stats._asdict() if hasattr(stats, "_asdict") else vars(stats)
+    return (
+        f"storage: {stats.get('checkpoints')} checkpoints and {stats.get('writes')} saved task-write rows in "
+        f"{stats.get('bytes_stored')} bytes (state as written: {stats.get('bytes_logical')} bytes)"
+    )
+
+
 def main(db: str = "threadloom-demo.db") -> int:
     """Run the whole scripted demo on a fresh SQLite file at ``db``."""
     for suffix in ("", "-wal", "-shm"):
@@ -220,6 +234,7 @@ def main(db: str = "threadloom-demo.db") -> int:
     for line in tree_lines(graph, config):
         say("  " + line)
     say(f"\nnode calls in total: {calls()}")
+    say(storage_line(saver))
     say(f"done in {time.monotonic() - started:.1f}s. Look next:")
     say(f"  threadloom threads {db}")
     say(f"  threadloom history {db} {THREAD}")
