@@ -8,6 +8,7 @@ rejecting values that name no node. compile.py turns those into channel writes.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hints
@@ -21,11 +22,19 @@ __all__ = ["BranchSpec", "call_with_injected", "ends_from_literal", "injected_pa
 _INJECTABLE = ("config", "runtime", "writer", "store")
 
 
+def _callable_target(fn: Any) -> Any:
+    """The function whose annotations describe calling ``fn``."""
+    if inspect.isroutine(fn) or isinstance(fn, type):
+        return fn
+    if isinstance(fn, functools.partial):
+        return _callable_target(fn.func)
+    return type(fn).__call__ if callable(fn) else fn
+
+
 def injected_params(fn: Callable[..., Any]) -> frozenset[str]:
     """Which of ``config``/``runtime``/``writer``/``store`` a callable accepts by name."""
-    target = fn if inspect.isroutine(fn) else type(fn).__call__
     try:
-        params = inspect.signature(target if target is not None else fn).parameters
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return frozenset()
     return frozenset(name for name in _INJECTABLE if name in params)
@@ -44,7 +53,7 @@ def call_with_injected(
 
 def ends_from_literal(fn: Callable[..., Any]) -> tuple[str, ...] | None:
     """Node names from a ``-> Literal["a", "b"]`` (or ``Command[Literal[...]]``) hint."""
-    func = fn if inspect.isroutine(fn) else type(fn).__call__
+    func = _callable_target(fn)
     try:
         hint = get_type_hints(func).get("return")
     except Exception:  # unresolvable forward refs: no static ends
@@ -124,7 +133,7 @@ class BranchSpec(NamedTuple):
     @property
     def is_async(self) -> bool:
         fn = self.path
-        return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+        return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_callable_target(fn))
 
     @property
     def targets(self) -> list[str]:

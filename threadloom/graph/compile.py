@@ -255,6 +255,8 @@ def _update_mapper(node: str, keys: list[str], *, strict: bool) -> Any:
             return None
         if fields_of(type(value)):
             return check(_object_updates(value, list(fields_of(type(value)))))
+        if node == START:
+            raise InvalidUpdateError(f"graph input must be a dict of state keys, got {value!r}")
         raise InvalidUpdateError(
             f"node {node!r} must return a dict, a Command or None, got {value!r}"
         )

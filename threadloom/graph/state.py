@@ -64,7 +64,12 @@ def _node_name(action: Any) -> str:
 
 def _infer_input_schema(action: Any) -> Any | None:
     """The class annotating a node function's first parameter, if it declares fields."""
-    fn = action if inspect.isroutine(action) else type(action).__call__
+    if inspect.isroutine(action):
+        fn = action
+    elif callable(action) and not hasattr(action, "invoke"):
+        fn = type(action).__call__  # a callable object: look at its __call__
+    else:
+        return None  # a compiled graph or runnable reads the parent's state
     try:
         params = list(inspect.signature(fn).parameters)
         hints = get_type_hints(fn)
