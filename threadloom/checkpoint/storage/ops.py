@@ -39,6 +39,7 @@ __all__ = [
     "KIND_INLINE",
     "KIND_BLOB",
     "KIND_LIST",
+    "KIND_DICT",
     "CheckpointRow",
     "RefRow",
     "BlobRow",
@@ -74,6 +75,11 @@ KIND_BLOB = 1
 KIND_LIST = 2
 """Ref row is a list stored as chunks: ``data`` = manifest hash (or ``b""``),
 ``hashes`` = manifest hash (if any) + tail chunk hashes, ``length`` = item count."""
+KIND_DICT = 3
+"""Ref row is a ``dict`` stored field by field (so a large field shares its blob
+with equal bytes elsewhere, e.g. the message list an input dict carries):
+``data`` = msgpack list of ``[key, tag, payload]`` (inline field) or
+``[key, None, hash]`` (blob field); ``hashes`` = those hashes."""
 
 
 # -- rows -------------------------------------------------------------------

@@ -59,7 +59,23 @@ class State:
     versions: list[Any] = field(default_factory=list)
 
 
+_PACKED: dict[str, Any] = {}
+
+
 def pack_version(version: Any) -> Any:
+    """``[counter, float]`` for a standard version string (memoized: the same
+    versions recur in every checkpoint's versions_seen), else the version."""
+    if type(version) is str:
+        packed = _PACKED.get(version)
+        if packed is None:
+            if len(_PACKED) > 65536:
+                _PACKED.clear()
+            packed = _PACKED[version] = _pack_version(version)
+        return packed
+    return version
+
+
+def _pack_version(version: Any) -> Any:
     if type(version) is str and len(version) > 33 and version[32] == ".":
         head, tail = version[:32], version[33:]
         if head.isdigit():

@@ -27,10 +27,13 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+import ormsgpack
+
 from threadloom.checkpoint.storage.cache import LRU
 from threadloom.checkpoint.storage.ops import (
     HASH_SIZE,
     KIND_BLOB,
+    KIND_DICT,
     KIND_INLINE,
     KIND_LIST,
     BlobRow,
@@ -95,6 +98,10 @@ class ValueCodec:
             last = self.lists.get((thread_id, ns, channel))
             if last is not None and last.items and len(last.items) <= len(value):
                 return (None, *self._encode_list(thread_id, ns, channel, vkey, value, last))
+        if type(value) is dict and value and self.delta:
+            split = self._encode_dict(thread_id, ns, channel, vkey, value)
+            if split is not None:
+                return None, split[0], split[1], None
         tag, data = self.serde.dumps_typed(value)
         if len(data) <= self.inline_max:
             return [tag, data], None, [], None
@@ -143,6 +150,30 @@ class ValueCodec:
         )  # fmt: skip
         return row, blobs, state
 
+    def _encode_dict(
+        self, thread_id: str, ns: str, channel: str, vkey: str, value: dict[Any, Any]
+    ) -> tuple[RefRow, list[BlobRow]] | None:
+        """Field by field when some field is large (None: store the dict whole)."""
+        if not all(type(k) is str for k in value):
+            return None
+        fields, blobs, logical = [], [], 0
+        for key, field in value.items():
+            tag, data = self.serde.dumps_typed(field)
+            logical += len(data)
+            if len(data) > self.inline_max:
+                h = blob_hash(tag, data)
+                blobs.append(BlobRow(h, tag, data, b""))
+                fields.append([key, None, h])
+            else:
+                fields.append([key, tag, data])
+        if not blobs:
+            return None
+        hashes = pack(b.hash for b in blobs)
+        row = RefRow(
+            thread_id, ns, channel, vkey, KIND_DICT, "", ormsgpack.packb(fields), hashes, 0, logical
+        )
+        return row, blobs
+
     def _chunk(
         self, items: list[Any], blobs: list[BlobRow], whole: tuple[str, bytes] | None = None
     ) -> bytes:
@@ -187,6 +218,8 @@ class ValueCodec:
         for ref in refs:
             if ref.kind == KIND_BLOB:
                 wanted.add(ref.hashes)
+            elif ref.kind == KIND_DICT:
+                wanted.update(h for h in unpack(ref.hashes) if self.chunks.get(h) is None)
             elif ref.kind == KIND_LIST:
                 for h in unpack(ref.hashes):
                     if self.chunks.get(h) is None and self.manifests.get(h) is None:
@@ -209,9 +242,25 @@ class ValueCodec:
             elif ref.kind == KIND_BLOB:
                 blob = self._blob(blobs, ref.hashes, ref, thread_id, checkpoint_id)
                 values[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
+            elif ref.kind == KIND_DICT:
+                values[key] = self._assemble_dict(ref, blobs, checkpoint_id)
             else:
                 values[key] = self._assemble(ref, blobs, checkpoint_id, remember)
         return values
+
+    def _assemble_dict(
+        self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str
+    ) -> dict[str, Any]:
+        result = {}
+        for key, tag, payload in ormsgpack.unpackb(ref.data):
+            if tag is not None:
+                result[key] = self._loads(tag, payload, ref, checkpoint_id)
+            elif (cached := self.chunks.get(payload)) is not None:
+                result[key] = list(cached)
+            else:
+                blob = self._blob(blobs, payload, ref, ref.thread_id, checkpoint_id)
+                result[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
+        return result
 
     def _segments(
         self, ref: RefRow, blobs: dict[bytes, BlobRow], thread_id: str, checkpoint_id: str
