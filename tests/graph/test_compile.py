@@ -256,3 +256,34 @@ def test_joined_barrier_is_stored_per_checkpoint() -> None:
         for t in reversed(list(graph.checkpointer.list(CFG)))
     ]
     assert barrier[2] == {"a"}  # after step 1 (a, b ran): only a has arrived
+
+
+def test_partial_and_callable_object_nodes() -> None:
+    import functools
+
+    from threadloom.graph.runtime import Runtime
+
+    def tag(state: S, config: dict[str, Any], label: str) -> dict:
+        return {"log": [f"{label}:{config['configurable']['thread_id']}"]}
+
+    class Counter:
+        def __call__(self, state: S, runtime: Runtime[Ctx]) -> dict:
+            return {"n": len(state["log"]), "log": [runtime.context.user]}
+
+    g = StateGraph(S)
+    g.add_node("tag", functools.partial(tag, label="p"))
+    g.add_node("count", Counter())
+    g.add_edge(START, "tag")
+    g.add_edge("tag", "count")
+    out = g.compile(checkpointer=InMemorySaver()).invoke(
+        {"n": 0, "log": []}, CFG, context=Ctx("cy")
+    )
+    assert out == {"n": 1, "log": ["p:t", "cy"]}
+
+
+def test_non_dict_input_is_rejected() -> None:
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"n": 1})
+    g.add_edge(START, "a")
+    with pytest.raises(InvalidUpdateError, match="graph input must be a dict"):
+        g.compile().invoke(["not", "a", "dict"])

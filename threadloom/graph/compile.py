@@ -155,7 +155,10 @@ def _bound(action: Any) -> Any:
     if hasattr(action, "invoke") and not inspect.isroutine(action):
         return action  # a compiled graph or runnable
     wanted = injected_params(action)
-    return with_runtime(action, wanted) if wanted & {"runtime", "store"} else action
+    plain = inspect.isfunction(action) or inspect.ismethod(action)
+    if wanted & {"runtime", "store"} or (wanted and not plain):
+        return with_runtime(action, wanted)  # partials/callable objects: say what they take
+    return action
 
 
 def _trigger_channel(defer: bool) -> Any:
