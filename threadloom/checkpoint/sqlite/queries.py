@@ -44,6 +44,46 @@ WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT cid FROM 
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
+def enc_id(value: str | None) -> Any:
+    """A canonical lowercase UUID string as its 16 bytes (BLOB order = text order
+    for these), anything else unchanged; ids are most of a row's key."""
+    if (
+        type(value) is str
+        and len(value) == 36
+        and value[8] == value[13] == value[18] == value[23] == "-"
+    ):
+        hexdigits = value.replace("-", "")
+        if len(hexdigits) == 32 and _HEX.issuperset(hexdigits):
+            return bytes.fromhex(hexdigits)
+    return value
+
+
+def dec_id(value: Any) -> Any:
+    if type(value) is bytes:
+        h = value.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return value
+
+
+def _cp_row(r: Sequence[Any]) -> o.CheckpointRow:
+    return o.CheckpointRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6], r[7])
+
+
+def _cp_params(row: o.CheckpointRow) -> tuple[Any, ...]:
+    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+
+
+def _w_row(r: Sequence[Any]) -> o.WriteRow:
+    return o.WriteRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6])
+
+
+def _w_params(row: o.WriteRow) -> tuple[Any, ...]:
+    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+
+
 class Stmt(NamedTuple):
     """One statement. ``mode``: ``all`` (rows), ``one`` (row|None),
     ``count`` (rowcount), ``many`` (executemany, rowcount)."""
@@ -103,20 +143,20 @@ def _get(op: o.GetCheckpoint) -> Plan:
     if op.checkpoint_id is not None:
         row = yield Stmt(
             sql + " AND checkpoint_id = ?",
-            (op.thread_id, op.checkpoint_ns, op.checkpoint_id),
+            (op.thread_id, op.checkpoint_ns, enc_id(op.checkpoint_id)),
             "one",
         )
     else:
         row = yield Stmt(
             sql + " ORDER BY checkpoint_id DESC LIMIT 1", (op.thread_id, op.checkpoint_ns), "one"
         )
-    return o.CheckpointRow(*row) if row else None
+    return _cp_row(row) if row else None
 
 
 def _ancestors(op: o.LoadAncestors) -> Plan:
     t, ns = op.thread_id, op.checkpoint_ns
-    rows = yield Stmt(ANCESTORS, (op.checkpoint_id, t, ns, op.depth, t, ns))
-    return [o.CheckpointRow(*r) for r in rows]
+    rows = yield Stmt(ANCESTORS, (enc_id(op.checkpoint_id), t, ns, op.depth, t, ns))
+    return [_cp_row(r) for r in rows]
 
 
 def _list(op: o.ListCheckpoints) -> Plan:
@@ -127,10 +167,10 @@ def _list(op: o.ListCheckpoints) -> Plan:
         params.extend(p)
     if op.before is not None:
         where.append("checkpoint_id < ?")
-        params.append(op.before)
+        params.append(enc_id(op.before))
     if op.after is not None:
         where.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
-        params.extend(op.after)
+        params.extend((enc_id(op.after[0]), *op.after[1:]))
     sql = f"SELECT {CP_COLS} FROM tl_checkpoints"
     if where:
         sql += " WHERE " + " AND ".join(where)
@@ -139,14 +179,14 @@ def _list(op: o.ListCheckpoints) -> Plan:
         sql += " LIMIT ?"
         params.append(op.limit)
     rows = yield Stmt(sql, params)
-    return [o.CheckpointRow(*r) for r in rows]
+    return [_cp_row(r) for r in rows]
 
 
 def _find_runs(op: o.FindRunCheckpoints) -> Plan:
     found = []
     for part in _chunks(op.run_ids):
         sql = f"SELECT {CP_COLS} FROM tl_checkpoints WHERE run_id IN ({_marks(len(part))})"
-        found.extend(o.CheckpointRow(*r) for r in (yield Stmt(sql, part)))
+        found.extend(_cp_row(r) for r in (yield Stmt(sql, part)))
     return found
 
 
@@ -182,11 +222,11 @@ def _load_writes(op: o.LoadWrites) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     base = f"SELECT {WRITE_COLS} FROM tl_writes WHERE " + " AND ".join(where)
     if op.checkpoint_ids is None:
-        return [o.WriteRow(*r) for r in (yield Stmt(base, params))]
+        return [_w_row(r) for r in (yield Stmt(base, params))]
     found = []
-    for part in _chunks(op.checkpoint_ids):
+    for part in _chunks([enc_id(i) for i in op.checkpoint_ids]):
         sql = base + f" AND checkpoint_id IN ({_marks(len(part))})"
-        found.extend(o.WriteRow(*r) for r in (yield Stmt(sql, [*params, *part])))
+        found.extend(_w_row(r) for r in (yield Stmt(sql, [*params, *part])))
     return found
 
 
@@ -209,7 +249,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     if held:
         yield Stmt(ADD_REFS, [(n, h) for h, n in held.items()], "many")
     if op.row is not None:
-        yield Stmt(UPSERT_CP, op.row, "count")
+        yield Stmt(UPSERT_CP, _cp_params(op.row), "count")
     return o.SaveResult(frozenset(new), tuple(inserted))
 
 
@@ -218,17 +258,17 @@ def _save_writes(op: o.SaveWrites) -> Plan:
     for blob in op.blobs:
         if (yield Stmt(INSERT_BLOB, blob, "count")):
             new.append(blob.hash)
-    yield Stmt(UPSERT_WRITE, op.rows, "many")
+    yield Stmt(UPSERT_WRITE, [_w_params(w) for w in op.rows], "many")
     return frozenset(new)
 
 
 def _insert(op: o.InsertRows) -> Plan:
     if op.checkpoints:
-        yield Stmt(UPSERT_CP, op.checkpoints, "many")
+        yield Stmt(UPSERT_CP, [_cp_params(r) for r in op.checkpoints], "many")
     if op.refs:
         yield Stmt(UPSERT_REF, op.refs, "many")
     if op.writes:
-        yield Stmt(UPSERT_WRITE, op.writes, "many")
+        yield Stmt(UPSERT_WRITE, [_w_params(w) for w in op.writes], "many")
 
 
 def _adjust(op: o.AdjustRefcounts) -> Plan:
@@ -254,7 +294,7 @@ def _delete_checkpoints(op: o.DeleteCheckpoints) -> Plan:
         yield Stmt(f"DELETE FROM tl_writes WHERE {cond}", params, "count")
         return (yield Stmt(f"DELETE FROM tl_checkpoints WHERE {cond}", params, "count"))
     count = 0
-    for part in _chunks(op.checkpoint_ids):
+    for part in _chunks([enc_id(i) for i in op.checkpoint_ids]):
         ids = f" AND checkpoint_id IN ({_marks(len(part))})"
         yield Stmt(f"DELETE FROM tl_writes WHERE {cond}{ids}", [*params, *part], "count")
         count += yield Stmt(
