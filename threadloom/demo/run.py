@@ -8,6 +8,7 @@ a fork from an earlier checkpoint, all on an embedded SQLite file.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -221,8 +222,18 @@ def main(db: str = "threadloom-demo.db") -> int:
     workdir = tempfile.mkdtemp(prefix="threadloom-demo-")
     os.environ["THREADLOOM_DEMO_CALLS"] = str(Path(workdir) / "calls.json")
     reset_calls()
-    started = time.monotonic()
     saver = open_saver(db)
+    try:
+        _story(saver, db)
+    finally:
+        if hasattr(saver, "close"):
+            saver.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+def _story(saver: Any, db: str) -> None:
+    started = time.monotonic()
     graph = build_graph(saver)
     config = {"configurable": {"thread_id": THREAD}}
     say(f"threadloom demo: a support agent on SQLite ({db}), thread {THREAD!r}, scripted model\n")
@@ -236,9 +247,6 @@ def main(db: str = "threadloom-demo.db") -> int:
     say(f"\nnode calls in total: {calls()}")
     say(storage_line(saver))
     say(f"done in {time.monotonic() - started:.1f}s. Look next:")
-    say(f"  threadloom threads {db}")
-    say(f"  threadloom history {db} {THREAD}")
-    say(f"  threadloom tree {db} {THREAD}")
-    say(f"  threadloom stats {db}")
+    for command in ("threads {db}", "history {db} {t}", "tree {db} {t}", "stats {db}"):
+        say("  threadloom " + command.format(db=db, t=THREAD))
     say("  docs/demo.md (what each scene shows) and docs/graph.md (the StateGraph API)")
-    return 0
