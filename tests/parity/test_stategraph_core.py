@@ -275,7 +275,25 @@ def sc_subgraph(lib, saver, durability):
     ]
 
 
+def sc_conditional_entry(lib, saver, durability):
+    """A branch on START sees the stored state plus the new input (multi-turn)."""
+
+    def entry(state: State) -> str:
+        return "long" if len(state["log"]) > 2 else "short"
+
+    b = lib.StateGraph(State)
+    b.add_node("short", node("short"))
+    b.add_node("long", node("long"))
+    b.add_conditional_edges(lib.START, entry, ["short", "long"])
+    g = b.compile(checkpointer=saver)
+    obs = [("t1", g.invoke({"log": ["a"]}, CFG, **h.kw(durability)))]
+    obs.append(("t2", g.invoke({"log": ["b"]}, CFG, **h.kw(durability))))
+    obs.append(("stored", stored(saver)))
+    return obs
+
+
 SCENARIOS = [
+    sc_conditional_entry,
     sc_linear,
     sc_conditional_loop,
     sc_join,

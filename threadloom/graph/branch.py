@@ -162,7 +162,9 @@ def _own_writes_applied(task: Any, fields: dict[str, Any], keys: list[str]) -> A
     from threadloom.graph.schema import ROOT, channels_for, fields_of
 
     base = task.input
-    if not isinstance(base, dict):
+    if task.name == START:  # the START node reads {__start__: input, **state}
+        base = {k: v for k, v in base.items() if k != START} if isinstance(base, dict) else {}
+    elif not isinstance(base, dict):
         base = (
             {ROOT: base}
             if keys == [ROOT]

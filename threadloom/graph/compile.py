@@ -69,10 +69,14 @@ class CompiledStateGraph(Pregel):
         if key == START:
             input_keys = list(self.builder.schemas[self.builder.input_schema])
             updater = _update_mapper(START, input_keys, strict=False)
+            # Reads the state too (LangGraph reads only __start__): a branch on START
+            # then routes on the state plus the input, as LangGraph's fresh read does.
+            state_keys = [k for k in fields if k != ROOT]
             self.nodes[START] = PregelNode(
                 tags=[HIDDEN],
                 triggers=[START],
-                channels=START,
+                channels=[START, *state_keys] if state_keys else START,
+                bound=_start_input if state_keys else None,
                 writers=[
                     ChannelWrite(
                         [ChannelWriteTupleEntry(updater), ChannelWriteTupleEntry(_control_writes)]
@@ -139,6 +143,11 @@ class CompiledStateGraph(Pregel):
             merge_output=branch.input_schema is None,
         )
         self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
+
+
+def _start_input(values: dict[str, Any]) -> Any:
+    """The START node's output: the graph input (the state it also read is for branches)."""
+    return values.get(START)
 
 
 def _with_context(config: Any, kwargs: dict[str, Any]) -> Any:
