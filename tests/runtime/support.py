@@ -31,8 +31,8 @@ def lib(name: str) -> SimpleNamespace:
         name=name,
         Pregel=m("X.pregel").Pregel,
         NodeBuilder=m("X.pregel").NodeBuilder,
-        ChannelWrite=m("X.pregel").ChannelWrite,
-        ChannelWriteEntry=m("X.pregel").ChannelWriteEntry,
+        ChannelWrite=m("X.pregel._write").ChannelWrite,
+        ChannelWriteEntry=m("X.pregel._write").ChannelWriteEntry,
         ChannelWriteTupleEntry=m("X.pregel._write").ChannelWriteTupleEntry,
         ch=m("X.channels"),
         types=m("X.types"),
@@ -67,7 +67,7 @@ def canon(x: Any) -> Any:
     if type(x).__name__ == "Interrupt":
         return ("Interrupt", canon(x.value), x.id)
     if isinstance(x, BaseException):
-        return (type(x).__name__, str(x))
+        return repr(x)  # LangGraph's serializer stores exceptions as their repr
     if isinstance(x, dict):
         return {k: canon(x[k]) for k in sorted(x, key=str)}
     if isinstance(x, (list, tuple)):

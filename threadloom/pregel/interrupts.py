@@ -28,13 +28,20 @@ def interrupt(value: Any) -> Any:
     scratchpad = scope.task.scratchpad
     idx = scratchpad.interrupt_counter()
     if scratchpad.resume and idx < len(scratchpad.resume):
-        scope.send([(RESUME, scratchpad.resume[: idx + 1])])
+        _record(scope, scratchpad.resume[: idx + 1])
         return scratchpad.resume[idx]
     answer = scratchpad.get_null_resume(True)
     if answer is not None:
         scratchpad.resume.append(answer)
-        scope.send([(RESUME, list(scratchpad.resume))])
+        _record(scope, list(scratchpad.resume))
         return answer
     raise GraphInterrupt(
         (Interrupt(value=value, id=interrupt_id(scope.task.checkpoint_ns, len(scratchpad.resume))),)
     )
+
+
+def _record(scope: Any, answers: list[Any]) -> None:
+    """Keep one ``__resume__`` write per task: the answers used so far (last wins)."""
+    writes = scope.task.writes
+    writes[:] = [w for w in writes if w[0] != RESUME]
+    writes.append((RESUME, answers))
