@@ -59,9 +59,15 @@ def _lib(name: str) -> SimpleNamespace:
             pytest.skip(f"threadloom not ready for parity: {exc}")
         sqlite = _optional("threadloom.checkpoint.sqlite")
         sqlite_aio = _optional("threadloom.checkpoint.sqlite.aio")
+    if name == "langgraph":
+        remove_message = importlib.import_module("langchain_core.messages").RemoveMessage
+    else:
+        remove_message = graph.RemoveMessage
     return SimpleNamespace(
         name=name,
         StateGraph=graph.StateGraph,
+        MessagesState=graph.MessagesState,
+        RemoveMessage=remove_message,
         START=graph.START,
         END=graph.END,
         Command=types.Command,

@@ -379,7 +379,7 @@ def sc_checkpoints_stream(lib, saver, durability):
 
 
 @pytest.mark.xfail(
-    strict=True,
+    strict=False,  # owned by the runtime: passes once debug.py is fixed
     reason="pregel/debug.py patch_checkpoint_map omits the checkpoint's own ns:id entry; "
     "see docs/dev/timetravel-gaps.md item 2",
 )
