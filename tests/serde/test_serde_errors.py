@@ -239,3 +239,11 @@ def test_too_deep_nesting_is_a_serialization_error():
         value = [value]
     with pytest.raises(SerializationError):
         default_serializer().dumps_typed(value)
+
+
+def test_too_deep_tuple_nesting_is_a_serialization_error():
+    value: tuple = ()
+    for _ in range(3000):
+        value = (value,)
+    with pytest.raises(SerializationError, match="too deeply"):
+        default_serializer().dumps_typed(value)

@@ -167,3 +167,25 @@ def test_langchain_messages():
     assert back == value
     assert [type(m) for m in back["messages"]] == [type(m) for m in value["messages"]]
     assert back["messages"][1].tool_calls[0]["args"] == {"a": 1}
+
+
+class WithPrivate(pydantic.BaseModel):
+    n: int = 0
+    _cache: dict = pydantic.PrivateAttr(default_factory=dict)
+
+
+def test_private_attributes_get_their_defaults():
+    ser = MsgpackSerializer(allowed=[WithPrivate])
+    obj = WithPrivate(n=2)
+    obj._cache["x"] = 1  # private state is not stored
+    back = ser.loads_typed(ser.dumps_typed(obj))
+    assert back.n == 2 and back._cache == {}
+    assert back.model_fields_set == {"n"}
+
+
+def test_revived_model_behaves_like_constructed():
+    back = roundtrip(Item(name="a"))
+    back.qty = 5  # assignment still works and marks the field set
+    assert back.model_fields_set == {"name", "qty"}
+    assert back.model_dump() == {"name": "a", "qty": 5}
+    assert back.model_copy(update={"name": "b"}).name == "b"

@@ -81,7 +81,7 @@ class Packer:
         """
         try:
             return _packb(obj, default=self.default, option=self.option)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             from threadloom.checkpoint.serde.paths import pack_slow
 
             return pack_slow(obj, self)
@@ -116,7 +116,7 @@ class Unpacker:
         """
         try:
             return _unpackb(data, ext_hook=self.ext_hook, option=UNPACK_OPTION)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             from threadloom.checkpoint.serde.paths import unpack_slow
 
             return unpack_slow(data, self)

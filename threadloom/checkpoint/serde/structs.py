@@ -146,9 +146,35 @@ def _pydantic_codec(cls: type) -> Codec:
     return encode, decode
 
 
+_PLANS: dict[type, tuple[frozenset[str], bool, bool]] = {}
+
+
+def _plan(cls: Any) -> tuple[frozenset[str], bool, bool]:
+    """Field names, whether the direct path applies, whether extras are kept."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        direct = not cls.__pydantic_root_model__ and not cls.__pydantic_post_init__
+        extra = cls.model_config.get("extra") == "allow"
+        plan = _PLANS[cls] = (frozenset(cls.__pydantic_fields__), direct, extra)
+    return plan
+
+
 def construct_model(cls: Any, state: dict[str, Any]) -> Any:
-    """Rebuild a pydantic model from its stored fields without running validators."""
+    """Rebuild a pydantic model from its stored fields without running validators.
+
+    When every field is stored and the class has no post-init hook (private
+    attributes), the instance is assembled exactly as ``model_construct`` would,
+    minus its per-field default and alias handling; otherwise ``model_construct``.
+    """
     values = dict(state)
-    unset = set(values.pop(_UNSET, ()))
-    fields_set = {name for name in values if name in cls.__pydantic_fields__} - unset
+    unset = values.pop(_UNSET, ())
+    names, direct, extra_allowed = _plan(cls)
+    if direct and len(values) == len(names) and values.keys() >= names:
+        obj = cls.__new__(cls)
+        object.__setattr__(obj, "__dict__", values)
+        object.__setattr__(obj, "__pydantic_fields_set__", set(names.difference(unset)))
+        object.__setattr__(obj, "__pydantic_extra__", {} if extra_allowed else None)
+        object.__setattr__(obj, "__pydantic_private__", None)
+        return obj
+    fields_set = {name for name in values if name in names} - set(unset)
     return cls.model_construct(_fields_set=fields_set, **values)
