@@ -204,6 +204,9 @@ def sc_checkpointer_true(lib, saver, durability):
     obs.append(("run2", graph.invoke({"value": []}, CFG, **h.kw(durability))))
     obs.append(("run3", graph.invoke({"value": []}, CFG, **h.kw(durability))))
     obs.append(("state", graph.get_state(CFG, subgraphs=True)))
+    child_cfg = {"configurable": {"thread_id": "t1", "checkpoint_ns": "call"}}
+    obs.append(("child state", graph.get_state(child_cfg)))
+    obs.append(("child history", history(graph, child_cfg)))
     return obs
 
 

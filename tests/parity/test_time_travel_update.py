@@ -423,3 +423,31 @@ def sc_metadata_filter(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_history_metadata_filter(saver: str, durability: str) -> None:
     h.run_parity(sc_metadata_filter, saver, durability)
+
+
+def sc_update_with_task_id(lib, saver, durability):
+    """update_state(..., task_id=t) records the writes as that planned task's result."""
+    graph = (
+        lib.StateGraph(State)
+        .add_node("x", appender("x"))
+        .add_node("y", appender("y"))
+        .add_node("z", appender("z"))
+        .add_edge(lib.START, "x")
+        .add_edge(lib.START, "y")
+        .add_edge(["x", "y"], "z")
+        .compile(checkpointer=saver, interrupt_before=["x", "y"])
+    )
+    graph.invoke({"value": []}, CFG)
+    state = graph.get_state(CFG)
+    x_task = next(t for t in state.tasks if t.name == "x")
+    cfg = graph.update_state(CFG, {"value": ["x-by-hand"]}, as_node="x", task_id=x_task.id)
+    obs = [("state", state), ("cfg", cfg), ("after", graph.get_state(CFG))]
+    obs.append(("old step", graph.get_state(state.config)))
+    obs.append(("run", graph.invoke(None, CFG)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_update_with_task_id(saver: str) -> None:
+    h.run_parity(sc_update_with_task_id, saver)
