@@ -21,6 +21,7 @@ import dataclasses
 import inspect
 import sys
 import typing
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, get_args, get_origin, get_type_hints
@@ -107,6 +108,23 @@ def fields_of(cls: Any) -> dict[str, Any]:
     """
     if not inspect.isclass(cls) or not _has_annotations(cls):
         return {}
+    try:
+        cached = _FIELDS_CACHE.get(cls)
+    except TypeError:  # unhashable or not weak-referenceable: compute every time
+        return _compute_fields(cls)
+    if cached is None:
+        cached = _compute_fields(cls)
+        try:
+            _FIELDS_CACHE[cls] = cached
+        except TypeError:
+            pass
+    return dict(cached)
+
+
+_FIELDS_CACHE: weakref.WeakKeyDictionary[type, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _compute_fields(cls: type) -> dict[str, Any]:
     hints = _type_hints(cls)
     if is_pydantic_model(cls):
         names = list(cls.model_fields)
