@@ -45,11 +45,12 @@ def run(
     """Run the bench in-process; returns ``{"environment", "rows", "table", "files"}``."""
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if echo else None
     t0 = time.perf_counter()
+    load_start = report.load_average()
     with tempfile.TemporaryDirectory(prefix="tlbench-") as workdir:
         reps = 1 if quick else max(1, reps)
         cfg = Config(quick=quick, reps=reps, workdir=workdir, verbose=verbose)
         rows: list[Row] = run_cases(collect(cfg, only), sides(), cfg, progress=say)
-    env = report.environment(quick, reps, round(time.perf_counter() - t0, 1))
+    env = report.environment(quick, reps, round(time.perf_counter() - t0, 1), load_start)
     table = report.format_table(rows, env)
     files: list[str] = []
     if out_dir:

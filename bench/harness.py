@@ -29,6 +29,8 @@ __all__ = [
     "Row",
     "canon",
     "median_seconds",
+    "na_reason",
+    "per_call_median",
     "run_cases",
 ]
 
@@ -71,9 +73,14 @@ class Outcome:
 class Case:
     workload: str
     name: str
-    fn: Callable[[Side, Config], Outcome]
+    fn: Callable[[Side, Config], Outcome] | None
     metrics: list[MetricSpec]
     compare_state: bool = True
+    # runs both sides in lock-step itself (e.g. turn by turn); returns name -> (outcome, n/a)
+    paired: Callable[[list[Side], Config], dict[str, tuple[Outcome | None, str]]] | None = None
+    # ABBA: run LangGraph, threadloom, threadloom, LangGraph with half the reps
+    # each, so load drift from other processes on the box hits both sides alike
+    interleave: bool = True
 
 
 @dataclass
@@ -117,6 +124,20 @@ def median_seconds(
     return statistics.median(times)
 
 
+def per_call_median(fn: Callable[[int], Any], calls: int) -> float:
+    """Median wall time of ``fn(i)`` over ``calls`` calls, each timed on its own.
+
+    A per-call median shrugs off load spikes from other processes that would
+    inflate a batch total; no GC pass between calls (it would dominate).
+    """
+    times = []
+    for i in range(calls):
+        t0 = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def canon(value: Any) -> Any:
     """A plain, comparable form of a state value (messages become small dicts)."""
     if isinstance(value, Mapping):
@@ -155,16 +176,21 @@ def _canon_message(kind: Any, msg: Any) -> dict[str, Any]:
     }
 
 
+def na_reason(exc: BaseException, cfg: Config) -> str:
+    """The n/a text for a side that failed: the missing feature, or the error."""
+    if isinstance(exc, NotAvailable):
+        return str(exc)
+    if cfg.verbose:
+        traceback.print_exception(exc, file=sys.stderr)
+    return f"error: {type(exc).__name__}: {str(exc)[:160]}"
+
+
 def _run_side(case: Case, side: Side, cfg: Config) -> tuple[Outcome | None, str]:
     gc.collect()
     try:
         return case.fn(side, cfg), ""
-    except NotAvailable as exc:
-        return None, str(exc)
     except Exception as exc:  # any failure of one side must not stop the bench
-        if cfg.verbose:
-            traceback.print_exc(file=sys.stderr)
-        return None, f"error: {type(exc).__name__}: {str(exc)[:160]}"
+        return None, na_reason(exc, cfg)
 
 
 def _target(spec: MetricSpec, ratio: float | None, tl: float | None) -> tuple[str, bool | None]:
@@ -209,17 +235,41 @@ def _rows(case: Case, results: dict[str, tuple[Outcome | None, str]]) -> list[Ro
     return rows
 
 
+def _merge(first: tuple[Outcome | None, str], second: tuple[Outcome | None, str]):
+    """One side's two ABBA halves: the mean of each metric; n/a if either half failed."""
+    (a, a_na), (b, b_na) = first, second
+    if a is None or b is None:
+        return None, a_na or b_na
+    keys = a.values.keys() & b.values.keys()
+    values = {k: (a.values[k] + b.values[k]) / 2 for k in keys if a.values[k] is not None}
+    return Outcome(values, final=b.final, note=b.note or a.note), ""
+
+
+def _run_case(case: Case, sides: list[Side], cfg: Config) -> dict[str, tuple[Outcome | None, str]]:
+    if case.paired is not None:
+        return case.paired(sides, cfg)
+    if not case.interleave or cfg.quick or len(sides) != 2 or cfg.reps < 2:
+        return {side.name: _run_side(case, side, cfg) for side in sides}
+    half = dataclasses.replace(cfg, reps=(cfg.reps + 1) // 2)
+    a, b = sides
+    a1 = _run_side(case, a, half)
+    b1 = _run_side(case, b, half)
+    b2 = _run_side(case, b, half) if b1[0] is not None else b1
+    a2 = _run_side(case, a, half) if a1[0] is not None else a1
+    return {a.name: _merge(a1, a2), b.name: _merge(b1, b2)}
+
+
 def run_cases(
     cases: list[Case],
     sides: list[Side],
     cfg: Config,
     progress: Callable[[str], None] | None = None,
 ) -> list[Row]:
-    """Run each case on every side (LangGraph first) and return the report rows."""
+    """Run each case on every side (LangGraph first, ABBA when the case allows) into rows."""
     rows: list[Row] = []
     for case in cases:
         t0 = time.perf_counter()
-        results = {side.name: _run_side(case, side, cfg) for side in sides}
+        results = _run_case(case, sides, cfg)
         new = _rows(case, results)
         rows.extend(new)
         if progress:

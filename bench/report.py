@@ -7,9 +7,11 @@ bytes), so a ratio above 1 means threadloom is faster or smaller.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sqlite3
+import statistics
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -84,7 +86,17 @@ def _pg_version() -> str:
         return f"unreachable: {exc}"
 
 
-def environment(quick: bool, reps: int, elapsed: float | None = None) -> dict[str, Any]:
+def load_average() -> list[float] | None:
+    """1/5/15-minute load average: other processes on the box skew timings."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def environment(
+    quick: bool, reps: int, elapsed: float | None = None, load_start: list[float] | None = None
+) -> dict[str, Any]:
     """Versions, machine and how to re-run, stored with every result."""
     return {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -96,6 +108,8 @@ def environment(quick: bool, reps: int, elapsed: float | None = None) -> dict[st
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "nproc": os.cpu_count(),
+        "loadavg_start": load_start,
+        "loadavg_end": load_average(),
         "sqlite": sqlite3.sqlite_version,
         "postgres": _pg_version(),
         "versions": {d: _version(d) for d in DISTS},
@@ -103,6 +117,34 @@ def environment(quick: bool, reps: int, elapsed: float | None = None) -> dict[st
         "rerun": RERUN,
         "ratio": "LangGraph / threadloom (lower-is-better metrics): > 1 means threadloom is better",
     }
+
+
+def summarize(rows: list[Row]) -> dict[str, Any]:
+    """Per workload: geometric-mean ratio, targets met/missed, state mismatches, n/a cells."""
+    out: dict[str, Any] = {}
+    for wl in dict.fromkeys(r.workload for r in rows):
+        mine = [r for r in rows if r.workload == wl]
+        ratios = [r.ratio for r in mine if r.ratio]
+        geo = math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else None
+        out[wl] = {
+            "geomean_ratio": round(geo, 3) if geo else None,
+            "targets_met": sum(r.target_ok is True for r in mine),
+            "targets_missed": sum(r.target_ok is False for r in mine),
+            "state_diffs": len({r.case for r in mine if r.same_state is False}),
+            "threadloom_na": sum(r.threadloom is None for r in mine),
+        }
+    return out
+
+
+def _summary_lines(rows: list[Row]) -> list[str]:
+    lines = ["summary (geo-mean of LG/TL ratios; targets met/missed; final-state diffs; TL n/a):"]
+    for wl, s in summarize(rows).items():
+        geo = f"{s['geomean_ratio']:.2f}x" if s["geomean_ratio"] else "-"
+        lines.append(
+            f"  {wl:<13} {geo:>7}  targets {s['targets_met']}/{s['targets_met'] + s['targets_missed']}"
+            f"  state diffs {s['state_diffs']}  n/a {s['threadloom_na']}"
+        )
+    return lines
 
 
 def _num(value: float | None) -> str:
@@ -166,6 +208,7 @@ def format_table(rows: list[Row], env: dict[str, Any]) -> str:
         f"threadloom bench ({env['mode']}, median of {env['reps']} reps) - {env['date']}",
         f"python {env['python']} on {env['cpu']}, nproc={env['nproc']}, sqlite {env['sqlite']}, "
         f"postgres {env['postgres']}",
+        f"load average at start {env['loadavg_start']}, at end {env['loadavg_end']}",
         "versions: " + ", ".join(f"{k} {v}" for k, v in env["versions"].items()),
         f"ratio = {env['ratio']}",
         "",
@@ -177,7 +220,7 @@ def format_table(rows: list[Row], env: dict[str, Any]) -> str:
     if footnotes:
         lines.append("")
         lines += [f"[{i + 1}] {reason}" for i, reason in enumerate(footnotes)]
-    lines += ["", f"re-run: {env['rerun']}"]
+    lines += ["", *_summary_lines(rows), "", f"re-run: {env['rerun']}"]
     return "\n".join(lines)
 
 
@@ -186,7 +229,8 @@ def format_markdown(rows: list[Row], env: dict[str, Any]) -> str:
     footnotes: list[str] = []
     out = [
         f"{env['mode']} run, median of {env['reps']} reps, {env['date']}; python {env['python']}, "
-        f"{env['cpu']}, nproc={env['nproc']}, SQLite {env['sqlite']}, PostgreSQL {env['postgres']}; "
+        f"{env['cpu']}, nproc={env['nproc']}, load {env['loadavg_start']} -> {env['loadavg_end']}, "
+        f"SQLite {env['sqlite']}, PostgreSQL {env['postgres']}; "
         + ", ".join(f"{k} {v}" for k, v in env["versions"].items())
         + f" (threadloom commit {env['threadloom_commit']}).",
         "",
@@ -205,6 +249,7 @@ def format_markdown(rows: list[Row], env: dict[str, Any]) -> str:
         )
     if footnotes:
         out += [""] + [f"[{i + 1}] {reason}" for i, reason in enumerate(footnotes)]
+    out += ["", "```", *_summary_lines(rows), "```"]
     return "\n".join(out)
 
 
@@ -212,7 +257,8 @@ def write_json(path: str, rows: list[Row], env: dict[str, Any]) -> None:
     """``results.json``: the environment plus one object per row."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as fh:
-        json.dump({"environment": env, "rows": [r.as_dict() for r in rows]}, fh, indent=1)
+        data = {"environment": env, "summary": summarize(rows), "rows": [r.as_dict() for r in rows]}
+        json.dump(data, fh, indent=1)
 
 
 def write_plots(out_dir: str, rows: list[Row]) -> list[str]:

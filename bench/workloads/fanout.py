@@ -6,12 +6,11 @@ execution, 20 ``put_writes`` and applying their writes through a reducer.
 
 from __future__ import annotations
 
-import itertools
 import operator
 import tempfile
 from typing import Annotated, Any, TypedDict
 
-from bench.harness import Case, Config, MetricSpec, Outcome, median_seconds
+from bench.harness import Case, Config, MetricSpec, Outcome, per_call_median
 from bench.sides import Side
 from bench.workloads.common import invoke, saver_matrix, thread
 
@@ -60,21 +59,19 @@ def _run(kind: str, durability: str):
     def fn(side: Side, cfg: Config) -> Outcome:
         invokes = cfg.pick(50, 2)
         builder = build_fanout(side)
-        counter = itertools.count()
         with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
             with side.saver(kind, tmp) as saver:
                 graph = builder.compile(checkpointer=saver)
                 last: list = []
 
-                def batch(n: int = invokes) -> None:
-                    rep = next(counter)
-                    for i in range(n):
-                        inp = {"width": WIDTH, "results": []}
-                        last[:] = [invoke(graph, inp, thread(f"fan-{rep}-{i}"), durability)]
+                def one(i: int) -> None:
+                    inp = {"width": WIDTH, "results": []}
+                    last[:] = [invoke(graph, inp, thread(f"fan-{i}"), durability)]
 
-                batch(WARMUP)
-                secs = median_seconds(batch, cfg.reps, warmup=0)
-        return Outcome({"ms/invoke": secs / invokes * 1e3}, final=last[0])
+                for i in range(WARMUP):
+                    one(-1 - i)
+                secs = per_call_median(one, invokes)
+        return Outcome({"ms/invoke": secs * 1e3}, final=last[0])
 
     return fn
 

@@ -74,7 +74,7 @@ def _run(make: Any, kind: str):
                     cfg_ = thread(f"shape-{next(counter)}", recursion_limit=RECURSION)
                     last[:] = [invoke(graph, inp, cfg_, durability)]
 
-                secs = median_seconds(once, cfg.reps)
+                secs = median_seconds(once, cfg.pick(max(5, cfg.reps), 1))
         return Outcome({"ms/run": secs * 1e3}, final=last[0])
 
     return fn

@@ -1,6 +1,6 @@
 """Workload 4: raw saver throughput, no graph runtime involved.
 
-A chain of checkpoints on one thread, each with 5 channels of ~1 KB that all
+Medians of per-call times. A chain of checkpoints on one thread, each with 5 channels of ~1 KB that all
 change, then ``put_writes`` of two ~1 KB writes per checkpoint, then reading:
 ``get_tuple`` of the latest checkpoint and ``list(limit=20)``. Both sides build
 their checkpoints with their own ``empty_checkpoint``/``uuid6``/``get_next_version``.
@@ -8,7 +8,7 @@ their checkpoints with their own ``empty_checkpoint``/``uuid6``/``get_next_versi
 
 from __future__ import annotations
 
-import itertools
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -34,12 +34,14 @@ def _config(tid: str, checkpoint_id: str | None) -> dict[str, Any]:
     return {"configurable": conf}
 
 
-def _put_chain(side: Side, saver: Any, tid: str, count: int) -> list[dict[str, Any]]:
-    """Put ``count`` checkpoints as a parent chain; returns the configs put returned."""
+def _put_chain(
+    side: Side, saver: Any, tid: str, count: int
+) -> tuple[list[dict[str, Any]], list[float]]:
+    """Put ``count`` checkpoints as a parent chain; returns put's configs and timings."""
     empty = side.get("empty_checkpoint")
     versions: dict[str, Any] = dict.fromkeys(CHANNELS)
     config = _config(tid, None)
-    configs = []
+    configs, times = [], []
     for i in range(count):
         ckpt = empty()
         ckpt["id"] = side.new_id()
@@ -50,39 +52,33 @@ def _put_chain(side: Side, saver: Any, tid: str, count: int) -> list[dict[str, A
         ckpt["versions_seen"] = {"node": dict(versions)}
         ckpt["updated_channels"] = list(CHANNELS)
         meta = {"source": "loop", "step": i, "parents": {}}
+        t0 = time.perf_counter()
         config = saver.put(config, ckpt, meta, new_versions)
+        times.append(time.perf_counter() - t0)
         configs.append(config)
-    return configs
+    return configs, times
 
 
-def _put_writes(saver: Any, configs: list[dict[str, Any]]) -> None:
+def _put_writes(saver: Any, configs: list[dict[str, Any]]) -> list[float]:
+    times = []
     for i, config in enumerate(configs):
         writes = [("ch0", _payload(i, 10)), ("ch1", _payload(i, 11))]
+        t0 = time.perf_counter()
         saver.put_writes(config, writes, f"task-{i:06d}", "~__pregel_pull, node")
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def _run(kind: str):
     def fn(side: Side, cfg: Config) -> Outcome:
         count = cfg.pick(1000, 40)
         side.get("empty_checkpoint")
-        rep = itertools.count()
         with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
             with side.saver(kind, tmp) as saver:
-                chains: list[tuple[str, list]] = []
-
-                def puts() -> None:
-                    tid = f"raw-{next(rep)}"
-                    chains.append((tid, _put_chain(side, saver, tid, count)))
-
-                put_s = median_seconds(puts, cfg.reps, warmup=0)
-                writes_t = []
-                for _, configs in chains:
-                    t0 = time.perf_counter()
-                    _put_writes(saver, configs)
-                    writes_t.append(time.perf_counter() - t0)
-                writes_t.sort()
-                tid = chains[-1][0]
-                latest = _config(tid, None)
+                _put_chain(side, saver, "warmup", 5)
+                configs, put_times = _put_chain(side, saver, "raw", count)
+                write_times = _put_writes(saver, configs)
+                latest = _config("raw", None)
                 tup: list = []
                 n_get, n_list = cfg.pick((200, 50), (10, 5))
                 get_s = median_seconds(
@@ -98,8 +94,8 @@ def _run(kind: str):
             "checkpoints": len(listed),
         }
         values = {
-            "put us/op": put_s / count * 1e6,
-            "put_writes us/op": writes_t[len(writes_t) // 2] / count * 1e6,
+            "put us/op": statistics.median(put_times) * 1e6,
+            "put_writes us/op": statistics.median(write_times) * 1e6,
             "get_tuple us": get_s * 1e6,
             "list(limit=20) us": list_s * 1e6,
         }
