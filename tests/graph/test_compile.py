@@ -287,3 +287,22 @@ def test_non_dict_input_is_rejected() -> None:
     g.add_edge(START, "a")
     with pytest.raises(InvalidUpdateError, match="graph input must be a dict"):
         g.compile().invoke(["not", "a", "dict"])
+
+
+def test_schema_classes_revive_from_sqlite_in_a_new_saver(tmp_path) -> None:
+    import sqlite3
+
+    sqlite_mod = pytest.importorskip("threadloom.checkpoint.sqlite")
+
+    def open_saver() -> Any:
+        return sqlite_mod.SqliteSaver(sqlite3.connect(tmp_path / "s.db", check_same_thread=False))
+
+    def build(saver: Any) -> Any:
+        g = StateGraph(Cart)
+        g.add_node("add", lambda c: {"items": [Item("tea")]})
+        g.add_edge(START, "add")
+        return g.compile(checkpointer=saver)
+
+    build(open_saver()).invoke({"items": [Item("mug")]}, CFG)
+    again = build(open_saver())  # e.g. the next process: compiling allowlists again
+    assert again.get_state(CFG).values["items"] == [Item("mug"), Item("tea")]
