@@ -154,10 +154,6 @@ def _keep(rows: list[CheckpointRow], strategy: str, keep_last: int | None, befor
     """Ids kept by the strategy alone, per namespace (rows are newest first)."""
     if strategy == "delete":
         return set()
-    if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
-        raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
-    if strategy == "before" and not before:
-        raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
     n = {"keep_latest": 1, "keep_last_n": keep_last}.get(strategy)
     keep: set[tuple[str, str]] = set()
     seen: Counter[str] = Counter()
@@ -210,6 +206,10 @@ def prune_flow(
     """Delete old checkpoints of each thread, never what kept ones need."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
+    if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
+        raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
+    if strategy == "before" and not before:
+        raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
     totals: Counter[str] = Counter()
     for thread_id in dict.fromkeys(thread_ids):
         codec.forget_thread(thread_id)
