@@ -25,14 +25,14 @@ def put_one(saver: PostgresSaver, thread: str, i: int, parent: dict | None = Non
     return saver.put(config, cp, {"step": i}, versions)
 
 
-def terminate(pg_url: str, schema_app: str) -> int:
-    """pg_terminate_backend every session tagged with application_name=schema_app."""
+def terminate(pg_url: str, app: str) -> int:
+    """pg_terminate_backend every session named ``app``; wait until they are gone."""
+    query = "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
     with psycopg.connect(pg_url, autocommit=True) as admin:
-        rows = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-            (schema_app,),
-        ).fetchall()
-    return len(rows)
+        pids = [r[0] for r in admin.execute(query, (app,))]
+        for pid in pids:
+            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
+    return len(pids)
 
 
 @pytest.mark.parametrize("pool", [True, False], ids=["pool", "single"])

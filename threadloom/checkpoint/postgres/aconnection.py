@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import psycopg
-from psycopg import AsyncConnection, AsyncPipeline
+from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -22,6 +22,7 @@ from threadloom.checkpoint.postgres.connection import (
     Stmt,
     Tx,
     connect_kwargs,
+    is_dead,
 )
 
 __all__ = ["AsyncPgConnector"]
@@ -44,7 +45,8 @@ class AsyncPgConnector(ConnectorBase):
                 yield conn
             return
         async with self.lock:
-            if self.conn.closed and self.owns_single:
+            if self.owns_single and is_dead(self.conn):
+                await self.conn.close()
                 self.conn = await AsyncConnection.connect(
                     self.url, **connect_kwargs(self.prepare_threshold)
                 )
@@ -56,11 +58,16 @@ class AsyncPgConnector(ConnectorBase):
             try:
                 conn = await stack.enter_async_context(self._connection())
                 tx.conn, tx.stack = conn, stack
-                pipelined, needs_tx = self.plan(conn, tx.write)
+                pipelined, mode = self.plan(conn, tx.write)
+                if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
+                    stack.push_async_callback(arollback_if_open, conn)
                 if pipelined:
                     await stack.enter_async_context(conn.pipeline())
-                if needs_tx:
+                if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
+                elif mode == "sql":
+                    await conn.execute("BEGIN")
+                tx.sql_tx = mode == "sql"
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 await self._discard(tx, exc)
@@ -95,6 +102,8 @@ class AsyncPgConnector(ConnectorBase):
         finally:
             self.current.reset(token)
         try:
+            if tx.sql_tx:
+                await tx.conn.execute("COMMIT")
             await tx.stack.aclose()
         except (psycopg.Error, PoolTimeout) as exc:
             await self._discard(tx, exc)
@@ -148,3 +157,13 @@ class AsyncPgConnector(ConnectorBase):
         """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
             await self.conn.close()
+
+
+async def arollback_if_open(conn: Any) -> None:
+    """Async twin of :func:`~threadloom.checkpoint.postgres.connection.rollback_if_open`."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    try:
+        await conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass

@@ -22,6 +22,7 @@ retried blindly.
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -34,7 +35,7 @@ from psycopg import Connection, Pipeline, pq
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import tuple_row
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from threadloom.errors import StorageError
 
@@ -43,6 +44,7 @@ __all__ = [
     "PgConnector",
     "ConnectorBase",
     "connect_kwargs",
+    "check_connection",
     "describe_target",
     "pool_kwargs",
     "storage_error",
@@ -78,15 +80,16 @@ def pool_kwargs(
 
     ``check`` validates a connection each time it leaves the pool, so a backend
     killed by an idle timeout or a failover is replaced instead of failing the
-    next call.
+    next call. The default check costs no round trip (see :func:`is_dead`);
+    ``pool={"check": ConnectionPool.check_connection}`` trades one round trip
+    per checkout for also catching silently half-open connections.
     """
-    cls = AsyncConnectionPool if async_ else ConnectionPool
     merged: dict[str, Any] = {
         "min_size": 1,
         "max_size": 10,
         "max_idle": 300.0,
         "timeout": 30.0,
-        "check": cls.check_connection,
+        "check": acheck_connection if async_ else check_connection,
     }
     if isinstance(options, dict):
         merged.update(options)
@@ -141,8 +144,40 @@ def is_connection_lost(exc: BaseException, conn: Any = None) -> bool:
     return state is None or state.startswith("08") or state in _LOST_STATES
 
 
+def is_dead(conn: Any) -> bool:
+    """Whether an idle connection is known dead, without a round trip.
+
+    A terminated backend or a restarted server closes the socket (usually
+    after a FATAL message): the socket turns readable while we sent nothing,
+    and consuming the input shows the connection is gone.
+    """
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        if readable:
+            conn.pgconn.consume_input()
+    except (OSError, psycopg.Error):
+        return True
+    return conn.pgconn.status != pq.ConnStatus.OK
+
+
+def check_connection(conn: Any) -> None:
+    """Pool ``check`` callback: refuse a connection :func:`is_dead` finds dead."""
+    if is_dead(conn):
+        raise psycopg.OperationalError("connection closed by the server while idle")
+
+
+async def acheck_connection(conn: Any) -> None:
+    """Async pool twin of :func:`check_connection`."""
+    check_connection(conn)
+
+
 def in_caller_transaction(conn: Any) -> bool:
-    """Whether the caller left a transaction open that our batch must join."""
+    """Whether the caller has a transaction open (or a ``transaction()`` block
+    whose BEGIN is not sent yet) that our work must join."""
+    if getattr(conn, "_num_transactions", 0):
+        return True
     return conn.info.transaction_status != pq.TransactionStatus.IDLE
 
 
@@ -158,6 +193,7 @@ class Tx:
     write: bool
     conn: Any = None
     stack: Any = None
+    sql_tx: bool = False
     log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
 
 
@@ -212,11 +248,22 @@ class ConnectorBase:
     def owns_single(self) -> bool:
         return not self.is_pool and self.url is not None and self.pipe is None
 
-    def plan(self, conn: Any, write: bool) -> tuple[bool, bool]:
-        """(pipelined, explicit transaction) for a transaction on ``conn``."""
-        pipelined = use_pipeline(conn, write or self.pipeline)
-        needs_tx = write or not (conn.autocommit or in_caller_transaction(conn))
-        return pipelined, needs_tx
+    def plan(self, conn: Any, write: bool) -> tuple[bool, str]:
+        """(pipelined, how to delimit the transaction) on ``conn``.
+
+        ``"sql"``: BEGIN/COMMIT sent as statements inside the pipeline, so they
+        ride along with the operation's own statements (psycopg's
+        ``transaction()`` would add a sync of its own at each end).
+        ``"psycopg"``: ``conn.transaction()``, which also nests as a SAVEPOINT
+        inside a caller's transaction. ``""``: autocommit reads.
+        """
+        caller_tx = in_caller_transaction(conn)
+        pipelined = not caller_tx and use_pipeline(conn, write or self.pipeline)
+        if not write and (conn.autocommit or caller_tx):
+            return pipelined, ""
+        if pipelined and conn.autocommit and self.pipe is None:
+            return True, "sql"
+        return pipelined, "psycopg"
 
     def error(self, exc: BaseException, committing: bool = False) -> StorageError:
         if committing and is_connection_lost(exc):
@@ -238,6 +285,16 @@ class ConnectorBase:
                 f"lost the connection to {self.target} mid-operation and the data changed "
                 "before it could be replayed; nothing was written, retry the call"
             )
+
+
+def rollback_if_open(conn: Any) -> None:
+    """After a failed "sql" transaction: end it before the connection is reused."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # a broken connection is discarded by its owner anyway
 
 
 def statement_result(cur: Any, stmt: Stmt) -> Any:
@@ -263,7 +320,8 @@ class PgConnector(ConnectorBase):
                 yield conn
             return
         with self.lock:
-            if self.conn.closed and self.owns_single:
+            if self.owns_single and is_dead(self.conn):
+                self.conn.close()
                 self.conn = Connection.connect(self.url, **connect_kwargs(self.prepare_threshold))
             yield self.conn
 
@@ -274,11 +332,16 @@ class PgConnector(ConnectorBase):
             try:
                 conn = stack.enter_context(self._connection())
                 tx.conn, tx.stack = conn, stack
-                pipelined, needs_tx = self.plan(conn, tx.write)
+                pipelined, mode = self.plan(conn, tx.write)
+                if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
+                    stack.callback(rollback_if_open, conn)
                 if pipelined:
                     stack.enter_context(conn.pipeline())
-                if needs_tx:
+                if mode == "psycopg":
                     stack.enter_context(conn.transaction())
+                elif mode == "sql":
+                    conn.execute("BEGIN")
+                tx.sql_tx = mode == "sql"
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 self._discard(tx, exc)
@@ -314,7 +377,9 @@ class PgConnector(ConnectorBase):
         finally:
             self.current.reset(token)
         try:
-            tx.stack.close()  # COMMIT, pipeline sync, connection back to the pool
+            if tx.sql_tx:
+                tx.conn.execute("COMMIT")
+            tx.stack.close()  # (COMMIT,) pipeline sync, connection back to the pool
         except (psycopg.Error, PoolTimeout) as exc:
             self._discard(tx, exc)
             raise self.error(exc, committing=True) from exc
