@@ -401,3 +401,54 @@ def test_interrupt_after_all_with_exit_durability(kind):
 
 def test_async_interrupts():
     check(async_interrupts, "memory")
+
+
+def nested_subgraph_checkpointer_modes(L, kind, mode):
+    """Three levels; the middle graph's checkpointer is None (inherit), True or False;
+    the inner graph is called twice in one task (its second namespace gets ``|1``)."""
+    saver = support.saver(L.name, kind)
+    inner = L.Pregel(
+        nodes={"leaf": L.NodeBuilder().subscribe_only("x").do(lambda v: [v]).write_to("acc")},
+        channels={
+            "x": L.ch.LastValue(int),
+            "acc": L.ch.BinaryOperatorAggregate(list, operator.add),
+        },
+        input_channels="x",
+        output_channels="acc",
+    )
+
+    def twice(v):
+        return inner.invoke(v) + inner.invoke(v + 100)
+
+    middle = L.Pregel(
+        nodes={"mid": L.NodeBuilder().subscribe_only("m").do(twice).write_to("acc")},
+        channels={
+            "m": L.ch.LastValue(int),
+            "acc": L.ch.BinaryOperatorAggregate(list, operator.add),
+        },
+        input_channels="m",
+        output_channels="acc",
+        checkpointer={"inherit": None, "own": True, "off": False}[mode],
+    )
+    app = L.Pregel(
+        nodes={"top": L.NodeBuilder().subscribe_only("a").do(middle).write_to("b")},
+        channels={"a": L.ch.LastValue(int), "b": L.ch.LastValue(list)},
+        input_channels="a",
+        output_channels="b",
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "n"}}
+    out = [app.invoke(1, cfg), app.invoke(2, cfg)]
+    chunks = list(app.stream(3, cfg, stream_mode="updates", subgraphs=True))
+    out.append(chunks)
+    for ns in sorted({ns[-1] if len(ns) == 1 else "|".join(ns) for ns, _ in chunks if ns}):
+        out.append((ns, history(saver, cfg, ns)))
+    if mode == "own":
+        out.append(history(saver, cfg, "top"))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["inherit", "own", "off"])
+@pytest.mark.parametrize("kind", SAVERS)
+def test_nested_subgraphs_and_checkpointer_modes(kind, mode):
+    check(nested_subgraph_checkpointer_modes, kind, mode)

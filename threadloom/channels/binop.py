@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any, Union, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from threadloom.channels.base import MISSING, BaseChannel
 from threadloom.constants import OVERWRITE
@@ -32,12 +32,9 @@ def get_overwrite(value: Any) -> tuple[bool, Any]:
 
 
 def _concrete(typ: Any) -> Any:
-    """A constructible class for ``typ`` (``Annotated``/``Optional``/ABCs unwrapped)."""
+    """A constructible class for ``typ`` (``Annotated`` and ABCs unwrapped; unions are not,
+    as in LangGraph: ``Optional[int]`` starts empty)."""
     origin = get_origin(typ)
-    if origin is Union:
-        args = [a for a in get_args(typ) if a is not type(None)]
-        typ = args[0] if args else typ
-        origin = get_origin(typ)
     if origin is not None and hasattr(typ, "__metadata__"):  # Annotated
         typ = get_args(typ)[0]
         origin = get_origin(typ)

@@ -159,7 +159,9 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
     return TaskScope(
         task=task,
         run=o.run,
-        checkpointer=o.checkpointer,
+        # lent to nested graphs; a graph without one (checkpointer=False) passes its parent's on
+        checkpointer=o.checkpointer
+        or (o.run.parent.checkpointer if o.run.parent is not None else None),
         durability=o.durability,
         resuming=loop.resuming_flag,
         resume_map=loop.resume_map,
