@@ -340,3 +340,52 @@ def sc_send_fanout(lib, saver, durability):
 @pytest.mark.parametrize("durability", h.DURABILITIES)
 def test_send_tasks_in_snapshots(durability: str) -> None:
     h.run_parity(sc_send_fanout, "memory", durability)
+
+
+def sc_error_recovery(lib, saver, durability):
+    """A failed step resumes without re-running its finished sibling; or is patched by hand."""
+    log: list[str] = []
+    attempts = {"bad": 0}
+    ok_done = threading.Event()
+
+    def ok(state: State) -> dict:
+        log.append("ok")
+        ok_done.set()
+        return {"value": ["ok"]}
+
+    def bad(state: State) -> dict:
+        ok_done.wait(5)
+        attempts["bad"] += 1
+        log.append("bad")
+        if attempts["bad"] == 1:
+            raise ValueError("first attempt fails")
+        return {"value": ["bad-fixed"]}
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("a", appender("a", log))
+        .add_node("ok", ok)
+        .add_node("bad", bad)
+        .add_node("end", appender("end", log))
+        .add_edge(lib.START, "a")
+        .add_edge("a", "ok")
+        .add_edge("a", "bad")
+        .add_edge(["ok", "bad"], "end")
+        .compile(checkpointer=saver)
+    )
+    obs = [("fail", h.raises(lambda: graph.invoke({"value": []}, CFG, **h.kw(durability)), lib))]
+    obs.append(("failed state", graph.get_state(CFG)))
+    log.clear()
+    obs.append(("retry", graph.invoke(None, CFG, **h.kw(durability))))
+    obs.append(("ran on retry", sorted(log)))
+    failed_step = next(s for s in history(graph) if set(s.next) == {"ok", "bad"})
+    cfg = graph.update_state(failed_step.config, {"value": ["patched"]}, as_node="bad")
+    obs.append(("patched", graph.get_state(cfg)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_error_recovery_and_patch(saver: str, durability: str) -> None:
+    h.run_parity(sc_error_recovery, saver, durability)
