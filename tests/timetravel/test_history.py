@@ -162,3 +162,32 @@ def test_subgraph_checkpointer_true_as_root_is_config_error() -> None:
     graph = sub.compile(checkpointer=True)
     with pytest.raises(ConfigError, match="checkpointer=True"):
         graph.get_state(CFG)
+
+
+def _savers() -> list[Any]:
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    return ["memory", SqliteSaver]
+
+
+@pytest.mark.parametrize("kind", _savers(), ids=["memory", "sqlite"])
+def test_writing_while_walking_history(kind: Any, tmp_path: Any) -> None:
+    """Lazy history must tolerate forks made while it is being walked."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        saver = (
+            InMemorySaver()
+            if kind == "memory"
+            else stack.enter_context(kind.from_conn_string(str(tmp_path / "h.db")))
+        )
+        graph = chain(saver, "a", "b")
+        graph.invoke({"value": []}, CFG)
+        walked = 0
+        for snap in graph.get_state_history(CFG):
+            walked += 1
+            if snap.next == ("b",):
+                fork = graph.update_state(snap.config, {"value": ["x"]}, as_node="a")
+                assert graph.invoke(None, fork) == {"value": ["a", "x", "b"]}
+        assert walked == 4
+        assert len(list(graph.get_state_history(CFG))) == 6
