@@ -39,7 +39,7 @@ def _counts(saver) -> dict[str, int]:
             "blobs": len(ex.blobs),
             "writes": len(ex.writes),
         }
-    tables = ("tl_checkpoints", "tl_refs", "tl_blobs", "tl_writes")
+    tables = ("tl_checkpoints", "tl_refs", "tl_blobs", "tl_writes", "tl_threads")
     return {t: saver.conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
 
 

@@ -24,22 +24,31 @@ CP_COLS = (
 REF_COLS = "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
 WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, data, hashes"
 ORDER = " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
+THREAD = "(SELECT id FROM tl_threads WHERE thread_id = ?)"
+ADD_THREAD = "INSERT OR IGNORE INTO tl_threads (thread_id) VALUES (?)"
+DROP_THREAD = (
+    "DELETE FROM tl_threads WHERE thread_id = ?"
+    " AND NOT EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = tl_threads.id)"
+    " AND NOT EXISTS (SELECT 1 FROM tl_refs WHERE thread = tl_threads.id)"
+    " AND NOT EXISTS (SELECT 1 FROM tl_writes WHERE thread = tl_threads.id)"
+)
 
 INSERT_BLOB = (
     "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs) VALUES (?, ?, ?, ?, 0)"
 )
-INSERT_REF = f"INSERT OR IGNORE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-UPSERT_REF = f"INSERT OR REPLACE INTO tl_refs ({REF_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-UPSERT_CP = f"INSERT OR REPLACE INTO tl_checkpoints ({CP_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-UPSERT_WRITE = f"INSERT OR REPLACE INTO tl_writes ({WRITE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+
+INSERT_REF = f"INSERT OR IGNORE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({THREAD}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_REF = f"INSERT OR REPLACE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({THREAD}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_CP = f"INSERT OR REPLACE INTO tl_checkpoints (thread, {CP_COLS[11:]}) VALUES ({THREAD}, ?, ?, ?, ?, ?, ?, ?)"
+UPSERT_WRITE = f"INSERT OR REPLACE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({THREAD}, ?, ?, ?, ?, ?, ?)"
 ANCESTORS = f"""WITH RECURSIVE chain(n, cid) AS (
     SELECT 0, ?
     UNION ALL
-    SELECT chain.n + 1, c.parent_checkpoint_id FROM chain JOIN tl_checkpoints c
+    SELECT chain.n + 1, c.parent_checkpoint_id FROM chain JOIN v_checkpoints c
       ON c.thread_id = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = chain.cid
     WHERE chain.n < ? AND c.parent_checkpoint_id IS NOT NULL
 )
-SELECT {CP_COLS} FROM tl_checkpoints
+SELECT {CP_COLS} FROM v_checkpoints
 WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id IN (SELECT cid FROM chain)"""
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
 
@@ -104,15 +113,24 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
-def _scope(thread_id: str | None, ns: str | None) -> tuple[list[str], list[Any]]:
+def _scope(
+    thread_id: str | None, ns: str | None, table: bool = False
+) -> tuple[list[str], list[Any]]:
+    """WHERE parts for a thread/namespace: on a ``v_*`` view by default, on a
+    ``tl_*`` table (integer ``thread``) when ``table``."""
     where, params = [], []
     if thread_id is not None:
-        where.append("thread_id = ?")
+        where.append(f"thread = {THREAD}" if table else "thread_id = ?")
         params.append(thread_id)
     if ns is not None:
         where.append("checkpoint_ns = ?")
         params.append(ns)
     return where, params
+
+
+def _add_threads(rows: Sequence[Any]) -> Plan:
+    for thread_id in dict.fromkeys(r[0] for r in rows):
+        yield Stmt(ADD_THREAD, (thread_id,), "count")
 
 
 def _filter_sql(key: str, json_value: str) -> tuple[str, list[Any]]:
@@ -139,7 +157,7 @@ def _filter_sql(key: str, json_value: str) -> tuple[str, list[Any]]:
 
 
 def _get(op: o.GetCheckpoint) -> Plan:
-    sql = f"SELECT {CP_COLS} FROM tl_checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+    sql = f"SELECT {CP_COLS} FROM v_checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
     if op.checkpoint_id is not None:
         row = yield Stmt(
             sql + " AND checkpoint_id = ?",
@@ -171,7 +189,7 @@ def _list(op: o.ListCheckpoints) -> Plan:
     if op.after is not None:
         where.append("(checkpoint_id, thread_id, checkpoint_ns) < (?, ?, ?)")
         params.extend((enc_id(op.after[0]), *op.after[1:]))
-    sql = f"SELECT {CP_COLS} FROM tl_checkpoints"
+    sql = f"SELECT {CP_COLS} FROM v_checkpoints"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += ORDER
@@ -185,7 +203,7 @@ def _list(op: o.ListCheckpoints) -> Plan:
 def _find_runs(op: o.FindRunCheckpoints) -> Plan:
     found = []
     for part in _chunks(op.run_ids):
-        sql = f"SELECT {CP_COLS} FROM tl_checkpoints WHERE run_id IN ({_marks(len(part))})"
+        sql = f"SELECT {CP_COLS} FROM v_checkpoints WHERE run_id IN ({_marks(len(part))})"
         found.extend(_cp_row(r) for r in (yield Stmt(sql, part)))
     return found
 
@@ -195,7 +213,7 @@ def _load_refs(op: o.LoadRefs) -> Plan:
     for part in _chunks(op.keys, CHUNK // 2):
         values = ", ".join(["(?, ?)"] * len(part))
         sql = (
-            f"SELECT {REF_COLS} FROM tl_refs WHERE thread_id = ? AND checkpoint_ns = ?"
+            f"SELECT {REF_COLS} FROM v_refs WHERE thread_id = ? AND checkpoint_ns = ?"
             f" AND (channel, version) IN (VALUES {values})"
         )
         params = [op.thread_id, op.checkpoint_ns, *(x for key in part for x in key)]
@@ -205,7 +223,7 @@ def _load_refs(op: o.LoadRefs) -> Plan:
 
 def _thread_refs(op: o.LoadThreadRefs) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
-    rows = yield Stmt(f"SELECT {REF_COLS} FROM tl_refs WHERE " + " AND ".join(where), params)
+    rows = yield Stmt(f"SELECT {REF_COLS} FROM v_refs WHERE " + " AND ".join(where), params)
     return [o.RefRow(*r) for r in rows]
 
 
@@ -220,7 +238,7 @@ def _load_blobs(op: o.LoadBlobs) -> Plan:
 
 def _load_writes(op: o.LoadWrites) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
-    base = f"SELECT {WRITE_COLS} FROM tl_writes WHERE " + " AND ".join(where)
+    base = f"SELECT {WRITE_COLS} FROM v_writes WHERE " + " AND ".join(where)
     if op.checkpoint_ids is None:
         return [_w_row(r) for r in (yield Stmt(base, params))]
     found = []
@@ -234,6 +252,7 @@ def _load_writes(op: o.LoadWrites) -> Plan:
 
 
 def _save(op: o.SaveCheckpoint) -> Plan:
+    yield from _add_threads([op.row] if op.row is not None else op.refs)
     new = []
     for blob in op.blobs:
         if (yield Stmt(INSERT_BLOB, blob, "count")):
@@ -254,6 +273,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
 
 
 def _save_writes(op: o.SaveWrites) -> Plan:
+    yield from _add_threads(op.rows)
     new = []
     for blob in op.blobs:
         if (yield Stmt(INSERT_BLOB, blob, "count")):
@@ -263,6 +283,7 @@ def _save_writes(op: o.SaveWrites) -> Plan:
 
 
 def _insert(op: o.InsertRows) -> Plan:
+    yield from _add_threads([*op.checkpoints, *op.refs, *op.writes])
     if op.checkpoints:
         yield Stmt(UPSERT_CP, [_cp_params(r) for r in op.checkpoints], "many")
     if op.refs:
@@ -288,31 +309,32 @@ def _drop(op: o.DropUnreferenced) -> Plan:
 
 
 def _delete_checkpoints(op: o.DeleteCheckpoints) -> Plan:
-    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    where, params = _scope(op.thread_id, op.checkpoint_ns, table=True)
     cond = " AND ".join(where)
+    count = 0
     if op.checkpoint_ids is None:
         yield Stmt(f"DELETE FROM tl_writes WHERE {cond}", params, "count")
-        return (yield Stmt(f"DELETE FROM tl_checkpoints WHERE {cond}", params, "count"))
-    count = 0
-    for part in _chunks([enc_id(i) for i in op.checkpoint_ids]):
+        count = yield Stmt(f"DELETE FROM tl_checkpoints WHERE {cond}", params, "count")
+    for part in _chunks([enc_id(i) for i in op.checkpoint_ids or ()]):
         ids = f" AND checkpoint_id IN ({_marks(len(part))})"
         yield Stmt(f"DELETE FROM tl_writes WHERE {cond}{ids}", [*params, *part], "count")
         count += yield Stmt(
             f"DELETE FROM tl_checkpoints WHERE {cond}{ids}", [*params, *part], "count"
         )
+    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
     return count
 
 
 def _delete_refs(op: o.DeleteRefs) -> Plan:
-    where, params = _scope(op.thread_id, op.checkpoint_ns)
+    where, params = _scope(op.thread_id, op.checkpoint_ns, table=True)
     cond = " AND ".join(where)
     if op.keys is None:
         yield Stmt(f"DELETE FROM tl_refs WHERE {cond}", params, "count")
-        return
-    for part in _chunks(op.keys, CHUNK // 2):
+    for part in _chunks(op.keys or (), CHUNK // 2):
         values = ", ".join(["(?, ?)"] * len(part))
         sql = f"DELETE FROM tl_refs WHERE {cond} AND (channel, version) IN (VALUES {values})"
         yield Stmt(sql, [*params, *(x for key in part for x in key)], "count")
+    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
 
 
 def _stats(op: o.CollectStats) -> Plan:
@@ -320,16 +342,16 @@ def _stats(op: o.CollectStats) -> Plan:
     cond = (" WHERE " + " AND ".join(where)) if where else ""
     cps = yield Stmt(
         "SELECT count(*), coalesce(sum(length(data) + length(metadata)), 0),"
-        f" count(DISTINCT thread_id) FROM tl_checkpoints{cond}",
+        f" count(DISTINCT thread_id) FROM v_checkpoints{cond}",
         params,
         "one",
     )
     ws = yield Stmt(
-        f"SELECT count(*), coalesce(sum(length(data)), 0) FROM tl_writes{cond}", params, "one"
+        f"SELECT count(*), coalesce(sum(length(data)), 0) FROM v_writes{cond}", params, "one"
     )
     channels = yield Stmt(
         "SELECT channel, count(*), sum(logical), sum(CASE WHEN kind = 0 THEN length(data) ELSE 0 END)"
-        f" FROM tl_refs{cond} GROUP BY channel",
+        f" FROM v_refs{cond} GROUP BY channel",
         params,
     )
     if op.thread_id is None:
@@ -339,7 +361,7 @@ def _stats(op: o.CollectStats) -> Plan:
     else:
         blobs = yield from _thread_blobs(op.thread_id)
     top = yield Stmt(
-        "SELECT thread_id, sum(length(data) + length(metadata)) AS b FROM tl_checkpoints"
+        "SELECT thread_id, sum(length(data) + length(metadata)) AS b FROM v_checkpoints"
         f"{cond} GROUP BY thread_id ORDER BY b DESC LIMIT ?",
         [*params, op.top],
     )
@@ -362,8 +384,8 @@ def _stats(op: o.CollectStats) -> Plan:
 def _thread_blobs(thread_id: str) -> Plan:
     """(count, bytes) of the distinct blobs a thread's refs hold, manifests' segments included."""
     rows = yield Stmt(
-        "SELECT hashes FROM tl_refs WHERE thread_id = ?"
-        " UNION ALL SELECT hashes FROM tl_writes WHERE thread_id = ?",
+        "SELECT hashes FROM v_refs WHERE thread_id = ?"
+        " UNION ALL SELECT hashes FROM v_writes WHERE thread_id = ?",
         (thread_id, thread_id),
     )
     todo = {r[0][i : i + o.HASH_SIZE] for r in rows for i in range(0, len(r[0]), o.HASH_SIZE)}

@@ -15,8 +15,13 @@ MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS tl_migrations (v INTEGER PRIMARY 
 MIGRATIONS: list[tuple[str, ...]] = [
     (
         # one row per checkpoint: its record (keyframe or diff) and metadata
+        # thread ids are stored once; other tables hold the small integer
+        """CREATE TABLE IF NOT EXISTS tl_threads (
+            id INTEGER PRIMARY KEY,
+            thread_id TEXT NOT NULL UNIQUE
+        )""",
         """CREATE TABLE IF NOT EXISTS tl_checkpoints (
-            thread_id TEXT NOT NULL,
+            thread INTEGER NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
             checkpoint_id TEXT NOT NULL,
             parent_checkpoint_id TEXT,
@@ -25,13 +30,13 @@ MIGRATIONS: list[tuple[str, ...]] = [
             metadata TEXT NOT NULL DEFAULT '{}',
             run_id TEXT,
             created_at INTEGER NOT NULL DEFAULT (strftime('%s', 'now')),
-            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+            PRIMARY KEY (thread, checkpoint_ns, checkpoint_id)
         ) WITHOUT ROWID""",
         "CREATE INDEX IF NOT EXISTS tl_checkpoints_run ON tl_checkpoints (run_id)"
         " WHERE run_id IS NOT NULL",
         # (thread, ns, channel, version) -> blob hashes of a large value / list
         """CREATE TABLE IF NOT EXISTS tl_refs (
-            thread_id TEXT NOT NULL,
+            thread INTEGER NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
             channel TEXT NOT NULL,
             version TEXT NOT NULL,
@@ -41,7 +46,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             hashes BLOB NOT NULL,
             length INTEGER NOT NULL DEFAULT 0,
             logical INTEGER NOT NULL DEFAULT 0,
-            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+            PRIMARY KEY (thread, checkpoint_ns, channel, version)
         ) WITHOUT ROWID""",
         # content-addressed values shared by every thread
         """CREATE TABLE IF NOT EXISTS tl_blobs (
@@ -53,15 +58,21 @@ MIGRATIONS: list[tuple[str, ...]] = [
         )""",
         # one row per (checkpoint, task): all of the task's pending writes
         """CREATE TABLE IF NOT EXISTS tl_writes (
-            thread_id TEXT NOT NULL,
+            thread INTEGER NOT NULL,
             checkpoint_ns TEXT NOT NULL DEFAULT '',
             checkpoint_id TEXT NOT NULL,
             task_id TEXT NOT NULL,
             task_path TEXT NOT NULL DEFAULT '',
             data BLOB NOT NULL,
             hashes BLOB NOT NULL,
-            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id)
+            PRIMARY KEY (thread, checkpoint_ns, checkpoint_id, task_id)
         ) WITHOUT ROWID""",
+        # reads go through views that put the thread id text back
+        *(
+            f"CREATE VIEW IF NOT EXISTS v_{name} AS SELECT t.thread_id AS thread_id, x.*"
+            f" FROM tl_{name} x JOIN tl_threads t ON t.id = x.thread"
+            for name in ("checkpoints", "refs", "writes")
+        ),
     ),
 ]
 
