@@ -37,7 +37,10 @@ QUICKSTART = textwrap.dedent(
 def test_quickstart_runs_and_remembers(tmp_path, monkeypatch, capsys) -> None:
     pytest.importorskip("threadloom.checkpoint.sqlite")
     monkeypatch.chdir(tmp_path)
-    exec(compile(QUICKSTART, "README-quickstart", "exec"), {"__name__": "quickstart"})
+    exec(
+        compile(QUICKSTART, "README-quickstart", "exec", dont_inherit=True),
+        {"__name__": "quickstart"},
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "3 messages so far"
     assert lines[1:] == [

@@ -84,3 +84,18 @@ def test_schema_types_finds_nested_user_classes() -> None:
     assert schema_types(DC) == {DC, Item}
     assert schema_types(TD) == set()
     assert PM in schema_types(PM)
+
+
+def test_unresolvable_annotation_is_an_error_not_a_lost_reducer() -> None:
+    scope: dict = {"__name__": "not_a_module"}
+    source = (
+        "from __future__ import annotations\n"
+        "import operator\n"
+        "from typing import Annotated\n"
+        "from typing_extensions import TypedDict\n"
+        "class Lost(TypedDict):\n"
+        "    notes: Annotated[list[str], operator.add]\n"
+    )
+    exec(compile(source, "<test>", "exec", dont_inherit=True), scope)
+    with pytest.raises(ValueError, match="cannot resolve the annotations of Lost"):
+        parse_schema(scope["Lost"])

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sys
 import typing
 import weakref
 from collections.abc import Callable
@@ -86,17 +85,19 @@ def strip_annotated(annotation: Any) -> Any:
 
 
 def _type_hints(cls: type) -> dict[str, Any]:
-    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    """Resolved annotations; an unresolvable one is an error, never silently a string.
+
+    A string annotation left unresolved would lose its reducer (``Annotated``
+    metadata) and quietly turn a merging key into a last-value key.
+    """
     try:
         return get_type_hints(cls, include_extras=True)
-    except Exception:  # forward refs that cannot resolve: fall back to raw annotations
-        hints: dict[str, Any] = {}
-        for base in reversed(getattr(cls, "__mro__", (cls,))):
-            hints.update(getattr(base, "__annotations__", {}) or {})
-        if module is not None:
-            ns = vars(module)
-            hints = {k: ns.get(v, v) if isinstance(v, str) else v for k, v in hints.items()}
-        return hints
+    except Exception as exc:
+        raise ValueError(
+            f"cannot resolve the annotations of {cls.__qualname__} ({type(exc).__name__}: {exc}); "
+            "names used in state annotations must be importable from the class's module "
+            "(with `from __future__ import annotations`, define the class at module level)"
+        ) from exc
 
 
 def fields_of(cls: Any) -> dict[str, Any]:
@@ -249,7 +250,11 @@ def schema_types(tp: Any, _seen: set[int] | None = None) -> set[type]:
         return found
     if dataclasses.is_dataclass(tp) or is_pydantic_model(tp) or _is_enum(tp):
         found.add(tp)
-    for ann in fields_of(tp).values():
+    try:
+        nested = fields_of(tp)
+    except ValueError:  # unresolvable nested annotations: nothing more to allowlist there
+        return found
+    for ann in nested.values():
         found |= schema_types(ann, seen)
     return found
 

@@ -126,7 +126,12 @@ class StateGraph:
         """Register a schema's keys; a key declared twice must merge the same way."""
         if schema in self.schemas:
             return
-        specs = parse_schema(schema)
+        try:
+            specs = parse_schema(schema)
+        except InvalidGraphError:
+            raise
+        except ValueError as exc:  # bad reducer, unresolvable annotation
+            raise InvalidGraphError(str(exc)) from exc
         self.schemas[schema] = specs
         for key, spec in specs.items():
             known = self.fields.get(key)
