@@ -73,8 +73,8 @@ values inside the checkpoint record instead; readers still accept it.)"""
 KIND_BLOB = 1
 """Ref row points at one blob (``hashes`` = that hash) holding the whole value."""
 KIND_LIST = 2
-"""Ref row is a list stored as chunks: ``data`` = manifest hash (or ``b""``),
-``hashes`` = manifest hash (if any) + tail chunk hashes, ``length`` = item count."""
+"""Ref row is a list stored as chunks: ``hashes`` = manifest hash (present when
+``tag == "m"``) + tail chunk hashes, ``length`` = item count, ``data`` = b""."""
 KIND_DICT = 3
 """Ref row is a ``dict`` stored field by field (so a large field shares its blob
 with equal bytes elsewhere, e.g. the message list an input dict carries):

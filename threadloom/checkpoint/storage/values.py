@@ -47,6 +47,7 @@ __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
 
 EMPTY_TAG = "empty"
 MANIFEST_TAG = "threadloom.manifest"
+MANIFEST_MARK = "m"  # RefRow.tag of a list whose ``hashes`` start with a manifest
 
 
 @dataclass(slots=True)
@@ -145,7 +146,7 @@ class ValueCodec:
             logical = len(blobs[0].data) if blobs else 0
         state = ListState(list(value), segments, manifest, tails, tail_start, logical)
         row = RefRow(
-            thread_id, ns, channel, vkey, KIND_LIST, "", manifest,
+            thread_id, ns, channel, vkey, KIND_LIST, MANIFEST_MARK if manifest else "", b"",
             manifest + pack(tails), n, logical,
         )  # fmt: skip
         return row, blobs, state
@@ -227,7 +228,7 @@ class ValueCodec:
         blobs: dict[bytes, BlobRow] = (yield LoadBlobs(tuple(wanted))) if wanted else {}
         segments_missing: set[bytes] = set()
         for ref in refs:
-            if ref.kind == KIND_LIST and ref.data:
+            if ref.kind == KIND_LIST and ref.tag == MANIFEST_MARK:
                 for h in self._segments(ref, blobs, thread_id, checkpoint_id):
                     if self.chunks.get(h) is None and h not in blobs:
                         segments_missing.add(h)
@@ -265,19 +266,22 @@ class ValueCodec:
     def _segments(
         self, ref: RefRow, blobs: dict[bytes, BlobRow], thread_id: str, checkpoint_id: str
     ) -> tuple[bytes, ...]:
-        segments = self.manifests.get(ref.data)
+        manifest = ref.hashes[:HASH_SIZE]
+        segments = self.manifests.get(manifest)
         if segments is None:
-            blob = self._blob(blobs, ref.data, ref, thread_id, checkpoint_id)
+            blob = self._blob(blobs, manifest, ref, thread_id, checkpoint_id)
             segments = unpack(blob.data)
-            self.manifests.put(ref.data, segments, len(blob.data))
+            self.manifests.put(manifest, segments, len(blob.data))
         return segments
 
     def _assemble(
         self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str, remember: bool
     ) -> list[Any]:
         tid = ref.thread_id
-        segments = self._segments(ref, blobs, tid, checkpoint_id) if ref.data else ()
-        tails = unpack(ref.hashes[len(ref.data) :])
+        has_manifest = ref.tag == MANIFEST_MARK
+        segments = self._segments(ref, blobs, tid, checkpoint_id) if has_manifest else ()
+        manifest = ref.hashes[:HASH_SIZE] if has_manifest else b""
+        tails = unpack(ref.hashes[len(manifest) :])
         items: list[Any] = []
         for h in segments:
             items.extend(self._items(h, blobs, ref, checkpoint_id))
@@ -292,7 +296,7 @@ class ValueCodec:
                 channel=ref.channel,
             )
         if remember and self.delta:
-            state = ListState(items, segments, ref.data, tails, tail_start, ref.logical)
+            state = ListState(items, segments, manifest, tails, tail_start, ref.logical)
             self.remember(tid, ref.checkpoint_ns, ref.channel, state)
         return list(items)
 
