@@ -58,8 +58,11 @@ class CompiledStateGraph(Pregel):
         return super().astream(input, _with_context(config, kwargs), **kwargs)
 
     def get_graph(self, config: Any = None, *, xray: bool | int = False) -> DrawableGraph:
-        """Nodes and edges as declared (``.draw_mermaid()`` renders them)."""
-        return graph_of(self.builder)
+        """Nodes and edges as declared (``.draw_mermaid()`` renders them).
+
+        ``xray=True`` (or a depth) draws subgraphs inline.
+        """
+        return graph_of(self.builder, xray)
 
     # -- wiring -------------------------------------------------------------------
 

@@ -106,8 +106,48 @@ def _escape(text: str) -> str:
     return text.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;") if text else text
 
 
-def graph_of(builder: StateGraph) -> DrawableGraph:
-    """Nodes and edges of a builder, START first and END last."""
+def graph_of(builder: StateGraph, xray: bool | int = False) -> DrawableGraph:
+    """Nodes and edges of a builder, START first and END last.
+
+    ``xray`` (True or a depth) draws compiled subgraphs inline, their nodes
+    named ``<parent node>:<child node>``.
+    """
+    graph = _flat_graph(builder)
+    depth = 1 if xray is True else int(xray or 0)
+    if depth > 0:
+        for name, spec in builder.nodes.items():
+            sub = getattr(spec.runnable, "builder", None)
+            if sub is not None and hasattr(sub, "nodes"):
+                graph = _inline(graph, name, graph_of(sub, depth - 1))
+    return graph
+
+
+def _inline(graph: DrawableGraph, name: str, sub: DrawableGraph) -> DrawableGraph:
+    """Replace node ``name`` by ``sub``'s nodes, rewiring edges through its START/END."""
+    out = DrawableGraph()
+    entries = [e.target for e in sub.edges if e.source == START]
+    exits = [e.source for e in sub.edges if e.target == END]
+    for node_id, node in graph.nodes.items():
+        if node_id != name:
+            out.nodes[node_id] = node
+            continue
+        for sub_id, sub_node in sub.nodes.items():
+            if sub_id not in (START, END):
+                full = f"{name}:{sub_id}"
+                out.nodes[full] = Node(full, full, sub_node.data, sub_node.metadata)
+    for e in graph.edges:
+        sources = [f"{name}:{x}" for x in exits] if e.source == name else [e.source]
+        targets = [f"{name}:{x}" for x in entries] if e.target == name else [e.target]
+        for src in sources:
+            for dst in targets:
+                out.add_edge(src, dst, e.data, e.conditional)
+    for e in sub.edges:
+        if e.source != START and e.target != END:
+            out.add_edge(f"{name}:{e.source}", f"{name}:{e.target}", e.data, e.conditional)
+    return out
+
+
+def _flat_graph(builder: StateGraph) -> DrawableGraph:
     graph = DrawableGraph()
     graph.nodes[START] = Node(START, START)
     for name, spec in builder.nodes.items():
