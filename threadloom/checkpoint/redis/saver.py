@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -208,6 +208,13 @@ class AsyncRedisSaver(_RedisSaverBase):
     def close(self) -> None:
         """Sync close is a no-op for the async saver; use ``await saver.aclose()``."""
 
+    def __init__(self, client: Any, **options: Any) -> None:
+        super().__init__(client, **options)
+        try:
+            self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self.loop = None
+
     @asynccontextmanager
     async def atransaction(self, write: bool) -> AsyncIterator[None]:
         token = self._scope.set(Scope())
@@ -248,11 +255,30 @@ class AsyncRedisSaver(_RedisSaverBase):
         return drive.aiterate(flow, self)
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
-        raise StorageError(
-            "AsyncRedisSaver has no sync API: use the a* methods, or RedisSaver for sync code"
-        )
+        return self._sync(drive.arun(flow, self, write))
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
-        raise StorageError(
-            "AsyncRedisSaver has no sync API: use the a* methods, or RedisSaver for sync code"
-        )
+        async def collect() -> list[Any]:
+            return [item async for item in drive.aiterate(flow, self)]
+
+        return iter(self._sync(collect()))
+
+    def _sync(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the saver's loop from another thread; never on the loop itself."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and (self.loop is None or running is self.loop):
+            coro.close()
+            raise StorageError(
+                "AsyncRedisSaver's sync methods were called from its own event loop, "
+                "which would deadlock: use the a* methods (await saver.aget_tuple(...))"
+            )
+        if self.loop is None or not self.loop.is_running():
+            coro.close()
+            raise StorageError(
+                "AsyncRedisSaver's sync methods need its event loop running in another "
+                "thread; otherwise use the a* methods or RedisSaver"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()

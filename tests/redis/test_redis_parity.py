@@ -1,0 +1,46 @@
+"""The runtime's parity scenarios give the same observations on Redis as in memory."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+from threadloom.checkpoint.redis import AsyncRedisSaver, RedisSaver
+
+pytestmark = pytest.mark.redis
+
+
+def _runner():
+    name = "threadloom_saver_parity"
+    if name not in sys.modules:
+        path = Path(__file__).parent.parent / "postgres" / "saver_parity.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+runner = _runner()
+SCENARIOS = runner.scenarios()
+
+
+@pytest.mark.parametrize("scenario", [s for _, s in SCENARIOS], ids=[i for i, _ in SCENARIOS])
+def test_scenario_matches_memory(scenario, redis_url: str, key_prefix: str) -> None:
+    prefixes = (f"{key_prefix}:{n}" for n in itertools.count())  # fresh store per run
+
+    @contextlib.contextmanager
+    def open_sync():
+        with RedisSaver.from_conn_string(redis_url, key_prefix=next(prefixes), ttl=600) as s:
+            yield s
+
+    @contextlib.asynccontextmanager
+    async def open_async():
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=next(prefixes)) as s:
+            yield s
+
+    runner.check(scenario, open_sync, open_async)
