@@ -191,7 +191,8 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
         rec["x"] = extra
     rec["n"], rec["t"] = names.added(), versions.added()
     state.names, state.versions = names.values, versions.values
-    return ormsgpack.packb({k: v for k, v in rec.items() if v or k in ("k", "v", "ts", "U")})
+    keep = ("k", "v", "ts", "U", "u")
+    return ormsgpack.packb({k: v for k, v in rec.items() if v or (k in keep and k in rec)})
 
 
 def decode(data: bytes) -> dict[str, Any]:
