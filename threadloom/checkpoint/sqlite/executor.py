@@ -70,8 +70,10 @@ class SqliteExecutor:
                 current = self.conn.execute(
                     "SELECT coalesce(max(v), 0) FROM tl_migrations"
                 ).fetchone()[0]
-                for sql in setup_statements(current, journal_wal, pragmas):
-                    self.conn.execute(sql)
+                busy = self.conn.in_transaction  # the caller's: journal/sync PRAGMAs can't run
+                for sql in setup_statements(current, journal_wal and not busy, pragmas):
+                    if not busy or "busy_timeout" in sql:
+                        self.conn.execute(sql)
                 for version, statements in _migrations(current):
                     with self.transaction(True):
                         for sql in statements:
