@@ -29,38 +29,27 @@ from threadloom.constants import (
     NS_END,
     NS_SEP,
     NULL_TASK_ID,
-    PUSH,
     RESUME,
     TASKS,
 )
-from threadloom.errors import EmptyInputError, GraphBubbleUp, GraphInterrupt
+from threadloom.errors import GraphBubbleUp, GraphInterrupt
 from threadloom.pregel.checkpoint import (
     channels_from_checkpoint,
     get_new_channel_versions,
     migrate_checkpoint,
 )
-from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results, map_debug_tasks
+from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
 from threadloom.pregel.io import (
-    map_command,
-    map_input,
-    map_output_updates,
-    map_output_values,
     read_channels,
 )
-from threadloom.pregel.task import PregelTaskWrites
+from threadloom.pregel.output import emit_checkpoint, emit_task_writes, emit_values
+from threadloom.pregel.start import start_run
 from threadloom.pregel.tasks import prepare_next_tasks, should_interrupt
 from threadloom.pregel.writes import CONTROL_WRITES, apply_writes, increment, read_task_statuses
-from threadloom.types import Command, Send
+from threadloom.types import Send
 
 __all__ = ["Loop"]
-
-
-def _is_resume_map(resume: Any) -> bool:
-    return isinstance(resume, dict) and all(
-        isinstance(k, str) and len(k) == 32 and all(c in "0123456789abcdef" for c in k)
-        for k in resume
-    )
 
 
 class Loop:
@@ -119,120 +108,7 @@ class Loop:
         self.stop = self.step + o.run.recursion_limit + 1
         self.previous_versions = dict(checkpoint["channel_versions"])
         updated = checkpoint.get("updated_channels")
-        self.updated_channels = self._first(set(updated) if updated else None)
-
-    def _first(self, updated_channels: set[str] | None) -> set[str] | None:
-        o = self.o
-        inp = self.input
-        is_command = isinstance(inp, Command)
-        resuming_default = (
-            inp is None
-            or is_command
-            or (
-                not self.is_nested
-                and (o.run.config.get("metadata") or {}).get("run_id", 1)
-                == self.checkpoint_metadata.get("run_id", 2)
-            )
-        )
-        flag = self.resuming_flag if self.is_nested else None
-        is_resuming = bool(self.checkpoint["channel_versions"]) and bool(
-            resuming_default if flag is None else flag
-        )
-        addressed = (not self.is_nested) and bool(o.run.checkpoint_id)
-        resume_given = is_command and inp.resume is not None
-        time_travel = addressed and not (resume_given or bool(flag))
-        self.is_replaying = time_travel
-        if time_travel:
-            self.pending_writes = [w for w in self.pending_writes if w[1] != RESUME]
-        forks = (
-            is_resuming
-            and time_travel
-            and self.checkpoint_metadata.get("source") not in ("update", "fork")
-        )
-        carried: list[tuple[str, str, Any]] = []
-        if is_command:
-            resume_is_map = False
-            if inp.resume is not None:
-                if o.checkpointer is None:
-                    raise RuntimeError("Cannot use Command(resume=...) without checkpointer")
-                resume_is_map = _is_resume_map(inp.resume)
-                if resume_is_map:
-                    self.resume_map = inp.resume
-                elif len(self._pending_interrupts()) > 1:
-                    raise RuntimeError(
-                        "When there are multiple pending interrupts, you must specify the "
-                        "interrupt id when resuming."
-                    )
-            grouped: dict[str, list[tuple[str, Any]]] = {}
-            for tid, c, v in map_command(inp):
-                if not (c == RESUME and resume_is_map):
-                    grouped.setdefault(tid, []).append((c, v))
-            if not grouped and not resume_is_map:
-                raise EmptyInputError("Received empty Command input")
-            for tid, ws in grouped.items():
-                if forks:
-                    carried.extend((tid, c, v) for c, v in ws)
-                else:
-                    self.put_writes(tid, ws)
-        null_writes = [w[1:] for w in (*self.pending_writes, *carried) if w[0] == NULL_TASK_ID]
-        if null_writes:
-            more = apply_writes(
-                self.checkpoint,
-                self.channels,
-                [PregelTaskWrites((), INPUT, null_writes, [])],
-                self.next_version,
-                self.graph.trigger_to_nodes,
-            )
-            if updated_channels is not None:
-                updated_channels.update(more)
-        if is_resuming:
-            seen = self.checkpoint["versions_seen"].setdefault(INTERRUPT, {})
-            versions = self.checkpoint["channel_versions"]
-            for k in self.channels:
-                if k in versions:
-                    seen[k] = versions[k]
-            if forks:
-                self.pending_writes = [w for w in self.pending_writes if w[1] != INTERRUPT]
-                self._put_checkpoint({"source": "fork"})
-            self._emit_values(True)
-        elif input_writes := list(
-            map_input(self.graph.input_channels, None if is_command else inp)
-        ):
-            discard = prepare_next_tasks(
-                self.checkpoint,
-                self.pending_writes,
-                self.graph.nodes,
-                self.channels,
-                step=self.step,
-                stop=self.stop,
-                checkpoint_ns=self.ns,
-                for_execution=True,
-                updated_channels=updated_channels,
-                trigger_to_nodes=self.graph.trigger_to_nodes,
-            )
-            updated_channels = apply_writes(
-                self.checkpoint,
-                self.channels,
-                [*discard.values(), PregelTaskWrites((), INPUT, input_writes, [])],
-                self.next_version,
-                self.graph.trigger_to_nodes,
-            )
-            self.updated_channels = updated_channels
-            self._put_checkpoint({"source": "input"})
-        elif flag is None:
-            raise EmptyInputError(f"Received no input for {self.graph.input_channels}")
-        if not self.is_nested:
-            self.resuming_flag = is_resuming
-        self.status = "pending"
-        return updated_channels
-
-    def _pending_interrupts(self) -> set[str]:
-        return {
-            i.id
-            for status in read_task_statuses(self.pending_writes).values()
-            for i in status.pending_interrupts
-            if hasattr(i, "id")
-        }
+        self.updated_channels = start_run(self, set(updated) if updated else None)
 
     # -- steps ------------------------------------------------------------------
 
@@ -255,27 +131,7 @@ class Loop:
             cache_policy=self.graph.cache_policy,
             checkpoint_map=o.run.checkpoint_map,
         )
-        emitter = o.emitter
-        if o.checkpointer is not None and emitter.wants("checkpoints"):
-            cfg = self.checkpoint_config
-            cfg = {
-                **cfg,
-                "configurable": {**cfg["configurable"], "checkpoint_id": self.checkpoint["id"]},
-            }
-            emitter.emit(
-                "checkpoints",
-                map_debug_checkpoint(
-                    cfg,
-                    self.channels,
-                    self.graph.stream_channels_asis,
-                    self.checkpoint_metadata,
-                    list(self.tasks.values()),
-                    self.pending_writes,
-                    self.prev_checkpoint_config,
-                    o.output_keys,
-                ),
-                self.step,
-            )
+        emit_checkpoint(self)
 
     def tick(self) -> bool:
         """Plan the next step; False when the run is over (done or out of steps).
@@ -304,7 +160,7 @@ class Loop:
         o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
         for task in self.tasks.values():
             if task.writes:
-                self._output_writes(task, task.writes, cached=True)
+                emit_task_writes(self, task, task.writes, cached=True)
         return True
 
     def commit(self, task: Any, exc: BaseException | None) -> None:
@@ -358,7 +214,7 @@ class Loop:
                 self._writes_config(), to_save, task_id, task_path_str(task.path) if task else ""
             )
         if task_id in self.tasks:
-            self._output_writes(self.tasks[task_id], writes, cached=cached)
+            emit_task_writes(self, self.tasks[task_id], writes, cached=cached)
 
     def _sanitize(self, value: Any) -> Any:
         if isinstance(value, Send) and isinstance(value.arg, dict):
@@ -376,47 +232,8 @@ class Loop:
             },
         }
 
-    def _output_writes(
-        self, task: Any, writes: Sequence[tuple[str, Any]], *, cached: bool = False
-    ) -> None:
-        emitter = self.o.emitter
-        if not emitter.modes or "langsmith:hidden" in task.proc.tags:
-            return
-        if writes[0][0] == INTERRUPT:
-            if task.path[0] == PUSH and task.path[-1] is True:
-                return
-            interrupts = tuple(
-                v
-                for w in writes
-                if w[0] == INTERRUPT
-                for v in (w[1] if isinstance(w[1], Sequence) else (w[1],))
-            )
-            emitter.emit("updates", [{INTERRUPT: interrupts}], self.step)
-            if "values" in emitter.modes:
-                current = read_channels(self.channels, self.o.output_keys)
-                if isinstance(current, dict):
-                    current[INTERRUPT] = interrupts
-                    emitter.emit("values", [current], self.step)
-                else:
-                    emitter.emit("values", [{INTERRUPT: interrupts}], self.step)
-        elif writes[0][0] != ERROR and emitter.wants("updates"):
-            emitter.emit(
-                "updates",
-                map_output_updates(self.o.output_keys, [(task, writes)], cached),
-                self.step,
-            )
-        if not cached and emitter.wants("tasks"):
-            emitter.emit(
-                "tasks",
-                map_debug_task_results(task, writes, self.graph.stream_channels_asis),
-                self.step,
-            )
-
-    def _emit_values(self, writes: Any) -> None:
-        if self.o.emitter.wants("values"):
-            self.o.emitter.emit(
-                "values", map_output_values(self.o.output_keys, writes, self.channels), self.step
-            )
+    def emit_values(self, writes: Any) -> None:
+        emit_values(self, writes)
 
     def after_tick(self) -> None:
         """Apply the step's writes, save the checkpoint.
@@ -430,10 +247,10 @@ class Loop:
         )
         keys = self.o.output_keys
         if not self.updated_channels.isdisjoint((keys,) if isinstance(keys, str) else keys):
-            self._emit_values([w for t in tasks for w in t.writes])
+            self.emit_values([w for t in tasks for w in t.writes])
         self.pending_writes.clear()
         self.is_replaying = False
-        self._put_checkpoint({"source": "loop"})
+        self.put_checkpoint({"source": "loop"})
         o = self.o
         if o.interrupt_after and should_interrupt(self.checkpoint, o.interrupt_after, tasks):
             self.status = "interrupt_after"
@@ -444,7 +261,7 @@ class Loop:
 
     # -- checkpoints --------------------------------------------------------------
 
-    def _put_checkpoint(self, metadata: dict[str, Any], exiting: bool = False) -> None:
+    def put_checkpoint(self, metadata: dict[str, Any], exiting: bool = False) -> None:
         if exiting and self.checkpoint["id"] == self.checkpoint_id_saved:
             return
         o = self.o
@@ -498,7 +315,7 @@ class Loop:
                 or all(NS_END not in p for p in self.ns.split(NS_SEP))
             )
         ):
-            self._put_checkpoint(self.checkpoint_metadata, exiting=True)
+            self.put_checkpoint(self.checkpoint_metadata, exiting=True)
             self._put_pending_writes()
         if isinstance(exc, GraphInterrupt) and not self.is_nested:
             if self.pending_writes and any(t.writes for t in self.tasks.values()):
@@ -511,7 +328,7 @@ class Loop:
                 )
                 keys = o.output_keys
                 if not updated.isdisjoint((keys,) if isinstance(keys, str) else keys):
-                    self._emit_values([w for t in self.tasks.values() for w in t.writes])
+                    self.emit_values([w for t in self.tasks.values() for w in t.writes])
             if not exc.args or not exc.args[0]:
                 o.emitter.emit("updates", [{INTERRUPT: exc.args[0] if exc.args else ()}], self.step)
             self.output = read_channels(self.channels, o.output_keys)

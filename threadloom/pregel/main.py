@@ -15,7 +15,8 @@ from typing import Any
 from threadloom.channels.base import BaseChannel
 from threadloom.channels.topic import Topic
 from threadloom.constants import INTERRUPT, TASKS
-from threadloom.pregel.driver import astream_run, stream_run
+from threadloom.pregel.adriver import astream_run
+from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
 from threadloom.types import CachePolicy, RetryPolicy, Send
 

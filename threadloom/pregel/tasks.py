@@ -108,6 +108,41 @@ class _Plan:
     )
 
 
+def _make_plan(
+    checkpoint: Mapping[str, Any],
+    pending_writes: list[Any],
+    processes: Mapping[str, Any],
+    channels: Mapping[str, BaseChannel],
+    step: int,
+    stop: int | None,
+    checkpoint_ns: str,
+    for_execution: bool,
+    resume_map: Mapping[str, Any] | None,
+    parent_scratchpad: Scratchpad | None,
+    retry_policy: Sequence[RetryPolicy],
+    cache_policy: CachePolicy | None,
+    checkpoint_map: Mapping[str, str] | None,
+) -> _Plan:
+    plan = _Plan()
+    plan.checkpoint = checkpoint
+    plan.id_bytes = checkpoint_id_bytes(checkpoint["id"])
+    plan.id_fn = task_id if checkpoint["v"] > 1 else task_id_v1
+    plan.pending_writes = pending_writes
+    plan.processes = processes
+    plan.channels = channels
+    plan.step = step
+    plan.stop = stop if stop is not None else step + 1
+    plan.parent_ns = checkpoint_ns
+    plan.for_execution = for_execution
+    plan.resume_map = resume_map
+    plan.parent_scratchpad = parent_scratchpad
+    plan.retry_policy = retry_policy
+    plan.cache_policy = cache_policy
+    plan.checkpoint_map = {**(checkpoint_map or {}), checkpoint_ns: checkpoint["id"]}
+    plan.input_cache = {}
+    return plan
+
+
 def prepare_next_tasks(
     checkpoint: Mapping[str, Any],
     pending_writes: list[Any],
@@ -133,23 +168,21 @@ def prepare_next_tasks(
     and cache key. ``updated_channels`` + ``trigger_to_nodes`` narrow the PULL
     candidates to nodes triggered by channels the last step changed.
     """
-    plan = _Plan()
-    plan.checkpoint = checkpoint
-    plan.id_bytes = checkpoint_id_bytes(checkpoint["id"])
-    plan.id_fn = task_id if checkpoint["v"] > 1 else task_id_v1
-    plan.pending_writes = pending_writes
-    plan.processes = processes
-    plan.channels = channels
-    plan.step = step
-    plan.stop = stop if stop is not None else step + 1
-    plan.parent_ns = checkpoint_ns
-    plan.for_execution = for_execution
-    plan.resume_map = resume_map
-    plan.parent_scratchpad = parent_scratchpad
-    plan.retry_policy = retry_policy
-    plan.cache_policy = cache_policy
-    plan.checkpoint_map = {**(checkpoint_map or {}), checkpoint_ns: checkpoint["id"]}
-    plan.input_cache = {}
+    plan = _make_plan(
+        checkpoint,
+        pending_writes,
+        processes,
+        channels,
+        step,
+        stop,
+        checkpoint_ns,
+        for_execution,
+        resume_map,
+        parent_scratchpad,
+        retry_policy,
+        cache_policy,
+        checkpoint_map,
+    )
     tasks: dict[str, Any] = {}
     tasks_channel = channels.get(TASKS)
     if tasks_channel is not None and tasks_channel.is_available():

@@ -95,6 +95,20 @@ def apply_writes(
     for chan in consumed:
         if channels[chan].consume() and next_version is not None:
             versions[chan] = next_version
+    updated: set[str] = set()
+    for chan, values in _group_writes(tasks, channels).items():
+        channel = channels[chan]
+        if channel.update(values) and next_version is not None:
+            versions[chan] = next_version
+            if channel.is_available():
+                updated.add(chan)
+    if bump_step:
+        _end_of_step(channels, versions, next_version, updated, trigger_to_nodes)
+    return updated
+
+
+def _group_writes(tasks: list[Any], channels: Mapping[str, BaseChannel]) -> dict[str, list[Any]]:
+    """Values per channel, in task order; control writes skipped, unknown channels logged."""
     by_channel: dict[str, list[Any]] = {}
     for task in tasks:
         for chan, value in task.writes:
@@ -109,31 +123,33 @@ def apply_writes(
                     task.path,
                     chan,
                 )
-    updated: set[str] = set()
-    for chan, values in by_channel.items():
-        channel = channels[chan]
-        if channel.update(values) and next_version is not None:
+    return by_channel
+
+
+def _end_of_step(
+    channels: Mapping[str, BaseChannel],
+    versions: dict[str, Any],
+    next_version: Any,
+    updated: set[str],
+    trigger_to_nodes: Mapping[str, Sequence[str]],
+) -> None:
+    """Tell unwritten channels a step passed (``update([])``), and ``finish()`` them
+    all when nothing updated can trigger another node."""
+    for chan, channel in channels.items():
+        if channel.empty_update_is_noop or chan in updated or not channel.is_available():
+            continue
+        if channel.update(()) and next_version is not None:
             versions[chan] = next_version
             if channel.is_available():
                 updated.add(chan)
-    if bump_step:
+    if updated.isdisjoint(trigger_to_nodes):
         for chan, channel in channels.items():
-            if channel.empty_update_is_noop:
+            if channel.finish_is_noop:
                 continue
-            if chan not in updated and channel.is_available():
-                if channel.update(()) and next_version is not None:
-                    versions[chan] = next_version
-                    if channel.is_available():
-                        updated.add(chan)
-        if updated.isdisjoint(trigger_to_nodes):
-            for chan, channel in channels.items():
-                if channel.finish_is_noop:
-                    continue
-                if channel.finish() and next_version is not None:
-                    versions[chan] = next_version
-                    if channel.is_available():
-                        updated.add(chan)
-    return updated
+            if channel.finish() and next_version is not None:
+                versions[chan] = next_version
+                if channel.is_available():
+                    updated.add(chan)
 
 
 class TaskStatus(NamedTuple):

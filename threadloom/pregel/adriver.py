@@ -1,0 +1,139 @@
+"""The async driver behind :meth:`Pregel.astream` (twin of ``driver.py``).
+
+Tasks run as asyncio tasks (sync node functions on the shared pool); events from
+other threads (a sync subgraph running in the pool) reach the queue through
+``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from threadloom.pregel.driver import (
+    Done,
+    cache_lookup,
+    cache_store,
+    mark_parent_command,
+    raise_step_errors,
+    recursion_error,
+)
+from threadloom.pregel.options import make_scope, prepare
+from threadloom.pregel.persist import AsyncPersister
+from threadloom.pregel.runner import arun_task
+from threadloom.pregel.stream import shape_output
+
+__all__ = ["astream_run"]
+
+
+class _AsyncRun:
+    def __init__(self, graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> None:
+        self.aq: asyncio.Queue[Any] = asyncio.Queue()
+        self.aloop = asyncio.get_running_loop()
+        self.owner = threading.get_ident()
+        self.loop, self.opts, self.stream_mode = prepare(
+            graph, input, config, self.put, kw, AsyncPersister
+        )
+        self.subgraphs = bool(kw.get("subgraphs"))
+        self.done: list[Done] = []
+
+    def put(self, ev: Any) -> None:
+        if threading.get_ident() == self.owner:
+            self.aq.put_nowait(ev)
+        else:
+            self.aloop.call_soon_threadsafe(self.aq.put_nowait, ev)
+
+    def drain(self) -> list[Any]:
+        out = []
+        while True:
+            try:
+                ev = self.aq.get_nowait()
+            except asyncio.QueueEmpty:
+                return out
+            if isinstance(ev, Done):
+                self.done.append(ev)
+                continue
+            ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
+            if ok:
+                out.append(chunk)
+
+    async def run_step(self) -> AsyncIterator[Any]:
+        loop, persister = self.loop, self.opts.persister
+        todo = [t for t in loop.tasks.values() if not t.writes]
+        results: list[tuple[Any, BaseException | None]] = []
+        if len(todo) == 1:
+            exc = await arun_task(make_scope(loop, todo[0]))
+            loop.commit(todo[0], exc)
+            results.append((todo[0], exc))
+        else:
+            for task in todo:
+                scope = make_scope(loop, task)
+                t = self.aloop.create_task(arun_task(scope))
+                t.add_done_callback(lambda f, s=scope: self.aq.put_nowait(Done(s, f)))
+            remaining = len(todo)
+            while remaining:
+                if not self.done:
+                    ev = await self.aq.get()
+                    if isinstance(ev, Done):
+                        self.done.append(ev)
+                    else:
+                        ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
+                        if ok:
+                            yield chunk
+                    continue
+                item = self.done.pop(0)
+                remaining -= 1
+                exc = item.result.result()
+                loop.commit(item.scope.task, exc)
+                results.append((item.scope.task, exc))
+                if persister is not None:
+                    await persister.throttle()
+        if persister is not None and persister.inline:
+            await persister.flush()
+        raise_step_errors(results)
+
+    async def finish(self, exc: BaseException | None) -> bool:
+        suppress = self.loop.exit(exc)
+        if self.opts.persister is not None:
+            await self.opts.persister.flush()
+        return suppress
+
+
+async def astream_run(
+    graph: Any, input: Any, config: Any, kw: dict[str, Any]
+) -> AsyncIterator[Any]:
+    """Async twin of :func:`~threadloom.pregel.driver.stream_run`."""
+    run = _AsyncRun(graph, input, config, kw)
+    loop, opts = run.loop, run.opts
+    saved = (
+        await opts.checkpointer.aget_tuple(opts.checkpoint_config) if opts.checkpointer else None
+    )
+    try:
+        loop.start(saved)
+        for c in run.drain():
+            yield c
+        while loop.tick():
+            cache_lookup(loop)
+            async for c in run.run_step():
+                yield c
+            cache_store(loop)
+            loop.after_tick()
+            if opts.persister is not None:
+                await opts.persister.throttle()
+            for c in run.drain():
+                yield c
+    except BaseException as exc:
+        suppress = await run.finish(exc)
+        for c in run.drain():
+            yield c
+        if not suppress:
+            mark_parent_command(exc, loop)
+            raise
+    else:
+        await run.finish(None)
+        for c in run.drain():
+            yield c
+    if loop.status == "out_of_steps":
+        raise recursion_error(loop)

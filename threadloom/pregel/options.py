@@ -1,0 +1,172 @@
+"""[1] Setting up a run: config, namespace, checkpointer, sinks -> ``RunOptions`` + ``Loop``.
+
+Shared by the sync and async drivers; nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from threadloom.constants import NS_END, NS_SEP
+from threadloom.errors import ConfigError
+from threadloom.pregel.context import CURRENT, RunContext, TaskScope, parse_config
+from threadloom.pregel.loop import Loop
+from threadloom.pregel.stream import Emitter, StreamSink, normalize_modes
+
+__all__ = ["RunOptions", "make_scope", "prepare"]
+
+
+@dataclass(slots=True)
+class RunOptions:
+    """Per-run settings the loop reads (resolved once, before the first step)."""
+
+    run: RunContext
+    checkpointer: Any
+    durability: str
+    persister: Any
+    emitter: Emitter
+    output_keys: Any
+    interrupt_before: Any
+    interrupt_after: Any
+    checkpoint_config: dict[str, Any]
+    parent_scratchpad: Any
+    parent_resuming: bool | None
+    parent_resume_map: Any
+    cache: Any
+    custom: Any
+    child_sink: StreamSink | None
+    cache_writes: list[Any] = field(default_factory=list)
+
+
+def _parent_scope(config: Any) -> TaskScope | None:
+    scope = ((config or {}).get("configurable") or {}).get("__pregel_scope")
+    return scope if scope is not None else CURRENT.get()
+
+
+def _nested_run(graph: Any, run: RunContext, parent: TaskScope) -> RunContext:
+    """A subgraph's namespace: the task's, ``|n`` for a repeated call, recast if persistent."""
+    ns = run.checkpoint_ns
+    if cnt := parent.task.scratchpad.subgraph_counter():
+        ns = f"{ns}{NS_SEP}{cnt}"
+    if graph.checkpointer is True:
+        ns = NS_SEP.join(part.split(NS_END)[0] for part in ns.split(NS_SEP))
+    return RunContext(
+        run.config, run.thread_id, ns, None, run.checkpoint_map, run.recursion_limit, parent
+    )
+
+
+def _checkpointer(graph: Any, parent: TaskScope | None) -> Any:
+    """False: none; in a subgraph: the parent's; else the graph's own.
+
+    Raises:
+        RuntimeError: ``checkpointer=True`` on a root graph.
+    """
+    if graph.checkpointer is False:
+        return None
+    if parent is not None:
+        return parent.checkpointer
+    if graph.checkpointer is True:
+        raise RuntimeError("checkpointer=True cannot be used for root graphs.")
+    return graph.checkpointer
+
+
+def _custom_writer(modes: set[str], put: Any, parent: TaskScope | None) -> Any:
+    """Where ``get_stream_writer()`` sends: this run's sink, a streaming parent's, or nowhere."""
+    if "custom" in modes:
+
+        def custom(chunk: Any) -> None:
+            scope = CURRENT.get()
+            task_ns = scope.task.checkpoint_ns if scope is not None else ""
+            put((tuple(task_ns.split(NS_SEP)[:-1]), "custom", chunk))
+
+        return custom
+    if parent is not None and parent.stream is not None:
+        return parent.custom
+    return None
+
+
+def _checkpoint_config(run: RunContext, parent: TaskScope | None) -> dict[str, Any]:
+    """The config saves are filed under (user keys kept: savers copy metadata from it)."""
+    conf = {
+        k: v
+        for k, v in (run.config.get("configurable") or {}).items()
+        if not k.startswith("__pregel")
+    }
+    conf["checkpoint_ns"] = run.checkpoint_ns
+    if run.thread_id is not None:
+        conf["thread_id"] = run.thread_id
+    if run.checkpoint_id:
+        conf["checkpoint_id"] = run.checkpoint_id
+    elif parent is not None and run.checkpoint_ns in run.checkpoint_map:
+        conf["checkpoint_id"] = run.checkpoint_map[run.checkpoint_ns]
+    else:
+        conf.pop("checkpoint_id", None)
+    return {**{k: v for k, v in run.config.items() if k != "configurable"}, "configurable": conf}
+
+
+def prepare(
+    graph: Any, input: Any, config: Any, put: Any, kw: dict[str, Any], persister_cls: Any
+) -> tuple[Loop, RunOptions, Any]:
+    """Resolve config, checkpointer, namespaces and sinks into a Loop (not started).
+
+    Raises:
+        ConfigError: a checkpointer but no ``thread_id``, or a bad ``recursion_limit``.
+    """
+    parent = _parent_scope(config)
+    run = parse_config(config, parent)
+    if parent is not None:
+        run = _nested_run(graph, run, parent)
+    stream_mode = kw.get("stream_mode") or ("values" if parent is not None else graph.stream_mode)
+    modes = set(normalize_modes(stream_mode)) | set(normalize_modes(kw.get("print_mode") or []))
+    if kw.get("debug") or graph.debug:
+        modes.add("debug")
+    checkpointer = _checkpointer(graph, parent)
+    if checkpointer is not None and run.thread_id is None:
+        raise ConfigError(
+            'Checkpointer requires config["configurable"]["thread_id"]; '
+            'pass config={"configurable": {"thread_id": "..."}}'
+        )
+    durability = kw.get("durability") or (parent.durability if parent is not None else "async")
+    own_sink = StreamSink(modes, put)
+    parent_sink = parent.stream if parent is not None else None
+    ns = run.checkpoint_ns
+    output_keys = kw.get("output_keys")
+    opts = RunOptions(
+        run=run,
+        checkpointer=checkpointer,
+        durability=durability,
+        persister=persister_cls(checkpointer, durability) if checkpointer is not None else None,
+        emitter=Emitter(
+            tuple(ns.split(NS_SEP)) if ns else (),
+            [own_sink, parent_sink] if parent_sink else [own_sink],
+        ),
+        output_keys=output_keys if output_keys is not None else graph.stream_channels_asis,
+        interrupt_before=kw.get("interrupt_before") or graph.interrupt_before_nodes,
+        interrupt_after=kw.get("interrupt_after") or graph.interrupt_after_nodes,
+        checkpoint_config=_checkpoint_config(run, parent),
+        parent_scratchpad=parent.task.scratchpad if parent is not None else None,
+        parent_resuming=parent.resuming if parent is not None else None,
+        parent_resume_map=parent.resume_map if parent is not None else None,
+        cache=parent.cache if parent is not None and parent.cache is not None else graph.cache,
+        custom=_custom_writer(modes, put, parent),
+        child_sink=own_sink if kw.get("subgraphs") else parent_sink,
+    )
+    return Loop(graph, input, opts), opts, stream_mode
+
+
+def make_scope(loop: Loop, task: Any) -> TaskScope:
+    """What a running task sees (and lends to graphs it calls)."""
+    o = loop.o
+    return TaskScope(
+        task=task,
+        run=o.run,
+        # a graph without a saver (checkpointer=False) passes its parent's on
+        checkpointer=o.checkpointer or (o.run.parent.checkpointer if o.run.parent else None),
+        durability=o.durability,
+        resuming=loop.resuming_flag,
+        resume_map=loop.resume_map,
+        stream=o.child_sink,
+        custom=o.custom,
+        cache=o.cache,
+    )

@@ -1,0 +1,80 @@
+"""Events a loop emits: ``values``, ``updates`` (incl. interrupts), ``tasks`` and
+``checkpoints`` (and their ``debug`` wrappers). Shapes are LangGraph's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.constants import ERROR, INTERRUPT, PUSH
+from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results
+from threadloom.pregel.io import map_output_updates, map_output_values, read_channels
+
+__all__ = ["emit_checkpoint", "emit_task_writes", "emit_values"]
+
+
+def emit_checkpoint(loop: Any) -> None:
+    """``checkpoints`` event for the checkpoint the next step starts from (with a saver)."""
+    o = loop.o
+    if o.checkpointer is None or not o.emitter.wants("checkpoints"):
+        return
+    cfg = loop.checkpoint_config
+    cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_id": loop.checkpoint["id"]}}
+    o.emitter.emit(
+        "checkpoints",
+        map_debug_checkpoint(
+            cfg,
+            loop.channels,
+            loop.graph.stream_channels_asis,
+            loop.checkpoint_metadata,
+            list(loop.tasks.values()),
+            loop.pending_writes,
+            loop.prev_checkpoint_config,
+            o.output_keys,
+        ),
+        loop.step,
+    )
+
+
+def emit_values(loop: Any, writes: Any) -> None:
+    """``values`` event (``writes=True``: unconditionally)."""
+    if loop.o.emitter.wants("values"):
+        loop.o.emitter.emit(
+            "values", map_output_values(loop.o.output_keys, writes, loop.channels), loop.step
+        )
+
+
+def emit_task_writes(
+    loop: Any, task: Any, writes: Sequence[tuple[str, Any]], cached: bool = False
+) -> None:
+    """``updates``/``values`` for an interrupt, ``updates`` and ``tasks`` for a result."""
+    emitter = loop.o.emitter
+    if not emitter.modes or "langsmith:hidden" in task.proc.tags:
+        return
+    if writes[0][0] == INTERRUPT:
+        if task.path[0] == PUSH and task.path[-1] is True:
+            return  # a functional call: its caller reports it
+        interrupts = tuple(
+            v
+            for w in writes
+            if w[0] == INTERRUPT
+            for v in (w[1] if isinstance(w[1], Sequence) else (w[1],))
+        )
+        emitter.emit("updates", [{INTERRUPT: interrupts}], loop.step)
+        if "values" in emitter.modes:
+            current = read_channels(loop.channels, loop.o.output_keys)
+            if isinstance(current, dict):
+                current[INTERRUPT] = interrupts
+                emitter.emit("values", [current], loop.step)
+            else:
+                emitter.emit("values", [{INTERRUPT: interrupts}], loop.step)
+    elif writes[0][0] != ERROR and emitter.wants("updates"):
+        emitter.emit(
+            "updates", map_output_updates(loop.o.output_keys, [(task, writes)], cached), loop.step
+        )
+    if not cached and emitter.wants("tasks"):
+        emitter.emit(
+            "tasks",
+            map_debug_task_results(task, writes, loop.graph.stream_channels_asis),
+            loop.step,
+        )

@@ -1,0 +1,164 @@
+"""[1] How a run starts: resume where the thread stopped, or apply new input.
+
+Decides (as LangGraph's ``PregelLoop._first``) whether this run resumes the
+saved step (input ``None``, a ``Command``, or a nested graph told so by its
+parent), whether it time-travels (an explicit ``checkpoint_id`` without a resume
+answer: a ``fork`` checkpoint branches off), turns a ``Command`` into
+``NULL_TASK_ID`` writes, and applies new input as the ``input`` checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from threadloom.constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME
+from threadloom.errors import EmptyInputError
+from threadloom.pregel.io import map_command, map_input
+from threadloom.pregel.task import PregelTaskWrites
+from threadloom.pregel.tasks import prepare_next_tasks
+from threadloom.pregel.writes import apply_writes, read_task_statuses
+from threadloom.types import Command
+
+__all__ = ["StartMode", "start_mode", "start_run"]
+
+
+class StartMode(NamedTuple):
+    """How this run relates to the saved checkpoint."""
+
+    resuming: bool
+    time_travel: bool
+    forks: bool
+    flag: bool | None  # the parent's "resuming" flag for nested graphs (None: not told)
+
+
+def _is_resume_map(resume: Any) -> bool:
+    return isinstance(resume, dict) and all(
+        isinstance(k, str) and len(k) == 32 and all(c in "0123456789abcdef" for c in k)
+        for k in resume
+    )
+
+
+def start_mode(loop: Any) -> StartMode:
+    """Resume, replay (time travel) or fresh input, from the input and the checkpoint."""
+    inp = loop.input
+    is_command = isinstance(inp, Command)
+    same_run = not loop.is_nested and (loop.o.run.config.get("metadata") or {}).get(
+        "run_id", 1
+    ) == loop.checkpoint_metadata.get("run_id", 2)
+    flag = loop.resuming_flag if loop.is_nested else None
+    default = inp is None or is_command or same_run
+    resuming = bool(loop.checkpoint["channel_versions"]) and bool(default if flag is None else flag)
+    addressed = not loop.is_nested and bool(loop.o.run.checkpoint_id)
+    resume_given = is_command and inp.resume is not None
+    time_travel = addressed and not (resume_given or bool(flag))
+    forks = (
+        resuming
+        and time_travel
+        and loop.checkpoint_metadata.get("source") not in ("update", "fork")
+    )
+    return StartMode(resuming, time_travel, forks, flag)
+
+
+def pending_interrupts(pending_writes: list[Any]) -> set[str]:
+    """Ids of interrupts still waiting for an answer."""
+    return {
+        i.id
+        for status in read_task_statuses(pending_writes).values()
+        for i in status.pending_interrupts
+        if hasattr(i, "id")
+    }
+
+
+def _command_writes(loop: Any, cmd: Command, forks: bool) -> list[tuple[str, str, Any]]:
+    """Save a Command's writes (or return them, to be carried into a fork).
+
+    Raises:
+        RuntimeError: a resume without checkpointer, or an unaddressed resume while
+            several interrupts are pending.
+        EmptyInputError: the Command holds nothing.
+    """
+    resume_is_map = False
+    if cmd.resume is not None:
+        if loop.o.checkpointer is None:
+            raise RuntimeError("Cannot use Command(resume=...) without checkpointer")
+        resume_is_map = _is_resume_map(cmd.resume)
+        if resume_is_map:
+            loop.resume_map = cmd.resume
+        elif len(pending_interrupts(loop.pending_writes)) > 1:
+            raise RuntimeError(
+                "When there are multiple pending interrupts, you must specify the "
+                "interrupt id when resuming."
+            )
+    grouped: dict[str, list[tuple[str, Any]]] = {}
+    for tid, c, v in map_command(cmd):
+        if not (c == RESUME and resume_is_map):
+            grouped.setdefault(tid, []).append((c, v))
+    if not grouped and not resume_is_map:
+        raise EmptyInputError("Received empty Command input")
+    carried: list[tuple[str, str, Any]] = []
+    for tid, ws in grouped.items():
+        if forks:
+            carried.extend((tid, c, v) for c, v in ws)
+        else:
+            loop.put_writes(tid, ws)
+    return carried
+
+
+def _apply(loop: Any, tasks: list[Any]) -> set[str]:
+    return apply_writes(
+        loop.checkpoint, loop.channels, tasks, loop.next_version, loop.graph.trigger_to_nodes
+    )
+
+
+def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
+    """Apply the run's input to ``loop``; return the channels updated so far.
+
+    Raises:
+        EmptyInputError: no input and nothing to resume.
+    """
+    mode = start_mode(loop)
+    loop.is_replaying = mode.time_travel
+    if mode.time_travel:
+        loop.pending_writes = [w for w in loop.pending_writes if w[1] != RESUME]
+    inp = loop.input
+    carried = _command_writes(loop, inp, mode.forks) if isinstance(inp, Command) else []
+    null_writes = [w[1:] for w in (*loop.pending_writes, *carried) if w[0] == NULL_TASK_ID]
+    if null_writes:
+        more = _apply(loop, [PregelTaskWrites((), INPUT, null_writes, [])])
+        if updated_channels is not None:
+            updated_channels.update(more)
+    if mode.resuming:
+        seen = loop.checkpoint["versions_seen"].setdefault(INTERRUPT, {})
+        versions = loop.checkpoint["channel_versions"]
+        seen.update({k: versions[k] for k in loop.channels if k in versions})
+        if mode.forks:
+            loop.pending_writes = [w for w in loop.pending_writes if w[1] != INTERRUPT]
+            loop.put_checkpoint({"source": "fork"})
+        loop.emit_values(True)
+    elif input_writes := list(
+        map_input(loop.graph.input_channels, None if isinstance(inp, Command) else inp)
+    ):
+        # the unfinished tasks of the saved step are dropped: their triggers are consumed
+        discard = prepare_next_tasks(
+            loop.checkpoint,
+            loop.pending_writes,
+            loop.graph.nodes,
+            loop.channels,
+            step=loop.step,
+            stop=loop.stop,
+            checkpoint_ns=loop.ns,
+            for_execution=True,
+            updated_channels=updated_channels,
+            trigger_to_nodes=loop.graph.trigger_to_nodes,
+        )
+        updated_channels = _apply(
+            loop, [*discard.values(), PregelTaskWrites((), INPUT, input_writes, [])]
+        )
+        loop.updated_channels = updated_channels
+        loop.put_checkpoint({"source": "input"})
+    elif mode.flag is None:
+        raise EmptyInputError(f"Received no input for {loop.graph.input_channels}")
+    if not loop.is_nested:
+        loop.resuming_flag = mode.resuming
+    loop.status = "pending"
+    return updated_channels
