@@ -230,45 +230,21 @@ def plan_snapshot(
     checkpoint = copy_checkpoint(saved.checkpoint)
     migrate_checkpoint(checkpoint)
     pending = list(saved.pending_writes or [])
-    step = (saved.metadata or {}).get("step", -1) + 1
     channels = channels_from_checkpoint(graph.channels, checkpoint)
-    saved_ns = saved.config[CONF].get(CONFIG_KEY_CHECKPOINT_NS, "")
     next_tasks = prepare_next_tasks(
         checkpoint,
         pending,
         graph.nodes,
         channels,
-        step=step,
-        stop=step + 2,
-        checkpoint_ns=saved_ns,
+        step=(saved.metadata or {}).get("step", -1) + 1,
+        stop=(saved.metadata or {}).get("step", -1) + 3,
+        checkpoint_ns=saved.config[CONF].get(CONFIG_KEY_CHECKPOINT_NS, ""),
         for_execution=True,
     )
     states: dict[str, Any] = {}
-    for task in next_tasks.values():
-        sub = subgraph_of(graph.nodes.get(task.name))
-        if sub is None:
-            continue
-        task_ns = f"{task.name}{NS_END}{task.id}"
-        if saved_ns:
-            task_ns = f"{saved_ns}{NS_SEP}{task_ns}"
-        sub_config = {
-            CONF: {
-                CONFIG_KEY_THREAD_ID: saved.config[CONF][CONFIG_KEY_THREAD_ID],
-                CONFIG_KEY_CHECKPOINT_NS: task_ns,
-            }
-        }
-        states[task.id] = (yield ReadState(sub, sub_config)) if subgraphs else sub_config
-    triggers = trigger_to_nodes(graph)
-    if null_writes := [(c, v) for t, c, v in pending if t == NULL_TASK_ID]:
-        apply_writes(
-            checkpoint, channels, [PregelTaskWrites((), INPUT, null_writes, [])], None, triggers
-        )
-    if live and pending:
-        for tid, status in read_task_statuses(pending).items():
-            if tid in next_tasks:
-                next_tasks[tid].writes.extend(status.output)
-        if done := [t for t in next_tasks.values() if t.writes]:
-            apply_writes(checkpoint, channels, done, None, triggers)
+    for task_id, sub, sub_config in _subgraph_tasks(graph, saved.config, next_tasks):
+        states[task_id] = (yield ReadState(sub, sub_config)) if subgraphs else sub_config
+    _apply_pending(graph, checkpoint, channels, pending, next_tasks, live)
     keys = output_keys(graph)
     tasks = tasks_w_writes(next_tasks.values(), pending, states, keys, live=live)
     return StateSnapshot(
@@ -281,3 +257,46 @@ def plan_snapshot(
         tasks,
         tuple(i for t in tasks for i in t.interrupts),
     )
+
+
+def _subgraph_tasks(
+    graph: Any, saved_config: Mapping[str, Any], next_tasks: Mapping[str, Any]
+) -> list[tuple[str, Any, dict[str, Any]]]:
+    """``(task id, subgraph, config of its state)`` for each task that runs a subgraph."""
+    conf = saved_config[CONF]
+    parent_ns = conf.get(CONFIG_KEY_CHECKPOINT_NS, "")
+    out = []
+    for task in next_tasks.values():
+        sub = subgraph_of(graph.nodes.get(task.name))
+        if sub is None:
+            continue
+        task_ns = f"{task.name}{NS_END}{task.id}"
+        if parent_ns:
+            task_ns = f"{parent_ns}{NS_SEP}{task_ns}"
+        sub_conf = {
+            CONFIG_KEY_THREAD_ID: conf[CONFIG_KEY_THREAD_ID],
+            CONFIG_KEY_CHECKPOINT_NS: task_ns,
+        }
+        out.append((task.id, sub, {CONF: sub_conf}))
+    return out
+
+
+def _apply_pending(
+    graph: Any,
+    checkpoint: Any,
+    channels: Mapping[str, Any],
+    pending: list[Any],
+    next_tasks: Mapping[str, Any],
+    live: bool,
+) -> None:
+    """Apply input/Command writes always; finished tasks' writes only in the live view."""
+    triggers = trigger_to_nodes(graph)
+    if null_writes := [(c, v) for t, c, v in pending if t == NULL_TASK_ID]:
+        writes = [PregelTaskWrites((), INPUT, null_writes, [])]
+        apply_writes(checkpoint, channels, writes, None, triggers)
+    if live and pending:
+        for tid, status in read_task_statuses(pending).items():
+            if tid in next_tasks:
+                next_tasks[tid].writes.extend(status.output)
+        if done := [t for t in next_tasks.values() if t.writes]:
+            apply_writes(checkpoint, channels, done, None, triggers)
