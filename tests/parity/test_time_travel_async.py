@@ -146,3 +146,31 @@ async def sc_async_subgraph(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 async def test_async_subgraph_state(saver: str, durability: str) -> None:
     await h.arun_parity(sc_async_subgraph, saver, durability)
+
+
+async def sc_async_router_update(lib, saver, durability):
+    """aupdate_state runs an async conditional edge to pick the next node."""
+
+    async def route(state: State) -> str:
+        return "yes" if "go" in state["value"] else "no"
+
+    graph = (
+        lib.StateGraph(State)
+        .add_node("decide", appender("decide"))
+        .add_node("yes", appender("yes"))
+        .add_node("no", appender("no"))
+        .add_edge(lib.START, "decide")
+        .add_conditional_edges("decide", route, ["yes", "no"])
+        .compile(checkpointer=saver, interrupt_before=["yes", "no"])
+    )
+    await graph.ainvoke({"value": []}, CFG, **h.kw(durability))
+    obs = [("before", await graph.aget_state(CFG))]
+    obs.append(("update", await graph.aupdate_state(CFG, {"value": ["go"]}, as_node="decide")))
+    obs.append(("routed", await graph.aget_state(CFG)))
+    obs.append(("finish", await graph.ainvoke(None, CFG, **h.kw(durability))))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+async def test_async_router_in_update(durability: str) -> None:
+    await h.arun_parity(sc_async_router_update, "memory", durability)
