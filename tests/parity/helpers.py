@@ -63,8 +63,14 @@ def _lib(name: str) -> SimpleNamespace:
         remove_message = importlib.import_module("langchain_core.messages").RemoveMessage
     else:
         remove_message = graph.RemoveMessage
+    pregel = importlib.import_module(f"{name}.pregel")
+    channels = importlib.import_module(f"{name}.channels")
     return SimpleNamespace(
         name=name,
+        Pregel=pregel.Pregel,
+        NodeBuilder=pregel.NodeBuilder,
+        LastValue=channels.LastValue,
+        BinaryOperatorAggregate=channels.BinaryOperatorAggregate,
         StateGraph=graph.StateGraph,
         MessagesState=graph.MessagesState,
         RemoveMessage=remove_message,

@@ -389,3 +389,47 @@ def sc_error_recovery(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_error_recovery_and_patch(saver: str, durability: str) -> None:
     h.run_parity(sc_error_recovery, saver, durability)
+
+
+def sc_raw_pregel(lib, saver, durability):
+    """Plain Pregel + NodeBuilder (no StateGraph): foo -> bar1 (interrupts) + bar2."""
+
+    def handle(name: str, ask: bool = False) -> list[str]:
+        if ask:
+            return [f"{name}:{lib.interrupt(name + '?')}"]
+        return [name]
+
+    foo = (
+        lib.NodeBuilder()
+        .subscribe_to("foo")
+        .do(lambda _: handle("foo"))
+        .write_to(nodes=lambda x: x, bar=lambda _: "from foo")
+    )
+    bar1 = (
+        lib.NodeBuilder().subscribe_to("bar").do(lambda _: handle("bar1", True)).write_to("nodes")
+    )
+    bar2 = lib.NodeBuilder().subscribe_to("bar").do(lambda _: handle("bar2")).write_to("nodes")
+    app = lib.Pregel(
+        nodes={"foo": foo, "bar1": bar1, "bar2": bar2},
+        channels={
+            "foo": lib.LastValue(str),
+            "bar": lib.LastValue(str),
+            "nodes": lib.BinaryOperatorAggregate(list, operator.add),
+        },
+        checkpointer=saver,
+        input_channels=["foo"],
+        output_channels=["nodes"],
+    )
+    obs = [("first", app.invoke({"foo": "go"}, CFG, **h.kw(durability)))]
+    live = app.get_state(CFG)
+    obs.append(("live", live))
+    obs.append(("historical", app.get_state(live.config)))
+    obs.append(("update", app.update_state(CFG, ["patched"], as_node="bar2")))
+    obs.append(("after update", app.get_state(CFG)))
+    obs.append(("history", history(app)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_raw_pregel_snapshots(durability: str) -> None:
+    h.run_parity(sc_raw_pregel, "memory", durability)
