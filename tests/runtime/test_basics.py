@@ -195,3 +195,27 @@ def test_topic_accumulates_and_checkpoint_is_a_snapshot():
     topic.update([4])
     assert snap == [1, 2, 3]
     assert topic.get() == [1, 2, 3, 4]
+
+
+def test_step_timeout_sync_and_async():
+    def slow(x):
+        time.sleep(0.3)
+        return x
+
+    async def aslow(x):
+        await asyncio.sleep(0.3)
+        return x
+
+    for fn in (slow, aslow):
+        app = Pregel(
+            nodes={"n": NodeBuilder().subscribe_only("a").do(fn).write_to("b")},
+            channels={"a": LastValue(int), "b": LastValue(int)},
+            input_channels="a",
+            output_channels="b",
+            step_timeout=0.05,
+        )
+        with pytest.raises(TimeoutError):
+            if fn is slow:
+                app.invoke(1)
+            else:
+                asyncio.run(app.ainvoke(1))

@@ -59,11 +59,21 @@ class _AsyncRun:
             if ok:
                 out.append(chunk)
 
+    async def _get(self, deadline: float | None, step: int) -> Any:
+        if deadline is None:
+            return await self.aq.get()
+        try:
+            return await asyncio.wait_for(self.aq.get(), max(0.0, deadline - self.aloop.time()))
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"step {step} did not finish within step_timeout") from None
+
     async def run_step(self) -> AsyncIterator[Any]:
         loop, persister = self.loop, self.opts.persister
         todo = [t for t in loop.tasks.values() if not t.writes]
         results: list[tuple[Any, BaseException | None]] = []
-        if len(todo) == 1:
+        timeout = loop.graph.step_timeout
+        deadline = self.aloop.time() + timeout if timeout else None
+        if len(todo) == 1 and deadline is None:
             exc = await arun_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
             results.append((todo[0], exc))
@@ -75,7 +85,7 @@ class _AsyncRun:
             remaining = len(todo)
             while remaining:
                 if not self.done:
-                    ev = await self.aq.get()
+                    ev = await self._get(deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
                     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -129,12 +130,22 @@ class _SyncRun:
             if ok:
                 yield chunk
 
+    def _get(self, deadline: float | None, step: int) -> Any:
+        if deadline is None:
+            return self.q.get()
+        try:
+            return self.q.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise TimeoutError(f"step {step} did not finish within step_timeout") from None
+
     def run_step(self) -> Iterator[Any]:
         """Run the step's unfinished tasks (a lone one inline), committing each as it ends."""
         loop = self.loop
         todo = [t for t in loop.tasks.values() if not t.writes]
         results: list[tuple[Any, BaseException | None]] = []
-        if len(todo) == 1:
+        timeout = loop.graph.step_timeout
+        deadline = time.monotonic() + timeout if timeout else None
+        if len(todo) == 1 and deadline is None:
             exc = run_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
             results.append((todo[0], exc))
@@ -146,7 +157,7 @@ class _SyncRun:
             remaining = len(todo)
             while remaining:
                 if not self.done:
-                    ev = self.q.get()
+                    ev = self._get(deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
                     else:

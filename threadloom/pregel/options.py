@@ -88,10 +88,8 @@ def _custom_writer(modes: set[str], put: Any, parent: TaskScope | None) -> Any:
 
 def _checkpoint_config(run: RunContext, parent: TaskScope | None) -> dict[str, Any]:
     """The config saves are filed under (user keys kept: savers copy metadata from it)."""
-    conf = {
-        k: v
-        for k, v in (run.config.get("configurable") or {}).items()
-        if not k.startswith("__pregel")
+    conf = {  # internal keys ("__pregel_*", "__threadloom_*") never reach savers or events
+        k: v for k, v in (run.config.get("configurable") or {}).items() if not k.startswith("__")
     }
     conf["checkpoint_ns"] = run.checkpoint_ns
     if run.thread_id is not None:
