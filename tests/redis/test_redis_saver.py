@@ -179,3 +179,13 @@ async def test_async_saver(redis_url, key_prefix, redis_client, scan_keys) -> No
         assert (await s.astats("a"))["checkpoints"] == 3
         await s.adelete_thread("a")
     assert scan_keys(redis_client, key_prefix) == []
+
+
+def test_writes_without_a_stored_checkpoint_are_deleted_too(
+    saver, redis_client, key_prefix, scan_keys
+):
+    config = {"configurable": {"thread_id": "w", "checkpoint_ns": "", "checkpoint_id": "nope"}}
+    saver.put_writes(config, [("x", "y" * 500)], "task")
+    put_steps(saver, "w", 1)
+    saver.delete_thread("w")
+    assert scan_keys(redis_client, key_prefix) == []

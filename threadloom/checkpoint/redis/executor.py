@@ -135,6 +135,8 @@ class RedisPlanner:
         else:
             zset, low = "ids", "-"
             high = "+" if hi is None else (f"({hi}\1" if inclusive else f"({hi}")
+        if op.limit is not None and op.limit <= 0:
+            return []
         page = op.limit if op.limit is not None and not op.filter else 64
         rows: list[CheckpointRow] = []
         while True:

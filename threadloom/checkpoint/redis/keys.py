@@ -318,7 +318,9 @@ _DELETE = """
 local ns, every = ARGV[2], ARGV[3] == '1'
 local fields = {}
 if every then
-    fields = redis.call('ZRANGE', CK, 0, -1)
+    local n = redis.call('HLEN', ROW)
+    redis.call('DEL', CK, IDS, ROW, W, WI)  -- also writes of checkpoints never stored
+    return {n, 0}
 elseif #ARGV == 3 then
     fields = redis.call('ZRANGEBYLEX', CK, '(' .. ns .. '\\0', '(' .. ns .. '\\1')
 else
@@ -340,11 +342,13 @@ return {n, redis.call('ZCARD', IDS)}
 """
 
 # DELETE_REFS: ARGV ttl, mode ('thread' | 'ns' | 'keys'), ns, field*
-# 'thread' drops every ref AND the thread's blobs (nothing else can hold them)
+# 'thread' drops every ref, and the thread's blobs once no row or write is left
 _DELETE_REFS = """
 local mode, ns = ARGV[2], ARGV[3]
 if mode == 'thread' then
-    redis.call('DEL', REF, BLOB, RC)
+    redis.call('DEL', REF)
+    -- with no checkpoint and no write left, nothing can hold the thread's blobs
+    if redis.call('EXISTS', ROW, W) == 0 then redis.call('DEL', BLOB, RC) end
 elseif mode == 'ns' then
     local prefix = ns .. '\\0'
     for _, f in ipairs(redis.call('HKEYS', REF)) do
