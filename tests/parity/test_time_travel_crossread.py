@@ -92,7 +92,9 @@ def stored(saver: Any, config: Any) -> dict[str, Any]:
     """What a saver holds for ``config``'s checkpoint, ids of new checkpoints aside."""
     tup = saver.get_tuple(config)
     ck = tup.checkpoint
+    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     return {
+        "parent": parent if parent in _KNOWN else "<new>",
         "metadata": tup.metadata,
         "values": plain(ck["channel_values"]),
         "versions": {k: version_counter(v) for k, v in ck["channel_versions"].items()},
@@ -103,10 +105,15 @@ def stored(saver: Any, config: Any) -> dict[str, Any]:
     }
 
 
+_KNOWN: set[str] = set()
+"""Checkpoint ids both copies share (ids of new checkpoints differ by design)."""
+
+
 def both() -> tuple[Any, Any, Any, Any]:
     lg_saver = lg_memory.InMemorySaver()
     lg = build(lg_graph, lg_types, lg_saver)
     lg.invoke({"value": []}, CFG)
+    _KNOWN.update(t.config["configurable"]["checkpoint_id"] for t in lg_saver.list(CFG))
     tl_saver = tl_memory.InMemorySaver()
     copy_thread(lg_saver, tl_saver)
     return lg, lg_saver, build(tl_graph, tl_types, tl_saver), tl_saver
@@ -118,6 +125,8 @@ UPDATES = [
     pytest.param(({"value": ["u"]}, None), id="inferred"),
     pytest.param((None, "__end__"), id="end"),
     pytest.param(({"value": ["u"]}, "__input__"), id="input"),
+    pytest.param((None, "__copy__"), id="copy"),
+    pytest.param(([({"value": ["u"]}, "x")], "__copy__"), id="copy-then-update"),
 ]
 
 
