@@ -452,3 +452,115 @@ def nested_subgraph_checkpointer_modes(L, kind, mode):
 @pytest.mark.parametrize("kind", SAVERS)
 def test_nested_subgraphs_and_checkpointer_modes(kind, mode):
     check(nested_subgraph_checkpointer_modes, kind, mode)
+
+
+def replay_and_fork(L, kind):
+    """Time travel: re-run from an earlier checkpoint (a fork), and resume addressed at
+    the latest checkpoint id."""
+    saver = support.saver(L.name, kind)
+    calls: list[str] = []
+
+    def step(name):
+        def fn(x):
+            calls.append(name)
+            return x + 1
+
+        return fn
+
+    app = L.Pregel(
+        nodes={
+            "one": L.NodeBuilder().subscribe_only("a").do(step("one")).write_to("b"),
+            "two": L.NodeBuilder().subscribe_only("b").do(step("two")).write_to("c"),
+            "ask": L.NodeBuilder()
+            .subscribe_only("c")
+            .do(lambda x: x + L.types.interrupt("n?"))
+            .write_to("d"),
+        },
+        channels={k: L.ch.LastValue(int) for k in "abcd"},
+        input_channels="a",
+        output_channels=["b", "c", "d"],
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "tt"}}
+    out = [app.invoke(1, cfg)]
+    hist = list(saver.list(cfg))
+    step0 = next(t for t in hist if t.metadata["step"] == 0).config
+    out.append(app.invoke(None, step0))  # replay from after "one": "two" runs again
+    latest = saver.get_tuple(cfg).config
+    out.append(app.invoke(L.types.Command(resume=10), latest))
+    out.append(calls)
+    out.append(history(saver, cfg))
+    return out
+
+
+def interrupt_in_send_task(L, kind):
+    saver = support.saver(L.name, kind)
+    fan = L.NodeBuilder().subscribe_only("items").do(lambda items: items).build()
+    fan.writers.append(
+        L.ChannelWrite(
+            [
+                L.ChannelWriteTupleEntry(
+                    lambda items: [("__pregel_tasks", L.types.Send("work", i)) for i in items]
+                )
+            ]
+        )
+    )
+    work = (
+        L.NodeBuilder()
+        .do(lambda i: [f"{i}:{L.types.interrupt(f'q{i}')}" if i == 2 else f"{i}"])
+        .write_to("out")
+    )
+    app = L.Pregel(
+        nodes={"fan": fan, "work": work},
+        channels={
+            "items": L.ch.LastValue(list),
+            "out": L.ch.BinaryOperatorAggregate(list, operator.add),
+        },
+        input_channels="items",
+        output_channels="out",
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "send"}}
+    out = [app.invoke([1, 2, 3], cfg)]
+    out.append(app.invoke(L.types.Command(resume="yes"), cfg))
+    out.append(history(saver, cfg))
+    return out
+
+
+def new_input_discards_unfinished_step(L, kind):
+    saver = support.saver(L.name, kind)
+    app = L.Pregel(
+        nodes={
+            "ask": L.NodeBuilder()
+            .subscribe_only("a")
+            .do(lambda x: [L.types.interrupt(f"about {x}")])
+            .write_to("log"),
+        },
+        channels={
+            "a": L.ch.LastValue(str),
+            "log": L.ch.BinaryOperatorAggregate(list, operator.add),
+        },
+        input_channels="a",
+        output_channels="log",
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "new"}}
+    out = [app.invoke("first", cfg), app.invoke("second", cfg)]
+    out.append(app.invoke(L.types.Command(resume="ok"), cfg))
+    out.append(history(saver, cfg))
+    return out
+
+
+@pytest.mark.parametrize("kind", SAVERS)
+def test_replay_and_fork(kind):
+    check(replay_and_fork, kind)
+
+
+@pytest.mark.parametrize("kind", SAVERS)
+def test_interrupt_in_send_task(kind):
+    check(interrupt_in_send_task, kind)
+
+
+@pytest.mark.parametrize("kind", SAVERS)
+def test_new_input_discards_unfinished_step(kind):
+    check(new_input_discards_unfinished_step, kind)
