@@ -57,13 +57,13 @@ def test_diff_chains_rebuild_every_state(chain, uc) -> None:
 
 
 def test_rewritten_keyframe_keeps_tables_for_children() -> None:
-    a = State({"x": [1, 0.5]}, {}, {}, 0)
+    a = State({"x": (1, 0.5)}, {}, {}, 0)
     record.encode({"v": 4}, None, a, None)
-    b = State({"x": [2, 0.25], "y": [2, 0.25]}, {"n": {"x": [1, 0.5]}}, {}, 1)
+    b = State({"x": (2, 0.25), "y": (2, 0.25)}, {"n": {"x": (1, 0.5)}}, {}, 1)
     child = record.encode({"v": 4}, None, b, a)
     # rebase b as a keyframe (its parent is being deleted): c must still decode
     b_state, _, _ = record.apply(record.decode(child), a)
-    c = State({"x": [3, 0.125], "y": [2, 0.25]}, {"n": {"y": [2, 0.25]}}, {}, 2)
+    c = State({"x": (3, 0.125), "y": (2, 0.25)}, {"n": {"y": (2, 0.25)}}, {}, 2)
     grandchild = record.encode({"v": 4}, None, c, b_state)
     keyframe = State(b_state.cv, b_state.vs, b_state.iv, 0, b_state.names, b_state.versions)
     rebased, _, _ = record.apply(record.decode(record.encode({"v": 4}, None, keyframe, None)), None)

@@ -57,6 +57,7 @@ class State:
     depth: int
     names: list[Any] = field(default_factory=list)
     versions: list[Any] = field(default_factory=list)
+    index: tuple[dict[Any, int], dict[Any, int]] | None = None  # lookups for the tables
 
 
 _PACKED: dict[str, Any] = {}
@@ -84,12 +85,12 @@ def _pack_version(version: Any) -> Any:
             except ValueError:
                 return version
             if f"{int(head):032}.{rnd:016}" == version:
-                return [int(head), rnd]
+                return (int(head), rnd)
     return version
 
 
 def unpack_version(packed: Any) -> Any:
-    if type(packed) is list:
+    if type(packed) is tuple:
         return f"{packed[0]:032}.{packed[1]:016}"
     return packed
 
@@ -118,19 +119,29 @@ def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 def _key(value: Any) -> Any:
-    return tuple(value) if type(value) is list else (type(value).__name__, value)
+    """Table key: packed versions are tuples; anything else keeps its type (1 != 1.0)."""
+    kind = type(value)
+    if kind is tuple:
+        return value
+    return tuple(value) if kind is list else (kind.__name__, value)
 
 
 class _Table:
     """Names or versions of a chain of records; each use is a small int index."""
 
-    def __init__(self, base: list[Any]) -> None:
+    def __init__(
+        self, base: list[Any], index: dict[Any, int] | None = None, keyed: bool = True
+    ) -> None:
         self.values = list(base)
         self.start = len(base)
-        self.index = {_key(v): i for i, v in enumerate(base)}
+        self.keyed = keyed
+        if index is not None:
+            self.index = dict(index)
+        else:
+            self.index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
 
     def ref(self, value: Any) -> int:
-        key = _key(value)
+        key = _key(value) if self.keyed else value
         i = self.index.get(key)
         if i is None:
             i = self.index[key] = len(self.values)
@@ -149,8 +160,9 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
     an inline value written at the version this record sets omits it. Fills
     ``state.names``/``state.versions``.
     """
-    names = _Table(prev.names if prev else [])
-    versions = _Table(prev.versions if prev else [])
+    index = prev.index if prev is not None and prev.index is not None else (None, None)
+    names = _Table(prev.names if prev else [], index[0], keyed=False)  # names are str
+    versions = _Table(prev.versions if prev else [], index[1])
     if prev is None:  # a re-written keyframe keeps its tables: children index into them
         for name in state.names:
             names.ref(name)
@@ -191,6 +203,7 @@ def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -
         rec["x"] = extra
     rec["n"], rec["t"] = names.added(), versions.added()
     state.names, state.versions = names.values, versions.values
+    state.index = (names.index, versions.index)
     keep = ("k", "v", "ts", "U", "u")
     return ormsgpack.packb({k: v for k, v in rec.items() if v or (k in keep and k in rec)})
 
@@ -211,7 +224,9 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
     if rec["k"] != 0 and base is None:
         raise ValueError("a diff record needs its parent's state")
     n = (base.names if base else []) + rec.get("n", [])
-    t = (base.versions if base else []) + rec.get("t", [])
+    t = (base.versions if base else []) + [
+        tuple(v) if type(v) is list else v for v in rec.get("t", ())
+    ]
     cv_part = {n[c]: t[v] for c, v in _pairs(rec.get("cv", []))}
     vs_part = {n[k]: {n[c]: t[v] for c, v in _pairs(seen)} for k, seen in _pairs(rec.get("vs", []))}
     iv_part = {
