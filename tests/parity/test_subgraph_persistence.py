@@ -89,11 +89,13 @@ def sc_interrupt_in_subgraph(lib, saver, durability):
     parent = graph.get_state(CFG)
     obs.append(("parent", parent))
     obs.append(("nested", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("nested historical", graph.get_state(parent.config, subgraphs=True)))
     sub_cfg = parent.tasks[0].state
     obs.append(("child via task.state", graph.get_state(sub_cfg)))
     obs.append(("child history", history(graph, sub_cfg)))
     obs.append(("resume", graph.invoke(lib.Command(resume="ok"), CFG, **h.kw(durability))))
     obs.append(("done", graph.get_state(CFG, subgraphs=True)))
+    obs.append(("old parent nested", graph.get_state(parent.config, subgraphs=True)))
     obs.append(("history", history(graph)))
     obs.append(("ran", list(log)))
     return obs
