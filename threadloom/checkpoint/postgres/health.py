@@ -1,0 +1,104 @@
+"""Health of PostgreSQL connections and the errors callers see.
+
+Failures are mapped to :class:`~threadloom.errors.StorageError` at one seam,
+naming the server (host, port, database; never the password) and saying what
+to do (``call saver.setup()``, ``upgrade threadloom``), with the driver's
+exception chained for debugging.
+"""
+
+from __future__ import annotations
+
+import select
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import PoolTimeout
+
+from threadloom.errors import StorageError
+
+__all__ = [
+    "acheck_connection",
+    "check_connection",
+    "describe_target",
+    "is_connection_lost",
+    "is_dead",
+    "storage_error",
+]
+
+
+def describe_target(url_or_conn: Any) -> str:
+    """``host:port/dbname`` of a URL or connection, for error messages (no password)."""
+    try:
+        if isinstance(url_or_conn, str):
+            info = conninfo_to_dict(url_or_conn)
+            host, port, db = info.get("host"), info.get("port"), info.get("dbname")
+        else:
+            pinfo = url_or_conn.info
+            host, port, db = pinfo.host, pinfo.port, pinfo.dbname
+    except Exception:  # a description must never raise
+        return "PostgreSQL"
+    return f"PostgreSQL at {host or 'localhost'}:{port or 5432}/{db or ''}".rstrip("/")
+
+
+def storage_error(exc: BaseException, target: str, schema: str | None = None) -> StorageError:
+    """A StorageError that says what failed in words, chained to the driver's error."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, pg_errors.UndefinedTable):
+        where = f" in schema {schema!r}" if schema else ""
+        msg = f"threadloom tables are missing{where} on {target}: call saver.setup() first"
+    elif isinstance(exc, PoolTimeout):
+        msg = f"no connection to {target} available within the pool timeout ({exc})"
+    elif isinstance(exc, psycopg.OperationalError):
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = f"cannot reach {target}: {reason}"
+    else:
+        msg = f"{target} refused the operation: {type(exc).__name__}: {exc}".strip()
+    err = StorageError(msg)
+    err.__cause__ = exc
+    return err
+
+
+_LOST_STATES = {"57P01", "57P02", "57P03"}  # admin shutdown / crash shutdown / cannot connect now
+
+
+def is_connection_lost(exc: BaseException, conn: Any = None) -> bool:
+    """True when the failure was the connection going away, not the statement."""
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _LOST_STATES
+
+
+def is_dead(conn: Any) -> bool:
+    """Whether an idle connection is known dead, without a round trip.
+
+    A terminated backend or a restarted server closes the socket (usually
+    after a FATAL message): the socket turns readable while we sent nothing,
+    and consuming the input shows the connection is gone.
+    """
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+        if readable:
+            conn.pgconn.consume_input()
+    except (OSError, psycopg.Error):
+        return True
+    return conn.pgconn.status != pq.ConnStatus.OK
+
+
+def check_connection(conn: Any) -> None:
+    """Pool ``check`` callback: refuse a connection :func:`is_dead` finds dead."""
+    if is_dead(conn):
+        raise psycopg.OperationalError("connection closed by the server while idle")
+
+
+async def acheck_connection(conn: Any) -> None:
+    """Async pool twin of :func:`check_connection`."""
+    check_connection(conn)
