@@ -564,3 +564,37 @@ def test_interrupt_in_send_task(kind):
 @pytest.mark.parametrize("kind", SAVERS)
 def test_new_input_discards_unfinished_step(kind):
     check(new_input_discards_unfinished_step, kind)
+
+
+def resume_superseded_checkpoint(L, kind):
+    """A resume addressed at a checkpoint the thread has moved past re-runs its tasks."""
+    saver = support.saver(L.name, kind)
+    calls: list[str] = []
+
+    def ask(x):
+        calls.append("ask")
+        return x + L.types.interrupt("n?")
+
+    app = L.Pregel(
+        nodes={
+            "one": L.NodeBuilder().subscribe_only("a").do(lambda x: x + 1).write_to("b"),
+            "ask": L.NodeBuilder().subscribe_only("b").do(ask).write_to("c"),
+        },
+        channels={k: L.ch.LastValue(int) for k in "abc"},
+        input_channels="a",
+        output_channels=["b", "c"],
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "sup"}}
+    out = [app.invoke(1, cfg)]
+    paused_at = saver.get_tuple(cfg).config
+    out.append(app.invoke(L.types.Command(resume=10), cfg))
+    out.append(app.invoke(L.types.Command(resume=20), paused_at))
+    out.append(calls)
+    out.append(history(saver, cfg))
+    return out
+
+
+@pytest.mark.parametrize("kind", SAVERS)
+def test_resume_superseded_checkpoint(kind):
+    check(resume_superseded_checkpoint, kind)

@@ -16,6 +16,7 @@ from threadloom.pregel.driver import (
     Done,
     cache_lookup,
     cache_store,
+    latest_config,
     mark_parent_command,
     raise_step_errors,
     recursion_error,
@@ -120,6 +121,9 @@ async def astream_run(
     saved = (
         await opts.checkpointer.aget_tuple(opts.checkpoint_config) if opts.checkpointer else None
     )
+    if saved is not None and opts.run.checkpoint_id:
+        latest = await opts.checkpointer.aget_tuple(latest_config(opts.checkpoint_config))
+        loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]
     try:
         loop.start(saved)
         for c in run.drain():

@@ -85,6 +85,12 @@ def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:
         )
 
 
+def latest_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without its checkpoint id: addresses the thread's latest checkpoint."""
+    conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
+    return {**config, "configurable": conf}
+
+
 def recursion_error(loop: Loop) -> GraphRecursionError:
     return GraphRecursionError(
         f"Recursion limit of {loop.o.run.recursion_limit} reached without hitting a stop "
@@ -186,6 +192,9 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
     run = _SyncRun(graph, input, config, kw)
     loop, opts = run.loop, run.opts
     saved = opts.checkpointer.get_tuple(opts.checkpoint_config) if opts.checkpointer else None
+    if saved is not None and opts.run.checkpoint_id:
+        latest = opts.checkpointer.get_tuple(latest_config(opts.checkpoint_config))
+        loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]
     try:
         loop.start(saved)
         yield from run.drain()

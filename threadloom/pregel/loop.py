@@ -72,6 +72,7 @@ class Loop:
         self.written_task_ids: set[str] = set()
         self.updated_channels: set[str] | None = None
         self.is_replaying = False
+        self.superseded = False  # an addressed checkpoint that is no longer the latest
 
     # -- start ------------------------------------------------------------------
 

@@ -54,7 +54,7 @@ def start_mode(loop: Any) -> StartMode:
     forks = (
         resuming
         and time_travel
-        and loop.checkpoint_metadata.get("source") not in ("update", "fork")
+        and (loop.checkpoint_metadata.get("source") not in ("update", "fork") or loop.superseded)
     )
     return StartMode(resuming, time_travel, forks, flag)
 
@@ -117,7 +117,9 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
         EmptyInputError: no input and nothing to resume.
     """
     mode = start_mode(loop)
-    loop.is_replaying = mode.time_travel
+    # finished tasks re-run on time travel, or when resuming a checkpoint the thread
+    # has moved past (their saved writes belong to the old branch)
+    loop.is_replaying = mode.time_travel or loop.superseded
     if mode.time_travel:
         loop.pending_writes = [w for w in loop.pending_writes if w[1] != RESUME]
     inp = loop.input
