@@ -90,7 +90,8 @@ def put_flow(
     cid = checkpoint["id"]
     row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)
     result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()))
-    yield from _settle(blobs, result.new_blobs, all(result.inserted_refs))
+    if result.new_blobs:
+        yield from _settle(blobs, result.new_blobs, all(result.inserted_refs))
     inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
     for channel, list_state in lists:
         if channel in inserted:

@@ -96,6 +96,7 @@ def unpack_version(packed: Any) -> Any:
 
 
 def pack_ts(ts: Any) -> Any:
+    """Integer microseconds when that re-formats to the identical string."""
     if type(ts) is str and ts.endswith("+00:00"):
         try:
             dt = datetime.fromisoformat(ts)
