@@ -132,6 +132,82 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     return latest
 
 
+_STATEMENTS: dict[str, str] = {
+    "select_ckpt": """SELECT {ckpt_cols} FROM {ckpt}""",
+    "select_refs": """SELECT {ref_cols} FROM {refs}""",
+    "select_writes": """SELECT {write_cols} FROM {writes}""",
+    "insert_blobs": """
+            INSERT INTO {blobs} (hash, tag, data, children)
+            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
+            ON CONFLICT (hash) DO NOTHING RETURNING hash""",
+    # insert refs not present yet; each inserted row adds one reference per
+    # hash occurrence (blobs of this batch were inserted by the statement
+    # before, so they are visible here)
+    "insert_refs": """
+            WITH ins AS (
+                INSERT INTO {refs} ({ref_cols})
+                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
+                    %s::smallint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[],
+                    %s::bigint[])
+                ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+                RETURNING channel, version, hashes
+            ), occ AS (
+                SELECT substring(ins.hashes FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
+                FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
+                GROUP BY 1
+            ), upd AS (
+                UPDATE {blobs} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
+            )
+            SELECT channel, version FROM ins""",
+    "upsert_ckpt": """
+            INSERT INTO {ckpt} ({ckpt_cols_raw})
+            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
+            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+                parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
+                data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id""",
+    "upsert_ref": """
+            INSERT INTO {refs} ({ref_cols})
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE SET
+                kind = EXCLUDED.kind, tag = EXCLUDED.tag, data = EXCLUDED.data,
+                hashes = EXCLUDED.hashes, length = EXCLUDED.length, logical = EXCLUDED.logical""",
+    "upsert_writes": """
+            INSERT INTO {writes} ({write_cols})
+            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                %s::bytea[], %s::bytea[])
+            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id) DO UPDATE SET
+                task_path = EXCLUDED.task_path, data = EXCLUDED.data, hashes = EXCLUDED.hashes""",
+    "ancestors": """
+            WITH RECURSIVE chain AS (
+                SELECT c.*, 0 AS depth FROM {ckpt} c
+                WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s
+                UNION ALL
+                SELECT p.*, chain.depth + 1 FROM {ckpt} p JOIN chain
+                    ON p.thread_id = chain.thread_id AND p.checkpoint_ns = chain.checkpoint_ns
+                    AND p.checkpoint_id = chain.parent_checkpoint_id
+                WHERE chain.depth < %s
+            )
+            SELECT {ckpt_cols} FROM chain ORDER BY depth""",
+    "adjust": """UPDATE {blobs} b SET refs = b.refs + d.delta FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash""",
+    "drop_unreferenced": """DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0 RETURNING hash, tag, data, children""",
+    "load_blobs": """SELECT hash, tag, data, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
+    "thread_blobs": """
+            WITH RECURSIVE held(hash) AS (
+                SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM (
+                    SELECT hashes FROM {refs} WHERE thread_id = %s
+                    UNION ALL SELECT hashes FROM {writes} WHERE thread_id = %s
+                ) r CROSS JOIN LATERAL generate_series(0, length(r.hashes) / 16 - 1) i
+                UNION
+                SELECT substring(b.children FROM i * 16 + 1 FOR 16)
+                FROM {blobs} b JOIN held ON b.hash = held.hash
+                CROSS JOIN LATERAL generate_series(0, length(b.children) / 16 - 1) i
+            )
+            SELECT count(*), coalesce(sum(octet_length(b.data)), 0)
+            FROM {blobs} b JOIN held USING (hash)""",
+}
+"""Statement templates; :class:`SQL` fills in the schema-qualified table names."""
+
+
 class SQL:
     """Statement texts for one schema (formatted once, reused for every call)."""
 
@@ -144,6 +220,20 @@ class SQL:
     )
     WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, data, hashes"
 
+    select_ckpt: str
+    select_refs: str
+    select_writes: str
+    insert_blobs: str
+    insert_refs: str
+    upsert_ckpt: str
+    upsert_ref: str
+    upsert_writes: str
+    ancestors: str
+    adjust: str
+    drop_unreferenced: str
+    load_blobs: str
+    thread_blobs: str
+
     def __init__(self, schema: str = "public") -> None:
         self.schema = schema
         s = self.s = quote_ident(schema)
@@ -151,86 +241,18 @@ class SQL:
         self.refs = f"{s}.checkpoint_refs"
         self.blobs = f"{s}.checkpoint_blobs"
         self.writes = f"{s}.checkpoint_writes"
-        self.select_ckpt = f"SELECT {self.CKPT_COLS} FROM {self.ckpt}"
-        self.select_refs = f"SELECT {self.REF_COLS} FROM {self.refs}"
-        self.select_writes = f"SELECT {self.WRITE_COLS} FROM {self.writes}"
-        self.insert_blobs = (
-            f"INSERT INTO {self.blobs} (hash, tag, data, children)"
-            " SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])"
-            " ON CONFLICT (hash) DO NOTHING RETURNING hash"
-        )
-        # insert refs not present yet; each inserted row adds one reference per
-        # hash occurrence (blobs of this batch were inserted by the statement
-        # before, so they are visible here)
-        self.insert_refs = f"""
-            WITH ins AS (
-                INSERT INTO {self.refs} ({self.REF_COLS})
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
-                    %s::smallint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[],
-                    %s::bigint[])
-                ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-                RETURNING channel, version, hashes
-            ), occ AS (
-                SELECT substring(ins.hashes FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
-                FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
-                GROUP BY 1
-            ), upd AS (
-                UPDATE {self.blobs} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
-            )
-            SELECT channel, version FROM ins"""
-        self.upsert_ckpt = f"""
-            INSERT INTO {self.ckpt} ({self.CKPT_COLS.replace("::text", "")})
-            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
-            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
-                parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
-                data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id"""
-        self.upsert_ref = f"""
-            INSERT INTO {self.refs} ({self.REF_COLS})
-            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO UPDATE SET
-                kind = EXCLUDED.kind, tag = EXCLUDED.tag, data = EXCLUDED.data,
-                hashes = EXCLUDED.hashes, length = EXCLUDED.length, logical = EXCLUDED.logical"""
-        self.upsert_writes = f"""
-            INSERT INTO {self.writes} ({self.WRITE_COLS})
-            SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
-                %s::bytea[], %s::bytea[])
-            ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id) DO UPDATE SET
-                task_path = EXCLUDED.task_path, data = EXCLUDED.data, hashes = EXCLUDED.hashes"""
-        self.ancestors = f"""
-            WITH RECURSIVE chain AS (
-                SELECT c.*, 0 AS depth FROM {self.ckpt} c
-                WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s
-                UNION ALL
-                SELECT p.*, chain.depth + 1 FROM {self.ckpt} p JOIN chain
-                    ON p.thread_id = chain.thread_id AND p.checkpoint_ns = chain.checkpoint_ns
-                    AND p.checkpoint_id = chain.parent_checkpoint_id
-                WHERE chain.depth < %s
-            )
-            SELECT {self.CKPT_COLS} FROM chain ORDER BY depth"""
-        self.adjust = (
-            f"UPDATE {self.blobs} b SET refs = b.refs + d.delta"
-            " FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash"
-        )
-        self.drop_unreferenced = (
-            f"DELETE FROM {self.blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0"
-            " RETURNING hash, tag, data, children"
-        )
-        self.load_blobs = (
-            f"SELECT hash, tag, data, children FROM {self.blobs} WHERE hash = ANY(%s::bytea[])"
-        )
-        self.thread_blobs = f"""
-            WITH RECURSIVE held(hash) AS (
-                SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM (
-                    SELECT hashes FROM {self.refs} WHERE thread_id = %s
-                    UNION ALL SELECT hashes FROM {self.writes} WHERE thread_id = %s
-                ) r CROSS JOIN LATERAL generate_series(0, length(r.hashes) / 16 - 1) i
-                UNION
-                SELECT substring(b.children FROM i * 16 + 1 FOR 16)
-                FROM {self.blobs} b JOIN held ON b.hash = held.hash
-                CROSS JOIN LATERAL generate_series(0, length(b.children) / 16 - 1) i
-            )
-            SELECT count(*), coalesce(sum(octet_length(b.data)), 0)
-            FROM {self.blobs} b JOIN held USING (hash)"""
+        names = {
+            "ckpt": self.ckpt,
+            "refs": self.refs,
+            "blobs": self.blobs,
+            "writes": self.writes,
+            "ckpt_cols": self.CKPT_COLS,
+            "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
+            "ref_cols": self.REF_COLS,
+            "write_cols": self.WRITE_COLS,
+        }
+        for name, template in _STATEMENTS.items():
+            setattr(self, name, template.format(**names))
 
 
 def columns(rows: Any, n: int) -> list[list[Any]]:
