@@ -188,9 +188,14 @@ _STATEMENTS: dict[str, str] = {
                 WHERE chain.depth < %s
             )
             SELECT {ckpt_cols} FROM chain ORDER BY depth""",
-    "adjust": """UPDATE {blobs} b SET refs = b.refs + d.delta FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash""",
-    "drop_unreferenced": """DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0 RETURNING hash, tag, data, children""",
-    "load_blobs": """SELECT hash, tag, data, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
+    "adjust": """
+            UPDATE {blobs} b SET refs = b.refs + d.delta
+            FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash""",
+    "drop_unreferenced": """
+            DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0
+            RETURNING hash, tag, data, children""",
+    "load_blobs": """
+            SELECT hash, tag, data, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
     "thread_blobs": """
             WITH RECURSIVE held(hash) AS (
                 SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM (
