@@ -219,3 +219,45 @@ def test_step_timeout_sync_and_async():
                 app.invoke(1)
             else:
                 asyncio.run(app.ainvoke(1))
+
+
+def test_fresh_local_read_sees_own_writes_without_touching_channels():
+    from threadloom.pregel.context import current_task
+
+    seen = {}
+
+    def node(x):
+        scope = current_task()
+        scope.send([("b", x * 2)])
+        seen["fresh"] = scope.read("b", fresh=True)
+        seen["stale"] = scope.read(["a", "b"])
+        return x
+
+    app = Pregel(
+        nodes={"n": NodeBuilder().subscribe_only("a").do(node)},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels=["a", "b"],
+    )
+    assert app.invoke(3) == {"a": 3, "b": 6}
+    assert seen == {"fresh": 6, "stale": {"a": 3}}
+
+
+def test_command_to_parent_from_a_subgraph_node():
+    inner = Pregel(
+        nodes={
+            "leaf": NodeBuilder()
+            .subscribe_only("x")
+            .do(lambda v: Command(graph=Command.PARENT, update={"b": v * 10}))
+        },
+        channels={"x": LastValue(int)},
+        input_channels="x",
+        output_channels="x",
+    )
+    outer = Pregel(
+        nodes={"sub": NodeBuilder().subscribe_only("a").do(inner)},
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels=["a", "b"],
+    )
+    assert outer.invoke(2) == {"a": 2, "b": 20}

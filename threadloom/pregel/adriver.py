@@ -17,7 +17,6 @@ from threadloom.pregel.driver import (
     cache_lookup,
     cache_store,
     latest_config,
-    mark_parent_command,
     raise_step_errors,
     recursion_error,
 )
@@ -143,7 +142,6 @@ async def astream_run(
         for c in run.drain():
             yield c
         if not suppress:
-            mark_parent_command(exc, loop)
             raise
     else:
         await run.finish(None)

@@ -73,6 +73,7 @@ class TaskScope:
     cache: Any = None
     store: Any = None
     replaying: bool = False
+    channels: Mapping[str, Any] | None = None
     _config: dict[str, Any] | None = field(default=None)
 
     @property
@@ -82,6 +83,31 @@ class TaskScope:
     def send(self, writes: list[tuple[str, Any]]) -> None:
         """Record writes for this task (list.extend is atomic under the GIL)."""
         self.task.writes.extend(writes)
+
+    def read(self, select: str | list[str], fresh: bool = False) -> Any:
+        """The step's channel values (LangGraph's ``local_read``).
+
+        ``fresh=True`` also applies this task's own writes so far, on copies of
+        the channels it wrote (the shared ones are not touched), e.g. for a
+        conditional edge that looks at what its node just returned.
+        """
+        from threadloom.pregel.io import read_channels
+
+        channels = self.channels or {}
+        wanted = {select} if isinstance(select, str) else set(select)
+        updated: dict[str, list[Any]] = {}
+        for chan, value in self.task.writes:
+            if chan in wanted:
+                updated.setdefault(chan, []).append(value)
+        if fresh and updated:
+            local = dict(channels)
+            for chan, values in updated.items():
+                if chan in local:
+                    copy = local[chan].copy()
+                    copy.update(values)
+                    local[chan] = copy
+            return read_channels(local, select)
+        return read_channels(channels, select)
 
     def config(self) -> dict[str, Any]:
         """The task's config in LangGraph's shape (built on first use)."""

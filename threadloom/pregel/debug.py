@@ -80,13 +80,15 @@ def map_debug_task_results(
 def patch_checkpoint_map(
     config: Mapping[str, Any] | None, metadata: Mapping[str, Any] | None
 ) -> Any:
-    """Add ``checkpoint_map`` (from ``metadata.parents``) to a config's configurable."""
+    """Add ``checkpoint_map`` = ``metadata.parents`` + this checkpoint (nested graphs only)."""
     if config is None:
         return None
     parents = (metadata or {}).get("parents")
     if not parents:
         return config
-    return {**config, "configurable": {**config["configurable"], "checkpoint_map": parents}}
+    conf = config["configurable"]
+    cmap = {**parents, conf["checkpoint_ns"]: conf["checkpoint_id"]}
+    return {**config, "configurable": {**conf, "checkpoint_map": cmap}}
 
 
 def _rm_pregel_keys(config: Mapping[str, Any] | None) -> Any:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from threadloom.errors import GraphInterrupt, GraphRecursionError, ParentCommand
+from threadloom.errors import GraphInterrupt, GraphRecursionError
 from threadloom.pregel.context import TaskScope
 from threadloom.pregel.loop import Loop
 from threadloom.pregel.options import make_scope, prepare
@@ -22,7 +22,6 @@ from threadloom.pregel.pool import POOL
 from threadloom.pregel.runner import run_task
 from threadloom.pregel.stream import shape_output
 from threadloom.pregel.writes import CONTROL_WRITES
-from threadloom.types import Command
 
 __all__ = ["stream_run"]
 
@@ -96,14 +95,6 @@ def recursion_error(loop: Loop) -> GraphRecursionError:
         f"Recursion limit of {loop.o.run.recursion_limit} reached without hitting a stop "
         "condition. You can increase the limit by setting the `recursion_limit` config key."
     )
-
-
-def mark_parent_command(exc: BaseException, loop: Loop) -> None:
-    """A Command(graph=PARENT) leaving a nested run is applied by the parent's task."""
-    if isinstance(exc, ParentCommand) and loop.is_nested:
-        cmd = exc.args[0]
-        if isinstance(cmd, Command) and cmd.graph == Command.PARENT:
-            exc.resolved = True  # type: ignore[attr-defined]
 
 
 class _SyncRun:
@@ -208,7 +199,6 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
         suppress = _finish(run, exc, lambda: opts.persister.flush())
         yield from run.drain()
         if not suppress:
-            mark_parent_command(exc, loop)
             raise
     else:
         _finish(run, None, lambda: opts.persister.flush())

@@ -167,4 +167,5 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
         stream=o.child_sink,
         custom=o.custom,
         cache=o.cache,
+        channels=loop.channels,
     )

@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import time
+from dataclasses import replace
 from typing import Any
 
+from threadloom.constants import NS_SEP
 from threadloom.errors import GraphBubbleUp, ParentCommand
 from threadloom.pregel.context import CURRENT, TaskScope
+from threadloom.pregel.ids import recast_checkpoint_ns
 from threadloom.pregel.io import command_writes
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.write import ChannelWrite, assemble_writes
@@ -49,11 +52,26 @@ def _finish(scope: TaskScope, value: Any) -> None:
             value = writer(value)
 
 
-def _resolved_parent_command(exc: BaseException) -> Command | None:
-    """A Command a nested graph sent up to this task (applied as this task's writes)."""
-    if isinstance(exc, ParentCommand) and getattr(exc, "resolved", False):
-        return exc.args[0]
-    return None
+def _parent_command(scope: TaskScope, exc: BaseException) -> bool:
+    """Handle a ``ParentCommand`` as LangGraph does; True when it was applied here.
+
+    Addressed to this task's graph (its namespace, recast, or the node name): the
+    Command goes through this task's writers. ``graph=PARENT``: re-addressed to the
+    namespace of the graph that called ours, and left to bubble up.
+    """
+    if not isinstance(exc, ParentCommand):
+        return False
+    cmd = exc.args[0]
+    ns = scope.task.checkpoint_ns
+    if cmd.graph in (ns, recast_checkpoint_ns(ns), scope.task.name):
+        _finish(scope, cmd)
+        return True
+    if cmd.graph == Command.PARENT:
+        parts = ns.split(NS_SEP)
+        if parts[-1].isdigit():
+            parts.pop()
+        exc.args = (replace(cmd, graph=NS_SEP.join(parts[:-1])),)
+    return False
 
 
 def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | None:
@@ -91,8 +109,7 @@ def run_task(scope: TaskScope) -> BaseException | None:
                 _run_once(scope)
                 return None
             except BaseException as exc:
-                if (cmd := _resolved_parent_command(exc)) is not None:
-                    scope.task.writes.extend(command_writes(cmd))
+                if _parent_command(scope, exc):
                     return None
                 attempt += 1
                 delay = retry_delay(scope, exc, attempt)
@@ -134,8 +151,7 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
                     await _arun_once(scope)
                 return None
             except BaseException as exc:
-                if (cmd := _resolved_parent_command(exc)) is not None:
-                    scope.task.writes.extend(command_writes(cmd))
+                if _parent_command(scope, exc):
                     return None
                 if isinstance(exc, asyncio.CancelledError):
                     raise
