@@ -383,10 +383,5 @@ def sc_checkpoints_stream(lib, saver, durability):
     return [("configs", [(ns, c["config"], c["parent_config"]) for ns, c in chunks])]
 
 
-@pytest.mark.xfail(
-    strict=False,  # owned by the runtime: passes once debug.py is fixed
-    reason="pregel/debug.py patch_checkpoint_map omits the checkpoint's own ns:id entry; "
-    "see docs/dev/timetravel-gaps.md item 2",
-)
 def test_checkpoints_stream_configs() -> None:
     h.run_parity(sc_checkpoints_stream)
