@@ -189,3 +189,10 @@ def test_writes_without_a_stored_checkpoint_are_deleted_too(
     put_steps(saver, "w", 1)
     saver.delete_thread("w")
     assert scan_keys(redis_client, key_prefix) == []
+
+
+def test_scripts_are_reloaded_after_script_flush(saver, redis_client) -> None:
+    put_steps(saver, "flush", 1)
+    redis_client.script_flush()  # as after a restart or failover to a fresh replica
+    put_steps(saver, "flush2", 2)
+    assert len(list(saver.list(cfg("flush2")))) == 2

@@ -34,10 +34,13 @@ SHAS = {name: hashlib.sha1(body.encode()).hexdigest() for name, body in SCRIPTS.
 def describe(client: Any) -> str:
     """``Redis at host:port/db`` for error messages (no password)."""
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
+    if "path" in kw:
+        return f"Redis at unix:{kw['path']}/{kw.get('db', 0)}"
     return f"Redis at {kw.get('host', '?')}:{kw.get('port', '?')}/{kw.get('db', 0)}"
 
 
 def check_client(client: Any) -> None:
+    """Refuse a client that would decode binary checkpoints as text."""
     kw = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None) or {}
     if kw.get("decode_responses"):
         raise ConfigError(
@@ -47,6 +50,7 @@ def check_client(client: Any) -> None:
 
 
 def redis_error(exc: BaseException, target: str) -> StorageError:
+    """A StorageError naming the server, chained to redis-py's error."""
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
         msg = f"cannot reach {target}: {exc}"
     else:
