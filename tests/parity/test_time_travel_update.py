@@ -451,3 +451,25 @@ def sc_update_with_task_id(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_update_with_task_id(saver: str) -> None:
     h.run_parity(sc_update_with_task_id, saver)
+
+
+def sc_run_superseded_fork(lib, saver, durability):
+    """Two forks made first, then run: the first is no longer the head when it runs."""
+    graph = chain(lib, saver, "a", "ask", "b", ask=("ask",))
+    graph.invoke({"value": []}, CFG)
+    graph.invoke(lib.Command(resume="orig"), CFG)
+    before_ask = next(s for s in history(graph) if s.next == ("ask",))
+    fork1 = graph.update_state(before_ask.config, {"value": ["f1"]}, as_node="a")
+    fork2 = graph.update_state(before_ask.config, {"value": ["f2"]}, as_node="a")
+    obs = [("run fork1", graph.invoke(None, fork1, **h.kw(durability)))]
+    obs.append(("resume fork1", graph.invoke(lib.Command(resume="r1"), CFG, **h.kw(durability))))
+    obs.append(("run fork2", graph.invoke(None, fork2, **h.kw(durability))))
+    obs.append(("resume fork2", graph.invoke(lib.Command(resume="r2"), fork2)))
+    obs.append(("history", history(graph)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_run_superseded_fork(saver: str, durability: str) -> None:
+    h.run_parity(sc_run_superseded_fork, saver, durability)
