@@ -122,3 +122,31 @@ def test_astream_modes():
         ("updates", {"shout": {"b": "HI"}}),
         ("updates", {"bang": {"c": "HI!"}}),
     ]
+
+
+def test_stopping_early_closes_cleanly_and_keeps_saved_steps(saver):
+    nodes = {
+        f"n{i}": NodeBuilder().subscribe_only(f"c{i}").do(lambda x: x + "!").write_to(f"c{i + 1}")
+        for i in range(4)
+    }
+    app = Pregel(
+        nodes=nodes,
+        channels={f"c{i}": LastValue(str) for i in range(5)},
+        input_channels="c0",
+        output_channels="c4",
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "early"}}
+    stream = app.stream("x", cfg, stream_mode="updates", durability="sync")
+    assert next(stream) == {"n0": {"c1": "x!"}}
+    stream.close()
+    assert [t.metadata["step"] for t in saver.list(cfg)][0] in (0, 1)
+    assert app.invoke(None, cfg) == "x!!!!"
+
+    async def go():
+        agen = app.astream("y", {"configurable": {"thread_id": "early2"}}, stream_mode="updates")
+        first = await agen.__anext__()
+        await agen.aclose()
+        return first
+
+    assert asyncio.run(go()) == {"n0": {"c1": "y!"}}

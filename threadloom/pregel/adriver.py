@@ -137,6 +137,9 @@ async def astream_run(
                 await opts.persister.throttle()
             for c in run.drain():
                 yield c
+    except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
+        await run.finish(exc)
+        raise
     except BaseException as exc:
         suppress = await run.finish(exc)
         for c in run.drain():

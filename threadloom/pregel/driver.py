@@ -195,6 +195,9 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
             cache_store(loop)
             loop.after_tick()
             yield from run.drain()
+    except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
+        _finish(run, exc, lambda: opts.persister.flush())
+        raise
     except BaseException as exc:
         suppress = _finish(run, exc, lambda: opts.persister.flush())
         yield from run.drain()
