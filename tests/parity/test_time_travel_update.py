@@ -473,3 +473,25 @@ def sc_run_superseded_fork(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_run_superseded_fork(saver: str, durability: str) -> None:
     h.run_parity(sc_run_superseded_fork, saver, durability)
+
+
+def sc_update_with_command(lib, saver, durability):
+    """A Command as update values: its update is applied and its goto picks the next node."""
+    graph = (
+        lib.StateGraph(State)
+        .add_node("a", appender("a"))
+        .add_node("b", appender("b"))
+        .add_node("c", appender("c"))
+        .add_edge(lib.START, "a")
+        .compile(checkpointer=saver)
+    )
+    graph.invoke({"value": []}, CFG)
+    cmd = lib.Command(update={"value": ["cmd"]}, goto="c")
+    obs = [("update", h.raises(lambda: graph.update_state(CFG, cmd, as_node="a"), lib))]
+    obs.append(("state", graph.get_state(CFG)))
+    obs.append(("run", graph.invoke(None, CFG)))
+    return obs
+
+
+def test_update_with_command_values() -> None:
+    h.run_parity(sc_update_with_command)
