@@ -155,3 +155,20 @@ async def test_async_saver_on_a_given_connection(tmp_path) -> None:
             assert (await cur.fetchone())[0] == 1  # still open: not ours to close
     finally:
         await conn.close()
+
+
+def test_corrupt_blob_names_thread_checkpoint_and_channel() -> None:
+    from threadloom.errors import CorruptBlobError
+
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        config = _put(saver, "t", ["a long message " * 20])
+        saver.conn.execute("UPDATE tl_blobs SET data = x'c1c1c1'")
+        saver.codec.chunks.clear()
+        with pytest.raises(CorruptBlobError) as err:
+            saver.get_tuple(config)
+        assert (err.value.thread_id, err.value.channel) == ("t", "x")
+        assert err.value.checkpoint_id == config["configurable"]["checkpoint_id"]
+        saver.conn.execute("UPDATE tl_checkpoints SET data = x'00'")
+        saver.codec.states.clear()
+        with pytest.raises(CorruptBlobError, match="checkpoint"):
+            saver.get_tuple(config)

@@ -54,9 +54,12 @@ def _decode(row: CheckpointRow) -> dict[str, Any]:
     if row.tag != record.RECORD_TAG:
         raise _corrupt(row, f"unknown checkpoint record format {row.tag!r}")
     try:
-        return record.decode(row.data)
+        rec = record.decode(row.data)
     except Exception as exc:
         raise _corrupt(row, f"checkpoint record cannot be decoded ({exc})") from exc
+    if type(rec) is not dict or type(rec.get("k")) is not int:
+        raise _corrupt(row, "checkpoint record cannot be decoded (not a record)")
+    return rec
 
 
 def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:

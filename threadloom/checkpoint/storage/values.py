@@ -332,9 +332,9 @@ class ValueCodec:
     def _loads(self, tag: str, data: bytes, ref: RefRow, checkpoint_id: str) -> Any:
         try:
             return self.serde.loads_typed((tag, data))
-        except CorruptBlobError:
-            raise
         except Exception as exc:
+            if isinstance(exc, CorruptBlobError) and exc.thread_id is not None:
+                raise
             raise CorruptBlobError(
                 f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
                 thread_id=ref.thread_id,
