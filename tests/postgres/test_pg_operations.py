@@ -159,3 +159,17 @@ def test_latest_checkpoint_uses_the_primary_key_index(pg_url: str, pg_schema: st
         ).fetchall()
         text = "\n".join(r[0] for r in plan)
         assert "Index" in text and "Backward" in text and "Sort" not in text
+
+
+def test_langgraph_tables_in_the_schema_are_detected(pg_url: str, fresh_schema: str) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver as LangGraphSaver
+
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{fresh_schema}"')
+    with psycopg.connect(pg_url, autocommit=True, options=f"-c search_path={fresh_schema}") as conn:
+        LangGraphSaver(conn).setup()
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        with pytest.raises(StorageError, match="LangGraph"):
+            saver.setup()
+        with pytest.raises(StorageError, match="not threadloom's"):
+            saver.get_tuple({"configurable": {"thread_id": "t"}})

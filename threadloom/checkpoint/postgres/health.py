@@ -50,6 +50,12 @@ def storage_error(exc: BaseException, target: str, schema: str | None = None) ->
     if isinstance(exc, pg_errors.UndefinedTable):
         where = f" in schema {schema!r}" if schema else ""
         msg = f"threadloom tables are missing{where} on {target}: call saver.setup() first"
+    elif isinstance(exc, pg_errors.UndefinedColumn):
+        where = f"schema {schema!r}" if schema else "the schema"
+        msg = (
+            f"the checkpoint tables in {where} on {target} are not threadloom's "
+            f"(LangGraph's?) or not migrated: call saver.setup(), or use another schema ({exc})"
+        )
     elif isinstance(exc, PoolTimeout):
         msg = f"no connection to {target} available within the pool timeout ({exc})"
     elif isinstance(exc, psycopg.OperationalError):

@@ -104,6 +104,13 @@ def lock_key(schema: str) -> int:
     return zlib.crc32(f"threadloom.migrations:{schema}".encode()) - (1 << 31)
 
 
+# LangGraph's PostgresSaver uses the same table names; its `checkpoints` has a
+# JSONB `checkpoint` column, ours does not
+_LANGGRAPH_TABLES = """
+    SELECT count(*) FROM information_schema.columns
+    WHERE table_schema = %s AND table_name = 'checkpoints' AND column_name = 'checkpoint'"""
+
+
 def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     """Apply pending migrations; return the schema version now in place.
 
@@ -114,9 +121,16 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     first = [Stmt("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))]
     if schema != "public":
         first.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {s}"))
+    first.append(Stmt(_LANGGRAPH_TABLES, (schema,), "one"))
     first.append(Stmt(MIGRATIONS[0].format(s=s)))
     first.append(Stmt(f"SELECT coalesce(max(v), -1) FROM {s}.checkpoint_migrations", (), "one"))
-    current = (yield first)[-1][0]
+    results = yield first
+    if results[-3][0]:
+        raise StorageError(
+            f"schema {schema!r} holds LangGraph's checkpoint tables (same names, another "
+            "layout): give threadloom its own schema, e.g. PostgresSaver(..., schema='threadloom')"
+        )
+    current = results[-1][0]
     latest = len(MIGRATIONS) - 1
     if current > latest:
         raise StorageError(
