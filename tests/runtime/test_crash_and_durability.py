@@ -180,3 +180,12 @@ def test_async_durability_reaches_saver_in_order(saver):
     put_ids = [cid for kind, cid in slow.calls if kind == "put"]
     assert put_ids == sorted(put_ids) and len(put_ids) == 62
     assert [t.metadata["step"] for t in saver.list(cfg, limit=3)] == [60, 59, 58]
+
+
+def test_checkpoint_during_maps_to_durability_and_bad_modes_fail(saver):
+    app = three_step(saver)
+    with pytest.warns(DeprecationWarning):
+        assert app.invoke(0, {"configurable": {"thread_id": "cd"}}, checkpoint_during=False) == 3
+    assert len(list(saver.list({"configurable": {"thread_id": "cd"}}))) == 1  # == "exit"
+    with pytest.raises(ValueError, match="durability"):
+        app.invoke(0, {"configurable": {"thread_id": "bad"}}, durability="sometimes")

@@ -9,6 +9,7 @@ editing (``get_state``, ``update_state``, ...) live in ``history.py``.
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -21,6 +22,25 @@ from threadloom.pregel.node import NodeBuilder, PregelNode
 from threadloom.types import CachePolicy, RetryPolicy, Send
 
 __all__ = ["Pregel"]
+
+
+def _durability_kwargs(kwargs: dict[str, Any]) -> None:
+    """Map the deprecated ``checkpoint_during`` to ``durability`` and validate the mode.
+
+    Raises:
+        ValueError: both given, or an unknown durability.
+    """
+    during = kwargs.pop("checkpoint_during", None)
+    if during is not None:
+        warnings.warn(
+            "`checkpoint_during` is deprecated; use `durability`", DeprecationWarning, stacklevel=3
+        )
+        if kwargs.get("durability") is not None:
+            raise ValueError("Cannot use both `checkpoint_during` and `durability`")
+        kwargs["durability"] = "async" if during else "exit"
+    durability = kwargs.get("durability")
+    if durability is not None and durability not in ("sync", "async", "exit"):
+        raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
 
 
 class Pregel:
@@ -176,6 +196,7 @@ class Pregel:
             Exception: whatever a node raised (after its step's other tasks finished).
         """
         kwargs["stream_mode"] = stream_mode
+        _durability_kwargs(kwargs)
         return stream_run(self, input, self._merge_config(config), kwargs)
 
     def astream(
@@ -188,6 +209,7 @@ class Pregel:
     ) -> AsyncIterator[Any]:
         """Async twin of :meth:`stream`."""
         kwargs["stream_mode"] = stream_mode
+        _durability_kwargs(kwargs)
         return astream_run(self, input, self._merge_config(config), kwargs)
 
     def invoke(

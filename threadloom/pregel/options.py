@@ -116,9 +116,9 @@ def prepare(
     if parent is not None:
         run = _nested_run(graph, run, parent)
     stream_mode = kw.get("stream_mode") or ("values" if parent is not None else graph.stream_mode)
+    if kw.get("debug") or graph.debug:  # as LangGraph: debug prints updates and values
+        kw["print_mode"] = ["updates", "values"]
     modes = set(normalize_modes(stream_mode)) | set(normalize_modes(kw.get("print_mode") or []))
-    if kw.get("debug") or graph.debug:
-        modes.add("debug")
     checkpointer = _checkpointer(graph, parent)
     if checkpointer is not None and run.thread_id is None:
         raise ConfigError(

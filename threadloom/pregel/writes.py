@@ -55,7 +55,7 @@ def apply_writes(
     get_next_version: Callable[[Any, Any], Any] | None,
     trigger_to_nodes: Mapping[str, Sequence[str]],
 ) -> set[str]:
-    """Apply ``tasks``' writes to ``channels``, bumping versions in ``checkpoint``.
+    """Apply ``tasks``' writes (in task-path order) to ``channels``, bumping versions.
 
     Args:
         checkpoint: mutated in place (``channel_versions``, ``versions_seen``).
@@ -72,7 +72,7 @@ def apply_writes(
     """
     tasks = list(tasks)
     if len(tasks) > 1:
-        tasks.sort(key=lambda t: task_path_str(t.path[:3]))
+        tasks.sort(key=lambda t: task_path_str(t.path))  # full path, as LangGraph 1.2.22
     bump_step = any(t.triggers for t in tasks)
     versions = checkpoint["channel_versions"]
     seen_all = checkpoint["versions_seen"]
