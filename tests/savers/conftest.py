@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from savers.api import Api
-from savers.backends import BACKENDS
+from tests.savers.api import Api
+from tests.savers.backends import BACKENDS
 
 
 def _params() -> list[Any]:

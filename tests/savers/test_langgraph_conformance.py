@@ -11,7 +11,7 @@ import pytest
 
 conformance = pytest.importorskip("langgraph.checkpoint.conformance")
 
-from savers.backends import BACKENDS  # noqa: E402
+from tests.savers.backends import BACKENDS  # noqa: E402
 
 EXPECTED = {
     "put": 17,
