@@ -90,11 +90,10 @@ class Scratchpad:
         if write is None:
             return self.parent.get_null_resume(consume) if self.parent is not None else None
         if consume:
-            try:
+            try:  # another task may have taken it already (as in LangGraph)
                 self._pending_writes.remove(write)
             except ValueError:
                 return None
-            self._null_resume = None
         return write[2]
 
 
