@@ -8,8 +8,7 @@ order they first appear (so "this parent_config points at that snapshot" still
 compares), timestamps become ``<ts>``, and snapshots, tasks, interrupts and errors
 become plain dicts.
 
-Test files load this module with :func:`load` (see the top of each file) so the
-plain module name ``helpers`` never collides with another test directory's.
+Test files import it as ``from tests.parity import helpers as h``.
 """
 
 from __future__ import annotations
