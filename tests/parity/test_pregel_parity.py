@@ -598,3 +598,43 @@ def resume_superseded_checkpoint(L, kind):
 @pytest.mark.parametrize("kind", SAVERS)
 def test_resume_superseded_checkpoint(kind):
     check(resume_superseded_checkpoint, kind)
+
+
+def replay_with_persistent_subgraph(L, kind):
+    """Replaying the root from an old checkpoint: a ``checkpointer=True`` subgraph starts
+    from the state it had before that point, not from its latest."""
+    saver = support.saver(L.name, kind)
+    counter = L.Pregel(
+        nodes={"inc": L.NodeBuilder().subscribe_only("x").do(lambda v: [v]).write_to("seen")},
+        channels={
+            "x": L.ch.LastValue(int),
+            "seen": L.ch.BinaryOperatorAggregate(list, operator.add),
+        },
+        input_channels="x",
+        output_channels="seen",
+        checkpointer=True,
+    )
+    app = L.Pregel(
+        nodes={
+            "first": L.NodeBuilder().subscribe_only("a").do(lambda v: v + 1).write_to("b"),
+            "sub": L.NodeBuilder().subscribe_only("b").do(counter).write_to("c"),
+        },
+        channels={"a": L.ch.LastValue(int), "b": L.ch.LastValue(int), "c": L.ch.LastValue(list)},
+        input_channels="a",
+        output_channels="c",
+        checkpointer=saver,
+    )
+    cfg = {"configurable": {"thread_id": "rp"}}
+    out = [app.invoke(1, cfg), app.invoke(10, cfg), app.invoke(20, cfg)]
+    root = {"configurable": {"thread_id": "rp", "checkpoint_ns": ""}}
+    # the second run's checkpoint after "first": replaying it re-runs "sub"
+    second_run_first = next(t.config for t in saver.list(root) if t.metadata["step"] == 3)
+    out.append(app.invoke(None, second_run_first))
+    out.append(history(saver, cfg))
+    out.append(history(saver, cfg, "sub"))
+    return out
+
+
+@pytest.mark.parametrize("kind", SAVERS)
+def test_replay_with_persistent_subgraph(kind):
+    check(replay_with_persistent_subgraph, kind)

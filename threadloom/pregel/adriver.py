@@ -117,9 +117,14 @@ async def astream_run(
     """Async twin of :func:`~threadloom.pregel.driver.stream_run`."""
     run = _AsyncRun(graph, input, config, kw)
     loop, opts = run.loop, run.opts
-    saved = (
-        await opts.checkpointer.aget_tuple(opts.checkpoint_config) if opts.checkpointer else None
-    )
+    saved = None
+    if opts.checkpointer is not None:
+        if opts.replay is not None and loop.is_nested:
+            saved = await opts.replay.aget_checkpoint(
+                loop.ns, opts.checkpointer, opts.checkpoint_config
+            )
+        else:
+            saved = await opts.checkpointer.aget_tuple(opts.checkpoint_config)
     if saved is not None and opts.run.checkpoint_id:
         latest = await opts.checkpointer.aget_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]

@@ -72,7 +72,7 @@ class TaskScope:
     custom: Callable[[Any], None] | None
     cache: Any = None
     store: Any = None
-    replaying: bool = False
+    replay: Any = None  # ReplayState shared by nested runs during a root replay
     channels: Mapping[str, Any] | None = None
     _config: dict[str, Any] | None = field(default=None)
 

@@ -182,7 +182,12 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
     """The sync driver behind :meth:`Pregel.stream`."""
     run = _SyncRun(graph, input, config, kw)
     loop, opts = run.loop, run.opts
-    saved = opts.checkpointer.get_tuple(opts.checkpoint_config) if opts.checkpointer else None
+    saved = None
+    if opts.checkpointer is not None:
+        if opts.replay is not None and loop.is_nested:
+            saved = opts.replay.get_checkpoint(loop.ns, opts.checkpointer, opts.checkpoint_config)
+        else:
+            saved = opts.checkpointer.get_tuple(opts.checkpoint_config)
     if saved is not None and opts.run.checkpoint_id:
         latest = opts.checkpointer.get_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]

@@ -73,6 +73,7 @@ class Loop:
         self.updated_channels: set[str] | None = None
         self.is_replaying = False
         self.superseded = False  # an addressed checkpoint that is no longer the latest
+        self.replay: Any = opts.replay  # ReplayState while the root replays (time travel)
 
     # -- start ------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ class RunOptions:
     cache: Any
     custom: Any
     child_sink: StreamSink | None
+    replay: Any = None
     cache_writes: list[Any] = field(default_factory=list)
 
 
@@ -149,7 +150,11 @@ def prepare(
         cache=parent.cache if parent is not None and parent.cache is not None else graph.cache,
         custom=_custom_writer(modes, put, parent),
         child_sink=own_sink if kw.get("subgraphs") else parent_sink,
+        replay=parent.replay if parent is not None else None,
     )
+    if opts.replay is not None and not run.checkpoint_id:
+        # loading from before the replay point: the child decides resume/new input itself
+        opts.parent_resuming = None
     return Loop(graph, input, opts), opts, stream_mode
 
 
@@ -168,4 +173,5 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
         custom=o.custom,
         cache=o.cache,
         channels=loop.channels,
+        replay=loop.replay,
     )

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from threadloom.constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME
 from threadloom.errors import EmptyInputError
 from threadloom.pregel.io import map_command, map_input
+from threadloom.pregel.replay import ReplayState
 from threadloom.pregel.task import PregelTaskWrites
 from threadloom.pregel.tasks import prepare_next_tasks
 from threadloom.pregel.writes import apply_writes, read_task_statuses
@@ -110,6 +111,15 @@ def _apply(loop: Any, tasks: list[Any]) -> set[str]:
     )
 
 
+def _replay_point(loop: Any) -> str:
+    """Subgraphs replay from before this checkpoint: the addressed one, or the parent of
+    an update/fork checkpoint (which has no subgraph history of its own)."""
+    prev = loop.prev_checkpoint_config
+    if loop.checkpoint_metadata.get("source") in ("update", "fork") and prev:
+        return prev["configurable"].get("checkpoint_id") or loop.checkpoint["id"]
+    return loop.checkpoint["id"]
+
+
 def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
     """Apply the run's input to ``loop``; return the channels updated so far.
 
@@ -162,5 +172,7 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
         raise EmptyInputError(f"Received no input for {loop.graph.input_channels}")
     if not loop.is_nested:
         loop.resuming_flag = mode.resuming
+        if mode.time_travel:
+            loop.replay = ReplayState(_replay_point(loop))
     loop.status = "pending"
     return updated_channels
