@@ -6,7 +6,6 @@ Pure helpers shared by the loop, the stream modes and ``history.py``.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -149,12 +148,14 @@ def map_output_updates(
             updated.append((task.name, rtn))
         elif keys is None:
             updated.extend((task.name, v) for c, v in writes if c == output_channels)
-        elif any(c in keys for c, _ in writes):
-            counts = Counter(c for c, _ in writes)
-            if any(n > 1 for c, n in counts.items() if c in keys):
-                updated.extend((task.name, {c: v}) for c, v in writes if c in keys)
-            else:
-                updated.append((task.name, {c: v for c, v in writes if c in keys}))
+        else:
+            selected = [(c, v) for c, v in writes if c in keys]
+            if not selected:
+                continue
+            if len({c for c, _ in selected}) == len(selected):
+                updated.append((task.name, dict(selected)))
+            else:  # a channel written twice: one dict per write
+                updated.extend((task.name, {c: v}) for c, v in selected)
     grouped: dict[str, Any] = {t.name: [] for t, _ in out}
     for node, value in updated:
         grouped[node].append(value)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -71,17 +71,23 @@ class Scratchpad:
         self._null_resume = null_resume
         self._pending_writes = pending_writes
         self.parent = parent
-        self._interrupts = itertools.count()
-        self._subgraphs = itertools.count()
-        self._calls = itertools.count()
+        self._interrupts: Iterator[int] | None = None  # counters made on first use
+        self._subgraphs: Iterator[int] | None = None
+        self._calls: Iterator[int] | None = None
 
     def interrupt_counter(self) -> int:
+        if self._interrupts is None:
+            self._interrupts = itertools.count()
         return next(self._interrupts)
 
     def subgraph_counter(self) -> int:
+        if self._subgraphs is None:
+            self._subgraphs = itertools.count()
         return next(self._subgraphs)
 
     def call_counter(self) -> int:
+        if self._calls is None:
+            self._calls = itertools.count()
         return next(self._calls)
 
     def get_null_resume(self, consume: bool = False) -> Any:
