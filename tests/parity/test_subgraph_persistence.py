@@ -413,3 +413,60 @@ def test_fork_parent_interrupt_checkpoint_with_own_subgraph_history() -> None:
         return [("run", graph.invoke(None, fork)), ("state", graph.get_state(CFG, subgraphs=True))]
 
     h.run_parity(sc)
+
+
+class Results(TypedDict):
+    results: Annotated[list[str], operator.add]
+    value: Annotated[list[str], operator.add]  # threadloom rejects undeclared keys from the child
+
+
+@pytest.mark.parametrize("sub_checkpointer", [True, None], ids=["stateful", "stateless"])
+@pytest.mark.parametrize("how", ["replay", "fork"])
+def test_subgraph_state_seen_on_parent_replay(sub_checkpointer: Any, how: str) -> None:
+    """Replaying/forking the parent from before the child in a *later* run: a stateful child
+    (checkpointer=True) starts from what it had before that run, a stateless one from empty."""
+
+    def sc(lib, saver, durability):
+        started: list[tuple[str, list]] = []
+
+        def step(name: str):
+            def run(state: State) -> dict:
+                started.append((name, list(state["value"])))
+                return {"value": [f"{name}:{lib.interrupt(name + '?')}"]}
+
+            return run
+
+        sub = (
+            lib.StateGraph(State)
+            .add_node("step_a", step("a"))
+            .add_node("step_b", step("b"))
+            .add_edge(lib.START, "step_a")
+            .add_edge("step_a", "step_b")
+            .compile(checkpointer=sub_checkpointer)
+        )
+        graph = (
+            lib.StateGraph(Results)
+            .add_node("parent_node", lambda s: {"results": ["p"]})
+            .add_node("sub_node", sub)
+            .add_edge(lib.START, "parent_node")
+            .add_edge("parent_node", "sub_node")
+            .compile(checkpointer=saver)
+        )
+        for run in ("1", "2"):
+            graph.invoke({"results": []}, CFG)
+            graph.invoke(lib.Command(resume=f"a{run}"), CFG)
+            graph.invoke(lib.Command(resume=f"b{run}"), CFG)
+        obs = [("started", list(started))]
+        before_sub_2nd = [s for s in history(graph) if s.next == ("sub_node",)][0]
+        started.clear()
+        if how == "fork":
+            cfg = graph.update_state(before_sub_2nd.config, {"results": ["forked"]})
+        else:
+            cfg = before_sub_2nd.config
+        obs.append(("run", graph.invoke(None, cfg)))
+        obs.append(("started again", list(started)))
+        obs.append(("resume", graph.invoke(lib.Command(resume="a3"), CFG)))
+        obs.append(("state", graph.get_state(CFG, subgraphs=True)))
+        return obs
+
+    h.run_parity(sc)
