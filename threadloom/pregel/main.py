@@ -9,6 +9,7 @@ editing (``get_state``, ``update_state``, ...) live in ``history.py``.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -313,7 +314,7 @@ class Pregel:
                     return exc
                 raise
 
-        futures = [POOL.submit(one, i) for i in range(len(inputs))]
+        futures = [POOL.submit(contextvars.copy_context().run, one, i) for i in range(len(inputs))]
         return [f.result() for f in futures]
 
     async def abatch(
