@@ -103,8 +103,10 @@ def test_cache_policy_skips_repeat_inputs(make_cache):
     assert calls == Counter({2: 1, 5: 1})
     updates = list(app.stream(2, stream_mode="updates"))
     assert updates == [{"n": {"b": 6}, "__metadata__": {"cached": True}}]
-    cache.clear()
+    app.clear_cache(["n"])
     assert app.invoke(2) == 6 and calls[2] == 2
+    asyncio.run(app.aclear_cache())
+    assert app.invoke(5) == 15 and calls[5] == 2
 
 
 def test_cache_ttl_expires():

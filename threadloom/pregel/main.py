@@ -25,6 +25,12 @@ from threadloom.types import CachePolicy, RetryPolicy, Send
 __all__ = ["Pregel"]
 
 
+def _cache_ns(node: str) -> tuple[str, ...]:
+    from threadloom.pregel.tasks import CACHE_NS_WRITES
+
+    return (CACHE_NS_WRITES, node, node)
+
+
 def _durability_kwargs(kwargs: dict[str, Any]) -> None:
     """Map the deprecated ``checkpoint_during`` to ``durability`` and validate the mode.
 
@@ -331,6 +337,24 @@ class Pregel:
             *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs)),
             return_exceptions=return_exceptions,
         )
+
+    # -- cache --------------------------------------------------------------------
+
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Forget the cached writes of ``nodes`` (all nodes when None).
+
+        Raises:
+            ValueError: the graph has no cache.
+        """
+        if self.cache is None:
+            raise ValueError("No cache is set for this graph. Cannot clear cache.")
+        self.cache.clear([_cache_ns(n) for n in (nodes or self.nodes)])
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> None:
+        """Async twin of :meth:`clear_cache`."""
+        if self.cache is None:
+            raise ValueError("No cache is set for this graph. Cannot clear cache.")
+        await self.cache.aclear([_cache_ns(n) for n in (nodes or self.nodes)])
 
     # -- state (history.py) --------------------------------------------------------
 
