@@ -115,3 +115,31 @@ def test_cache_ttl_expires():
     assert cache.get([(("ns",), "k")]) == {(("ns",), "k"): "v"}
     cache._data[("ns",)]["k"] = (*cache._data[("ns",)]["k"][:2], 0.0)
     assert cache.get([(("ns",), "k")]) == {}
+
+
+def test_cache_async_driver():
+    calls: Counter = Counter()
+
+    async def node(x):
+        calls[x] += 1
+        return x + 1
+
+    app = Pregel(
+        nodes={
+            "n": NodeBuilder()
+            .subscribe_only("a")
+            .do(node)
+            .write_to("b")
+            .add_cache_policy(CachePolicy(key_func=str))
+        },
+        channels={"a": LastValue(int), "b": LastValue(int)},
+        input_channels="a",
+        output_channels="b",
+        cache=SqliteCache(),
+    )
+
+    async def go():
+        return [await app.ainvoke(1), await app.ainvoke(1)]
+
+    assert asyncio.run(go()) == [2, 2]
+    assert calls[1] == 1

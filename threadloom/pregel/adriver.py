@@ -14,8 +14,10 @@ from typing import Any
 
 from threadloom.pregel.driver import (
     Done,
-    cache_lookup,
-    cache_store,
+    cache_apply,
+    cache_keys,
+    cache_pairs,
+    cache_wanted,
     latest_config,
     raise_step_errors,
     recursion_error,
@@ -133,10 +135,12 @@ async def astream_run(
         for c in run.drain():
             yield c
         while loop.tick():
-            cache_lookup(loop)
+            if wanted := cache_wanted(loop):
+                cache_apply(loop, wanted, await opts.cache.aget(cache_keys(wanted)))
             async for c in run.run_step():
                 yield c
-            cache_store(loop)
+            if opts.cache is not None and opts.cache_writes:
+                await opts.cache.aset(cache_pairs(loop))
             loop.after_tick()
             if opts.persister is not None:
                 await opts.persister.throttle()

@@ -36,15 +36,15 @@ class Done:
         self.result = result
 
 
-def cache_lookup(loop: Loop) -> None:
+def cache_wanted(loop: Loop) -> list[Any]:
+    """Tasks of this step that may have a cached result."""
+    if loop.o.cache is None:
+        return []
+    return [t for t in loop.tasks.values() if t.cache_key is not None and not t.writes]
+
+
+def cache_apply(loop: Loop, wanted: list[Any], found: dict[Any, Any]) -> None:
     """Give tasks with a cached result their writes (they are then not run)."""
-    cache = loop.o.cache
-    if cache is None:
-        return
-    wanted = [t for t in loop.tasks.values() if t.cache_key is not None and not t.writes]
-    if not wanted:
-        return
-    found = cache.get([(t.cache_key.ns, t.cache_key.key) for t in wanted])
     for t in wanted:
         hit = found.get((t.cache_key.ns, t.cache_key.key))
         if hit is not None:
@@ -52,11 +52,18 @@ def cache_lookup(loop: Loop) -> None:
             loop.put_writes(t.id, t.writes, cached=True)
 
 
-def cache_store(loop: Loop) -> None:
-    """Cache the writes of this step's successful tasks that have a cache policy."""
+def cache_keys(wanted: list[Any]) -> list[Any]:
+    return [(t.cache_key.ns, t.cache_key.key) for t in wanted]
+
+
+def cache_lookup(loop: Loop) -> None:
+    if wanted := cache_wanted(loop):
+        cache_apply(loop, wanted, loop.o.cache.get(cache_keys(wanted)))
+
+
+def cache_pairs(loop: Loop) -> dict[Any, Any]:
+    """This step's successful tasks with a cache policy: ``{key: (writes, ttl)}``."""
     o = loop.o
-    if o.cache is None or not o.cache_writes:
-        return
     pairs = {
         (t.cache_key.ns, t.cache_key.key): (
             [w for w in t.writes if w[0] not in CONTROL_WRITES],
@@ -65,7 +72,12 @@ def cache_store(loop: Loop) -> None:
         for t in o.cache_writes
     }
     o.cache_writes.clear()
-    o.cache.set(pairs)
+    return pairs
+
+
+def cache_store(loop: Loop) -> None:
+    if loop.o.cache is not None and loop.o.cache_writes:
+        loop.o.cache.set(cache_pairs(loop))
 
 
 def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:
