@@ -172,3 +172,27 @@ def test_corrupt_blob_names_thread_checkpoint_and_channel() -> None:
         saver.codec.states.clear()
         with pytest.raises(CorruptBlobError, match="checkpoint"):
             saver.get_tuple(config)
+
+
+def test_writer_recovers_when_another_process_deleted_its_bases(tmp_path) -> None:
+    """A's caches say 'diff against the parent, reuse these chunks'; B deleted
+    them. A's next put notices (stale), re-encodes in full and stays readable."""
+    path = str(tmp_path / "race.db")
+    with SqliteSaver.from_conn_string(path) as a, SqliteSaver.from_conn_string(path) as b:
+        config, messages = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, []
+        for i in range(5):
+            messages = messages + [f"message {i} " * 20]
+            cp = empty_checkpoint()
+            cp["id"] = str(uuid6(clock_seq=i))
+            cp["channel_values"] = {"messages": messages}
+            cp["channel_versions"] = {"messages": f"{i + 1:032}.0.5"}
+            config = a.put(config, cp, {"step": i}, cp["channel_versions"])
+        b.delete_thread("t")
+        messages = messages + ["after the purge " * 20]
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6(clock_seq=9))
+        cp["channel_values"] = {"messages": messages}
+        cp["channel_versions"] = {"messages": f"{9:032}.0.5"}
+        stored = a.put(config, cp, {"step": 9}, cp["channel_versions"])
+        got = b.get_tuple(stored)
+        assert got.checkpoint["channel_values"]["messages"] == messages

@@ -156,6 +156,12 @@ class MemoryExecutor:
 
     def _save(self, op: o.SaveCheckpoint) -> o.SaveResult:
         blobs = self.blobs
+        if op.base is not None and op.row is not None:
+            rows = self.checkpoints.get((op.row.thread_id, op.row.checkpoint_ns)) or {}
+            if op.base not in rows:
+                return o.SaveResult(frozenset(), (), stale=True)
+        if any(h not in blobs for h in op.needs):
+            return o.SaveResult(frozenset(), (), stale=True)
         new = []
         for blob in op.blobs:
             if blob.hash not in blobs:

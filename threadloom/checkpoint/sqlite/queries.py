@@ -251,7 +251,23 @@ def _load_writes(op: o.LoadWrites) -> Plan:
 # -- writes -------------------------------------------------------------------
 
 
+def _stale(op: o.SaveCheckpoint) -> Plan:
+    """Whether the diff base or a reused blob is gone (see SaveCheckpoint)."""
+    if op.base is not None and op.row is not None:
+        sql = "SELECT 1 FROM v_checkpoints WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+        params = (op.row.thread_id, op.row.checkpoint_ns, enc_id(op.base))
+        if (yield Stmt(sql, params, "one")) is None:
+            return True
+    for part in _chunks(op.needs):
+        sql = f"SELECT count(*) FROM tl_blobs WHERE hash IN ({_marks(len(part))})"
+        if (yield Stmt(sql, part, "one"))[0] != len(part):
+            return True
+    return False
+
+
 def _save(op: o.SaveCheckpoint) -> Plan:
+    if (yield from _stale(op)):
+        return o.SaveResult(frozenset(), (), stale=True)
     yield from _add_threads([op.row] if op.row is not None else op.refs)
     new = []
     for blob in op.blobs:

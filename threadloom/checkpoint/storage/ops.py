@@ -163,11 +163,14 @@ class SaveResult(NamedTuple):
     ``new_blobs``: hashes that did not exist before (so the flow adds their
     children's references). ``inserted_refs``: one bool per ref row given, False
     when a row with that key already existed (first write wins; no reference
-    was added for it).
+    was added for it). ``stale``: nothing was written because ``base`` or one of
+    ``needs`` is gone (another process pruned or deleted the thread); the flow
+    re-encodes from storage and retries.
     """
 
     new_blobs: frozenset[bytes]
     inserted_refs: tuple[bool, ...]
+    stale: bool = False
 
 
 class StatsResult(NamedTuple):
@@ -298,6 +301,9 @@ class LoadWrites(Op):
 class SaveCheckpoint(Op):
     """-> :class:`SaveResult`. Atomically, in this order:
 
+    0. if ``base`` (the checkpoint id a diff record depends on) has no row in
+       the thread/namespace, or a hash in ``needs`` (blobs the refs reuse
+       without re-sending) has no blob: write nothing, return ``stale=True``;
     1. insert each blob unless its hash exists (``refs`` starts at 0);
     2. insert each ref row unless its key exists; for each inserted row add one
        reference per hash occurrence in ``row.hashes``;
@@ -307,6 +313,8 @@ class SaveCheckpoint(Op):
     row: CheckpointRow | None
     refs: tuple[RefRow, ...]
     blobs: tuple[BlobRow, ...]
+    base: str | None = None
+    needs: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ def put_flow(
     checkpoint: Mapping[str, Any],
     metadata: Mapping[str, Any],
     new_versions: Mapping[str, Any],
+    retry: bool = True,
 ) -> Flow:
     """Store a checkpoint: a record (diff against the parent when possible),
     refs and blobs for changed large values only."""
@@ -89,7 +90,12 @@ def put_flow(
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
     row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)
-    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()))
+    needs = {h for ref in refs for h in unpack(ref.hashes)}.difference(blobs)
+    base = parent_id if depth else None
+    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, tuple(needs))
+    if result.stale and retry:  # cached bases were deleted by someone else: start over
+        codec.forget_thread(thread_id)
+        return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False))
     if result.new_blobs:
         yield from _settle(blobs, result.new_blobs, all(result.inserted_refs))
     inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
