@@ -20,6 +20,7 @@ from threadloom.constants import INTERRUPT, TASKS
 from threadloom.pregel.adriver import astream_run
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
+from threadloom.pregel.state_api import StateMixin
 from threadloom.types import CachePolicy, RetryPolicy, Send
 
 __all__ = ["Pregel"]
@@ -50,7 +51,7 @@ def _durability_kwargs(kwargs: dict[str, Any]) -> None:
         raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
 
 
-class Pregel:
+class Pregel(StateMixin):
     """A Pregel graph: ``nodes`` read and write ``channels`` in supersteps.
 
     Args:
@@ -355,59 +356,6 @@ class Pregel:
         if self.cache is None:
             raise ValueError("No cache is set for this graph. Cannot clear cache.")
         await self.cache.aclear([_cache_ns(n) for n in (nodes or self.nodes)])
-
-    # -- state (history.py) --------------------------------------------------------
-
-    def get_state(self, config: Any, *, subgraphs: bool = False) -> Any:
-        """The thread's state at ``config`` (latest if no checkpoint_id). See history.py."""
-        from threadloom.pregel import history
-
-        return history.get_state(self, config, subgraphs=subgraphs)
-
-    async def aget_state(self, config: Any, *, subgraphs: bool = False) -> Any:
-        from threadloom.pregel import history
-
-        return await history.aget_state(self, config, subgraphs=subgraphs)
-
-    def get_state_history(
-        self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None
-    ) -> Any:
-        """Snapshots newest first. See history.py."""
-        from threadloom.pregel import history
-
-        return history.get_state_history(self, config, filter=filter, before=before, limit=limit)
-
-    def aget_state_history(
-        self, config: Any, *, filter: Any = None, before: Any = None, limit: Any = None
-    ) -> Any:
-        from threadloom.pregel import history
-
-        return history.aget_state_history(self, config, filter=filter, before=before, limit=limit)
-
-    def update_state(
-        self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
-    ) -> Any:
-        """Write ``values`` as if ``as_node`` produced them; returns the new config. See history.py."""
-        from threadloom.pregel import history
-
-        return history.update_state(self, config, values, as_node=as_node, task_id=task_id)
-
-    async def aupdate_state(
-        self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
-    ) -> Any:
-        from threadloom.pregel import history
-
-        return await history.aupdate_state(self, config, values, as_node=as_node, task_id=task_id)
-
-    def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
-        from threadloom.pregel import history
-
-        return history.bulk_update_state(self, config, supersteps)
-
-    async def abulk_update_state(self, config: Any, supersteps: Any) -> Any:
-        from threadloom.pregel import history
-
-        return await history.abulk_update_state(self, config, supersteps)
 
     def get_subgraphs(
         self, *, namespace: str | None = None, recurse: bool = False
