@@ -67,7 +67,8 @@ def _queue(pipe: Any, call: Call) -> None:
         pipe.evalsha(SHAS[call.script], len(call.keys), *call.keys, *call.args)
 
 
-def _failed_scripts(calls: Sequence[Call], results: list[Any]) -> list[int]:
+def _failed_scripts(results: list[Any]) -> list[int]:
+    """Positions of scripts the server did not know (first use, restart, SCRIPT FLUSH)."""
     return [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
 
 
@@ -166,7 +167,7 @@ class RedisSaver(_RedisSaverBase):
             for call in calls:
                 _queue(pipe, call)
             results = pipe.execute(raise_on_error=False)
-            missing = _failed_scripts(calls, results)
+            missing = _failed_scripts(results)
             if missing:  # first use on this server: load and run just those again
                 for i in missing:
                     self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
@@ -204,6 +205,9 @@ class AsyncRedisSaver(_RedisSaverBase):
             yield saver
         finally:
             await saver.aclose()
+
+    async def setup(self) -> None:
+        """Nothing to create on Redis; awaitable like AsyncPostgresSaver.setup()."""
 
     async def aclose(self) -> None:
         if self._owned:
@@ -243,7 +247,7 @@ class AsyncRedisSaver(_RedisSaverBase):
             for call in calls:
                 _queue(pipe, call)
             results = await pipe.execute(raise_on_error=False)
-            missing = _failed_scripts(calls, results)
+            missing = _failed_scripts(results)
             if missing:
                 for i in missing:
                     await self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
