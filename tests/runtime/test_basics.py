@@ -261,3 +261,53 @@ def test_command_to_parent_from_a_subgraph_node():
         output_channels=["a", "b"],
     )
     assert outer.invoke(2) == {"a": 2, "b": 20}
+
+
+def test_max_concurrency_limits_parallel_tasks():
+    import threading
+
+    running = {"now": 0, "peak": 0}
+    lock = threading.Lock()
+
+    def work(_):
+        with lock:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        time.sleep(0.01)
+        with lock:
+            running["now"] -= 1
+        return [1]
+
+    nodes = {
+        f"w{i}": NodeBuilder().subscribe_only("inp").do(work).write_to("out") for i in range(12)
+    }
+    app = Pregel(
+        nodes=nodes,
+        channels={"inp": LastValue(int), "out": BinaryOperatorAggregate(list, operator.add)},
+        input_channels="inp",
+        output_channels="out",
+    )
+    assert len(app.invoke(0, {"max_concurrency": 3})) == 12
+    assert running["peak"] <= 3
+
+    async def awork(x):
+        with lock:
+            running["now"] += 1
+            running["peak"] = max(running["peak"], running["now"])
+        await asyncio.sleep(0.01)
+        with lock:
+            running["now"] -= 1
+        return [1]
+
+    running["peak"] = 0
+    anodes = {
+        f"w{i}": NodeBuilder().subscribe_only("inp").do(awork).write_to("out") for i in range(12)
+    }
+    aapp = Pregel(
+        nodes=anodes,
+        channels={"inp": LastValue(int), "out": BinaryOperatorAggregate(list, operator.add)},
+        input_channels="inp",
+        output_channels="out",
+    )
+    assert len(asyncio.run(aapp.ainvoke(0, {"max_concurrency": 2}))) == 12
+    assert running["peak"] <= 2

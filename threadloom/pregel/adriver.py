@@ -30,6 +30,13 @@ from threadloom.pregel.stream import shape_output
 __all__ = ["astream_run"]
 
 
+async def _limited(sem: asyncio.Semaphore | None, scope: Any) -> BaseException | None:
+    if sem is None:
+        return await arun_task(scope)
+    async with sem:
+        return await arun_task(scope)
+
+
 class _AsyncRun:
     def __init__(self, graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> None:
         self.aq: asyncio.Queue[Any] = asyncio.Queue()
@@ -80,9 +87,11 @@ class _AsyncRun:
             loop.commit(todo[0], exc)
             results.append((todo[0], exc))
         else:
+            limit = self.opts.run.config.get("max_concurrency")
+            sem = asyncio.Semaphore(int(limit)) if limit else None
             for task in todo:
                 scope = make_scope(loop, task)
-                t = self.aloop.create_task(arun_task(scope))
+                t = self.aloop.create_task(_limited(sem, scope))
                 t.add_done_callback(lambda f, s=scope: self.aq.put_nowait(Done(s, f)))
             remaining = len(todo)
             while remaining:

@@ -8,6 +8,7 @@ The async twin is ``adriver.py``; helpers both use are here.
 from __future__ import annotations
 
 import contextvars
+import os
 import queue
 import time
 from collections.abc import Callable, Iterator
@@ -80,6 +81,13 @@ def cache_store(loop: Loop) -> None:
         loop.o.cache.set(cache_pairs(loop))
 
 
+def max_concurrency(config: Any) -> int:
+    """Tasks of one step running at once: ``config["max_concurrency"]`` or, as
+    LangGraph's default executor, ``min(32, cpus + 4)``."""
+    limit = config.get("max_concurrency")
+    return int(limit) if limit else min(32, (os.cpu_count() or 1) + 4)
+
+
 def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:
     """After every task of the step finished: the first error, else all interrupts."""
     interrupts: list[Any] = []
@@ -120,6 +128,7 @@ class _SyncRun:
         self.subgraphs = bool(kw.get("subgraphs"))
         self.print_mode = kw.get("print_mode") or ()
         self.done: list[Done] = []
+        self.max_concurrency = max_concurrency(self.opts.run.config)
 
     def shape(self, ev: Any) -> tuple[bool, Any]:
         if ev[1] in self.print_mode:
@@ -159,10 +168,9 @@ class _SyncRun:
             loop.commit(todo[0], exc)
             results.append((todo[0], exc))
         elif todo:
-            for task in todo:
-                scope = make_scope(loop, task)
-                fut = POOL.submit(contextvars.copy_context().run, run_task, scope)
-                fut.add_done_callback(lambda f, s=scope: self.q.put(Done(s, f)))
+            waiting = list(reversed(todo))
+            for _ in range(min(self.max_concurrency, len(todo))):
+                self._submit(waiting.pop())
             remaining = len(todo)
             while remaining:
                 if not self.done:
@@ -176,10 +184,17 @@ class _SyncRun:
                     continue
                 item = self.done.pop(0)
                 remaining -= 1
+                if waiting:
+                    self._submit(waiting.pop())
                 exc = item.result.result()
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
         raise_step_errors(results)
+
+    def _submit(self, task: Any) -> None:
+        scope = make_scope(self.loop, task)
+        fut = POOL.submit(contextvars.copy_context().run, run_task, scope)
+        fut.add_done_callback(lambda f, s=scope: self.q.put(Done(s, f)))
 
 
 def _finish(run: Any, exc: BaseException | None, flush: Callable[[], None]) -> bool:
