@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states, target
@@ -43,6 +43,46 @@ def _parent_state(codec: ValueCodec, thread_id: str, ns: str, parent_id: str | N
     return state
 
 
+class _Encoded(NamedTuple):
+    iv: dict[str, list[Any]]
+    refs: list[RefRow]
+    blobs: dict[bytes, BlobRow]
+    lists: list[tuple[str, ListState]]
+
+
+def _encode_values(
+    codec: ValueCodec,
+    thread_id: str,
+    ns: str,
+    cv: dict[str, Any],
+    values: Mapping[str, Any],
+    new_versions: Mapping[str, Any],
+    prev: State | None,
+) -> _Encoded:
+    """Small values inline (carried from the parent when unchanged), large ones
+    as refs + blobs. A channel not in ``new_versions`` is re-encoded only when
+    its version differs from the parent's (a copy/fork put) and its value is given."""
+    out = _Encoded({}, [], {}, [])
+    for channel, packed in cv.items():
+        carried = prev is not None and prev.cv.get(channel) == packed
+        if channel not in new_versions and (carried or channel not in values):
+            if carried and channel in prev.iv:  # type: ignore[union-attr]
+                out.iv[channel] = prev.iv[channel]  # type: ignore[union-attr]
+            continue
+        if channel not in values:
+            continue
+        vkey = version_key(record.unpack_version(packed))
+        inline, ref, new_blobs, state = codec.encode(thread_id, ns, channel, vkey, values[channel])
+        if inline is not None:
+            out.iv[channel] = [packed, *inline]
+        else:
+            out.refs.append(ref)  # type: ignore[arg-type]
+            out.blobs.update((b.hash, b) for b in new_blobs)
+            if state is not None:
+                out.lists.append((channel, state))
+    return out
+
+
 def put_flow(
     codec: ValueCodec,
     config: Mapping[str, Any],
@@ -60,28 +100,9 @@ def put_flow(
         n: {c: record.pack_version(v) for c, v in seen.items()}
         for n, seen in checkpoint["versions_seen"].items()
     }
-    values = checkpoint["channel_values"]
-    iv: dict[str, list[Any]] = {}
-    refs: list[RefRow] = []
-    lists: list[tuple[str, ListState]] = []
-    blobs: dict[bytes, BlobRow] = {}
-    for channel, packed in cv.items():
-        carried = prev is not None and prev.cv.get(channel) == packed
-        if channel not in new_versions and (carried or channel not in values):
-            if carried and channel in prev.iv:  # type: ignore[union-attr]
-                iv[channel] = prev.iv[channel]  # type: ignore[union-attr]
-            continue
-        if channel not in values:
-            continue
-        vkey = version_key(record.unpack_version(packed))
-        inline, ref, new_blobs, state = codec.encode(thread_id, ns, channel, vkey, values[channel])
-        if inline is not None:
-            iv[channel] = [packed, *inline]
-        else:
-            refs.append(ref)  # type: ignore[arg-type]
-            blobs.update((b.hash, b) for b in new_blobs)
-            if state is not None:
-                lists.append((channel, state))
+    iv, refs, blobs, lists = _encode_values(
+        codec, thread_id, ns, cv, checkpoint["channel_values"], new_versions, prev
+    )
     depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
     state = State(cv, vs, iv, depth)
     core, extra = record.core_fields(checkpoint)  # type: ignore[arg-type]
