@@ -60,7 +60,7 @@ def version_key(version: str | int | float) -> str:
 def dump_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     """Stored metadata (JSON text) and its run_id, after the contract's filtering."""
     md = get_checkpoint_metadata(dict(config), dict(metadata))  # type: ignore[arg-type]
-    text = json.dumps(md, ensure_ascii=False, separators=(",", ":"), default=_json_default)
+    text = _ENCODER.encode(md)
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)
 
@@ -69,6 +69,9 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return str(value)
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
 def load_metadata(text: str, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
