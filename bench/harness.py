@@ -43,9 +43,15 @@ class Config:
     reps: int = 5
     workdir: str = "."
     verbose: bool = False
+    half: bool = False  # set for each half of an ABBA pair
 
     def pick(self, full: Any, quick: Any) -> Any:
         return quick if self.quick else full
+
+    def share(self, full: int, quick: int) -> int:
+        """This run's share of a per-side total: half of it in each ABBA half."""
+        n = self.pick(full, quick)
+        return max(1, n // 2) if self.half else n
 
 
 @dataclass(frozen=True)
@@ -250,7 +256,7 @@ def _run_case(case: Case, sides: list[Side], cfg: Config) -> dict[str, tuple[Out
         return case.paired(sides, cfg)
     if not case.interleave or cfg.quick or len(sides) != 2 or cfg.reps < 2:
         return {side.name: _run_side(case, side, cfg) for side in sides}
-    half = dataclasses.replace(cfg, reps=(cfg.reps + 1) // 2)
+    half = dataclasses.replace(cfg, reps=(cfg.reps + 1) // 2, half=True)
     a, b = sides
     a1 = _run_side(case, a, half)
     b1 = _run_side(case, b, half)

@@ -57,7 +57,7 @@ def build_fanout(side: Side):
 
 def _run(kind: str, durability: str):
     def fn(side: Side, cfg: Config) -> Outcome:
-        invokes = cfg.pick(50, 2)
+        invokes = cfg.share(50, 2)
         builder = build_fanout(side)
         with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
             with side.saver(kind, tmp) as saver:

@@ -44,7 +44,7 @@ def build_chain(side: Side, n: int = NODES):
 
 def _run(kind: str, durability: str):
     def fn(side: Side, cfg: Config) -> Outcome:
-        invokes = cfg.pick(200, 4)
+        invokes = cfg.share(200, 4)
         builder = build_chain(side)
         with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
             with side.saver(kind, tmp) as saver:

@@ -27,17 +27,6 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return result
 
 
-def _threadloom_runtime_missing() -> str:
-    try:
-        from threadloom.checkpoint.memory import InMemorySaver  # noqa: F401
-        from threadloom.checkpoint.sqlite import SqliteSaver  # noqa: F401
-
-        from threadloom.graph import StateGraph  # noqa: F401
-    except ImportError as exc:
-        return str(exc)
-    return ""
-
-
 def test_report_structure(quick: dict) -> None:
     rows = quick["rows"]
     assert {r.workload for r in rows} == set(WORKLOADS)
@@ -66,12 +55,56 @@ def test_langgraph_side_produced_numbers(quick: dict) -> None:
 
 
 def test_threadloom_side_matches(quick: dict) -> None:
-    reason = _threadloom_runtime_missing()
-    if reason:
-        pytest.xfail(f"threadloom runtime not landed yet: {reason}")
     rows = quick["rows"]
     missing = [(r.case, r.metric, r.threadloom_na) for r in rows if r.threadloom is None]
     assert not missing, quick["table"]
     diff = sorted({(r.workload, r.case) for r in rows if r.same_state is False})
     assert not diff, quick["table"]
     assert all(r.ratio is not None for r in rows if r.metric.endswith(("ms", "us")))
+
+
+def test_abba_pairs_and_na_cells() -> None:
+    """ABBA runs each side twice (means of halves); a missing feature is an n/a cell."""
+    from bench.harness import Case, Config, MetricSpec, Outcome, run_cases
+    from bench.sides import NotAvailable, sides
+
+    calls: list[tuple[str, bool]] = []
+
+    def fn(side, cfg: Config) -> Outcome:
+        calls.append((side.name, cfg.half))
+        value = 10.0 if side.name == "langgraph" else 2.0 + len(calls)
+        return Outcome({"ms": value}, final={"n": 1})
+
+    def missing(side, cfg: Config) -> Outcome:
+        if side.name == "threadloom":
+            raise NotAvailable("feature X missing")
+        return Outcome({"ms": 1.0})
+
+    cfg = Config(quick=False, reps=2)
+    spec = [MetricSpec("ms", "ms")]
+    rows = run_cases([Case("w", "abba", fn, spec), Case("w", "na", missing, spec)], sides(), cfg)
+    assert calls == [
+        ("langgraph", True),
+        ("threadloom", True),
+        ("threadloom", True),
+        ("langgraph", True),
+    ]
+    abba, na = rows
+    assert abba.langgraph == 10.0 and abba.threadloom == (4.0 + 5.0) / 2
+    assert abba.ratio == 10.0 / 4.5 and abba.same_state is True and abba.target_ok is True
+    assert na.threadloom is None and na.threadloom_na == "feature X missing"
+    assert na.ratio is None and na.target_ok is None
+
+
+def test_growth_exponent_and_canon() -> None:
+    from bench.harness import canon
+    from bench.workloads.conversation import growth_exponent
+
+    assert abs(growth_exponent({100: 1e4, 300: 9e4, 1000: 1e6}) - 2.0) < 1e-9
+    assert abs(growth_exponent({20: 2.0, 40: 4.0}) - 1.0) < 1e-9
+    as_dict = {"role": "user", "content": "hi", "id": "1"}
+
+    class Msg:
+        type, content, id, tool_calls, tool_call_id = "human", "hi", "1", [], None
+
+    assert canon([as_dict]) == canon([Msg()])
