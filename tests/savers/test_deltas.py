@@ -143,92 +143,102 @@ ops = st.lists(
 )
 
 
+class History:
+    """A saver driven like the runtime, next to a plain-dict model of what it must hold."""
+
+    def __init__(self, saver) -> None:
+        self.saver = saver
+        self.model: dict[str, tuple[dict, dict]] = {}  # key -> (config, values)
+        self.head = None
+        self.values: dict = {"messages": [], "small": 0}
+        self.versions: dict = {}
+        self.seq = itertools.count(1)
+        self.threads = ["t"]
+
+    def change(self, op: str, arg: int) -> list[str]:
+        v = self.values
+        if op == "append":
+            extra = [f"m{next(self.seq)}-" + "x" * 30 for _ in range(arg)]
+            self.values = {**v, "messages": v["messages"] + extra}
+            return ["messages"]
+        if op == "drop_first":
+            self.values = {**v, "messages": v["messages"][1:]}
+            return ["messages"]
+        if op == "small":
+            self.values = {**v, "small": arg}
+            return ["small"]
+        self.values = {**v, "big": {"blob": "b" * 300, "n": arg}}
+        return ["big"]
+
+    def put(self, changed: list[str]) -> None:
+        for c in changed:
+            self.versions[c] = _version(next(self.seq))
+        cp = empty_checkpoint()
+        cp["id"] = cp_id = str(uuid6(clock_seq=1))
+        cp["channel_values"] = dict(self.values)
+        cp["channel_versions"] = dict(self.versions)
+        cp["versions_seen"] = {}
+        config = self.head or {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        md = {"source": "loop", "step": 0, "run_id": f"run-{cp_id}"}
+        self.head = self.saver.put(config, cp, md, {c: self.versions[c] for c in changed})
+        kept = {k: x for k, x in self.values.items() if k in self.versions}
+        self.model[cp_id] = (self.head, kept)
+
+    def goto(self, cid: str) -> None:
+        self.head = self.model[cid][0]
+        tup = self.saver.get_tuple(self.head)
+        self.values = {"messages": [], **tup.checkpoint["channel_values"]}
+        self.versions = dict(tup.checkpoint["channel_versions"])
+
+    def copy(self) -> None:
+        target = f"copy{len(self.threads)}"
+        self.saver.copy_thread("t", target)
+        self.threads.append(target)
+        for cid, (config, vals) in list(self.model.items()):
+            if config["configurable"]["thread_id"] == "t":
+                conf = {**config["configurable"], "thread_id": target}
+                self.model[f"{target}/{cid}"] = ({"configurable": conf}, vals)
+
+    def forget(self, keys: list[str]) -> None:
+        for key in keys:
+            self.model.pop(key, None)
+        if self.head is not None and self.head["configurable"]["checkpoint_id"] not in self.model:
+            self.head = None
+
+    def run(self, op: str, arg: int) -> None:
+        own = sorted(c for c in self.model if "/" not in c)
+        if op in ("append", "drop_first", "small", "big"):
+            self.put(self.change(op, arg))
+        elif op in ("fork", "reload") and own:
+            self.goto(own[arg % len(own)] if op == "fork" else own[-1])
+        elif op == "copy" and own:
+            self.copy()
+        elif op == "prune" and own:
+            self.saver.prune(["t"], strategy="keep_last_n", keep_last=arg)
+            self.forget(own[:-arg])
+        elif op == "delete_runs" and own:
+            victim = own[arg % len(own)]
+            self.saver.delete_for_runs([f"run-{victim}"])  # copies carry the run id too
+            self.forget([k for k in self.model if k.split("/")[-1] == victim])
+
+
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(script=ops)
 def test_random_histories_read_back_exactly(kind, script) -> None:
-    saver = _saver(kind, compact_every=3, keyframe_every=3)
-    model: dict[str, tuple[dict, dict]] = {}  # checkpoint_id -> (config, values)
-    head = None
-    values: dict = {"messages": [], "small": 0}
-    versions: dict = {}
-    seq = itertools.count(1)
-    threads = ["t"]
+    history = History(_saver(kind, compact_every=3, keyframe_every=3))
     for op, arg in script:
-        changed = []
-        if op == "append":
-            values = {
-                **values,
-                "messages": values["messages"] + [f"m{next(seq)}-" + "x" * 30 for _ in range(arg)],
-            }
-            changed = ["messages"]
-        elif op == "drop_first":
-            values = {**values, "messages": values["messages"][1:]}
-            changed = ["messages"]
-        elif op == "small":
-            values, changed = {**values, "small": arg}, ["small"]
-        elif op == "big":
-            values, changed = {**values, "big": {"blob": "b" * 300, "n": arg}}, ["big"]
-        elif op in ("fork", "reload") and model:
-            cid = sorted(model)[arg % len(model)] if op == "fork" else sorted(model)[-1]
-            head = model[cid][0]
-            tup = saver.get_tuple(head)
-            values = dict(tup.checkpoint["channel_values"])
-            values.setdefault("messages", [])
-            versions = dict(tup.checkpoint["channel_versions"])
-            continue
-        elif op == "copy" and model:
-            target = f"copy{len(threads)}"
-            saver.copy_thread("t", target)
-            threads.append(target)
-            for cid, (config, vals) in list(model.items()):
-                if config["configurable"]["thread_id"] == "t":
-                    model[f"{target}/{cid}"] = (
-                        {"configurable": {**config["configurable"], "thread_id": target}},
-                        vals,
-                    )
-            continue
-        elif op == "prune" and model:
-            saver.prune(["t"], strategy="keep_last_n", keep_last=arg)
-            mine = sorted(c for c in model if "/" not in c)
-            for cid in mine[:-arg]:
-                del model[cid]
-            if head is not None and head["configurable"]["checkpoint_id"] not in model:
-                head = None
-            continue
-        elif op == "delete_runs" and model:
-            mine = sorted(c for c in model if "/" not in c)
-            if mine:
-                victim = mine[arg % len(mine)]
-                saver.delete_for_runs([f"run-{victim}"])  # copies carry the run id too
-                for key in [k for k in model if k.split("/")[-1] == victim]:
-                    del model[key]
-                if head is not None and head["configurable"]["checkpoint_id"] == victim:
-                    head = None
-            continue
-        else:
-            continue
-        for c in changed:
-            versions[c] = _version(next(seq))
-        cp_id = str(uuid6(clock_seq=1))
-        cp = empty_checkpoint()
-        cp["id"] = cp_id
-        cp["channel_values"] = dict(values)
-        cp["channel_versions"] = dict(versions)
-        cp["versions_seen"] = {}
-        config = head or {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        md = {"source": "loop", "step": 0, "run_id": f"run-{cp_id}"}
-        head = saver.put(config, cp, md, {c: versions[c] for c in changed})
-        model[cp_id] = (head, {k: v for k, v in values.items() if k in versions})
+        history.run(op, arg)
+    saver = history.saver
     saver.codec.chunks.clear()
     saver.codec.states.clear()
     saver.codec.manifests.clear()
-    for key, (config, expected) in model.items():
+    for key, (config, expected) in history.model.items():
         got = saver.get_tuple(config)
         assert got is not None, key
         assert got.checkpoint["channel_values"] == expected, key
-    for thread in threads:
+    for thread in history.threads:
         saver.delete_thread(thread)
     assert all(n == 0 for n in _counts(saver).values())
