@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 import redis.asyncio as aredis
+import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
@@ -60,11 +61,15 @@ def redis_error(exc: BaseException, target: str) -> StorageError:
     return err
 
 
+def _evalsha_args(call: Call) -> tuple[Any, ...]:
+    return (SHAS[call.script], len(call.keys), *call.keys, *call.args)  # type: ignore[index]
+
+
 def _queue(pipe: Any, call: Call) -> None:
     if call.script is None:
         pipe.execute_command(*call.args)
     else:
-        pipe.evalsha(SHAS[call.script], len(call.keys), *call.keys, *call.args)
+        pipe.evalsha(*_evalsha_args(call))
 
 
 def _failed_scripts(results: list[Any]) -> list[int]:
@@ -113,6 +118,7 @@ class _RedisSaverBase(StorageSaver):
         self.ttl = ttl
         self.target = describe(client)
         self._owned = _owned
+        self.cluster = isinstance(client, (redis.cluster.RedisCluster, aredis.RedisCluster))
         self._scope: ContextVar[Scope | None] = ContextVar(f"tl_redis_{id(self)}", default=None)
 
     def setup(self) -> None:
@@ -162,19 +168,29 @@ class RedisSaver(_RedisSaverBase):
             results = self._send(batch)
 
     def _send(self, calls: Sequence[Call]) -> list[Any]:
+        """One round trip for the batch (a pipeline); call by call on a cluster,
+        whose pipelines refuse EVALSHA."""
         try:
+            if self.cluster or len(calls) == 1:
+                return [self._one(call) for call in calls]
             pipe = self.client.pipeline(transaction=False)
             for call in calls:
                 _queue(pipe, call)
             results = pipe.execute(raise_on_error=False)
-            missing = _failed_scripts(results)
-            if missing:  # first use on this server: load and run just those again
-                for i in missing:
-                    self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
-                    results[i] = self._send([calls[i]])[0]
+            for i in _failed_scripts(results):  # first use on this server
+                results[i] = self._one(calls[i])
         except RedisError as exc:
             raise redis_error(exc, self.target) from exc
         return _raise_first(results, self.target)
+
+    def _one(self, call: Call) -> Any:
+        if call.script is None:
+            return self.client.execute_command(*call.args)
+        try:
+            return self.client.evalsha(*_evalsha_args(call))
+        except NoScriptError:
+            self.client.script_load(SCRIPTS[call.script])
+            return self.client.evalsha(*_evalsha_args(call))
 
     # -- how the core's flows run ------------------------------------------------
 
@@ -243,18 +259,26 @@ class AsyncRedisSaver(_RedisSaverBase):
 
     async def _send(self, calls: Sequence[Call]) -> list[Any]:
         try:
+            if self.cluster or len(calls) == 1:
+                return [await self._one(call) for call in calls]
             pipe = self.client.pipeline(transaction=False)
             for call in calls:
                 _queue(pipe, call)
             results = await pipe.execute(raise_on_error=False)
-            missing = _failed_scripts(results)
-            if missing:
-                for i in missing:
-                    await self.client.script_load(SCRIPTS[calls[i].script])  # type: ignore[index]
-                    results[i] = (await self._send([calls[i]]))[0]
+            for i in _failed_scripts(results):
+                results[i] = await self._one(calls[i])
         except RedisError as exc:
             raise redis_error(exc, self.target) from exc
         return _raise_first(results, self.target)
+
+    async def _one(self, call: Call) -> Any:
+        if call.script is None:
+            return await self.client.execute_command(*call.args)
+        try:
+            return await self.client.evalsha(*_evalsha_args(call))
+        except NoScriptError:
+            await self.client.script_load(SCRIPTS[call.script])
+            return await self.client.evalsha(*_evalsha_args(call))
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
         return await drive.arun(flow, self, write)
