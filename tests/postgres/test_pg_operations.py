@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint
+from threadloom.checkpoint.ids import uuid6
 from threadloom.checkpoint.postgres import MIGRATIONS, PostgresSaver
 from threadloom.errors import StorageError
 
@@ -173,3 +174,48 @@ def test_langgraph_tables_in_the_schema_are_detected(pg_url: str, fresh_schema: 
             saver.setup()
         with pytest.raises(StorageError, match="not threadloom's"):
             saver.get_tuple({"configurable": {"thread_id": "t"}})
+
+
+@pytest.mark.parametrize("pool", [True, False], ids=["pool", "single"])
+def test_connection_killed_inside_a_flow_is_replayed(pg_url, pg_schema, pool) -> None:
+    """put_writes reads the task's row, then writes: kill the backend in between."""
+    app = f"tl-mid-{pool}-{pg_schema}"
+    with PostgresSaver.from_conn_string(
+        f"{pg_url}?application_name={app}", schema=pg_schema, pool=pool
+    ) as saver:
+        saver.setup()
+        config = put_one(saver, f"mid-{pool}", 0)
+        send, calls = saver.connector._send, []
+
+        def send_then_kill(conn, batch):
+            result = send(conn, batch)
+            calls.append(len(batch))
+            if len(calls) == 1:
+                terminate(pg_url, app)
+            return result
+
+        saver.connector._send = send_then_kill
+        saver.put_writes(config, [("n", "late")], "task-1")
+        saver.connector._send = send
+        assert len(calls) >= 3  # read, (dead) write, replayed read + write
+        tup = saver.get_tuple({"configurable": {"thread_id": f"mid-{pool}"}})
+        assert tup.pending_writes == [("task-1", "n", "late")]
+
+
+async def test_async_saver_reconnects_after_kill(pg_url: str, pg_schema: str) -> None:
+    from threadloom.checkpoint.postgres import AsyncPostgresSaver
+
+    app = f"tl-akill-{pg_schema}"
+    url = f"{pg_url}?application_name={app}"
+    async with AsyncPostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
+        await saver.setup()
+        cp = empty_checkpoint()
+        cp["channel_values"], cp["channel_versions"] = {"n": 1}, {"n": "1"}
+        first = await saver.aput(
+            {"configurable": {"thread_id": "akill", "checkpoint_ns": ""}}, cp, {}, {"n": "1"}
+        )
+        assert terminate(pg_url, app) == 1
+        later = cp | {"id": str(uuid6(clock_seq=1))}
+        second = await saver.aput(first, later, {}, {"n": "1"})
+        ids = [t.config async for t in saver.alist({"configurable": {"thread_id": "akill"}})]
+        assert ids == [second, first]
