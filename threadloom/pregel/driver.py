@@ -16,6 +16,7 @@ from typing import Any
 
 from threadloom.errors import GraphInterrupt, GraphRecursionError
 from threadloom.pregel.context import TaskScope
+from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.loop import Loop
 from threadloom.pregel.options import make_scope, prepare
 from threadloom.pregel.persist import SyncPersister
@@ -100,7 +101,7 @@ def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:
             raise exc
     if interrupts:
         raise GraphInterrupt(
-            tuple(i for exc in interrupts for i in (exc.args[0] if exc.args else ()))
+            tuple(i for exc in interrupts for i in as_interrupts(exc.args[0] if exc.args else ()))
         )
 
 

@@ -45,3 +45,38 @@ def _record(scope: Any, answers: list[Any]) -> None:
     writes = scope.task.writes
     writes[:] = [w for w in writes if w[0] != RESUME]
     writes.append((RESUME, answers))
+
+
+def with_task_ids(interrupts: Any, checkpoint_ns: str) -> tuple[Interrupt, ...]:
+    """Interrupts raised by hand (``GraphInterrupt(value)``) get the task's stable id.
+
+    ``interrupt()`` already ids its own; a node raising ``GraphInterrupt`` or
+    ``NodeInterrupt`` directly leaves a placeholder, which could not be resumed by id.
+    """
+    return tuple(
+        Interrupt(value=i.value, id=interrupt_id(checkpoint_ns, 0))
+        if isinstance(i, Interrupt) and i.id == _PLACEHOLDER_ID
+        else i
+        for i in interrupts
+    )
+
+
+_PLACEHOLDER_ID = Interrupt(value=None).id
+
+
+def as_interrupts(value: Any) -> tuple[Interrupt, ...]:
+    """Read an ``__interrupt__`` write the way its author meant it.
+
+    ``interrupt()`` stores a tuple of :class:`Interrupt`. A node that raises
+    ``GraphInterrupt("stop")`` by hand stores the bare value, and LangGraph then
+    iterates it into one interrupt per character. Here a bare value (a string
+    above all) is one interrupt; a list of bare values is one interrupt each.
+    The stored write is left exactly as LangGraph writes it.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, Interrupt):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(v if isinstance(v, Interrupt) else Interrupt(value=v) for v in value)
+    return (Interrupt(value=value),)

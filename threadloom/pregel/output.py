@@ -8,6 +8,7 @@ from typing import Any
 
 from threadloom.constants import ERROR, INTERRUPT, PUSH
 from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results
+from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.io import map_output_updates, map_output_values, read_channels
 
 __all__ = ["emit_checkpoint", "emit_task_writes", "emit_values"]
@@ -54,12 +55,7 @@ def emit_task_writes(
     if writes[0][0] == INTERRUPT:
         if task.path[0] == PUSH and task.path[-1] is True:
             return  # a functional call: its caller reports it
-        interrupts = tuple(
-            v
-            for w in writes
-            if w[0] == INTERRUPT
-            for v in (w[1] if isinstance(w[1], Sequence) else (w[1],))
-        )
+        interrupts = tuple(v for w in writes if w[0] == INTERRUPT for v in as_interrupts(w[1]))
         emitter.emit("updates", [{INTERRUPT: interrupts}], loop.step)
         if "values" in emitter.modes:
             current = read_channels(loop.channels, loop.o.output_keys)

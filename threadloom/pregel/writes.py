@@ -26,6 +26,7 @@ from threadloom.constants import (
     RETURN,
 )
 from threadloom.pregel.ids import task_path_str
+from threadloom.pregel.interrupts import as_interrupts
 from threadloom.types import Interrupt
 
 __all__ = [
@@ -180,7 +181,7 @@ def read_task_statuses(pending_writes: Iterable[Sequence[Any]]) -> dict[str, Tas
             continue
         output.setdefault(tid, [])
         if chan == INTERRUPT:
-            interrupts.setdefault(tid, []).extend(value if isinstance(value, Sequence) else [value])
+            interrupts.setdefault(tid, []).extend(as_interrupts(value))
         elif chan == ERROR:
             errors.setdefault(tid, value)
         elif chan not in CONTROL_WRITES:
