@@ -16,7 +16,7 @@ from bench.workloads.common import invoke, saver_matrix, thread
 
 __all__ = ["cases"]
 
-WARMUP = 3  # untimed invokes first: imports, caches, table creation
+WARMUP = 10  # untimed invokes first: imports, caches, table creation
 
 WIDTH = 20
 
