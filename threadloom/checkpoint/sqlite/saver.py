@@ -24,7 +24,12 @@ def pragmas(synchronous: str, busy_timeout: float) -> list[str]:
     mode = synchronous.upper()
     if mode not in _SYNC_MODES:
         raise ConfigError(f"synchronous must be one of {_SYNC_MODES}, got {synchronous!r}")
-    return [f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}", f"PRAGMA synchronous = {mode}"]
+    return [
+        f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}",
+        f"PRAGMA synchronous = {mode}",
+        # hot pages (b-tree paths, blob index) stay cached past a few MB of data
+        "PRAGMA cache_size = -16384",
+    ]
 
 
 class SqliteSaver(StorageSaver):
