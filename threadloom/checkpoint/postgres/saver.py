@@ -40,23 +40,25 @@ class PostgresSaver(StorageSaver):
             saver asks for tuple rows itself and runs in a transaction when the
             connection is not in autocommit mode (or joins the caller's).
         pipe: LangGraph-compatible way to pass a pipeline with its connection.
+        serde: the serializer (third positional argument, as in LangGraph).
         schema: the schema holding the tables (default ``public``); separate
             schemas isolate tenants or test runs.
         pipeline: also pipeline reads (writes are always pipelined).
-        serde, delta, compact_every, cache_bytes: see
+        delta, compact_every, cache_bytes: see
             :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
 
-    Call :meth:`setup` once (any process, any number of times) before use.
+    Call :meth:`setup` before first use; it is cheap and safe to run on every
+    start, from several processes at once, or inside your own transaction.
     """
 
     def __init__(
         self,
         conn: Connection | ConnectionPool | Pipeline,
         pipe: Pipeline | None = None,
+        serde: Any = None,
         *,
         schema: str = "public",
         pipeline: bool = False,
-        serde: Any = None,
         _owned_url: str | None = None,
         _prepare_threshold: int | None = None,
         **options: Any,
