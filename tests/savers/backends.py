@@ -80,6 +80,7 @@ async def _sqlite_file(tmp: str, fixtures: dict[str, Any]) -> AsyncIterator[Any]
 @asynccontextmanager
 async def _sqlite_memory(tmp: str, fixtures: dict[str, Any]) -> AsyncIterator[Any]:
     with SqliteSaver.from_conn_string(":memory:", compact_every=4, keyframe_every=4) as saver:
+        saver.codec.fanout = 2  # exercise two-level manifests early
         yield saver
 
 

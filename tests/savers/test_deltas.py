@@ -22,11 +22,13 @@ from threadloom.checkpoint.sqlite import SqliteSaver
 _counter = itertools.count(1)
 
 
-def _saver(kind: str, **options):
+def _saver(kind: str, fanout: int = 2, **options):
     if kind == "memory":
-        return InMemorySaver(**options)
-    saver = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False), **options)
-    saver.setup()
+        saver = InMemorySaver(**options)
+    else:
+        saver = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False), **options)
+        saver.setup()
+    saver.codec.fanout = fanout  # two-level manifests after 2 segments
     return saver
 
 
@@ -80,6 +82,13 @@ def test_long_append_chain_reads_back_at_every_version(kind) -> None:
     )
     stats = saver.stats("t")
     assert stats["bytes_stored"] < stats["bytes_logical"] / 5
+    if kind == "memory":
+        tags = {entry[0].tag for entry in saver.executor.blobs.values()}
+    else:
+        tags = {r[0] for r in saver.conn.execute("SELECT DISTINCT tag FROM tl_blobs")}
+    assert {"threadloom.manifest", "threadloom.manifest2"} <= tags  # both manifest levels used
+    saver.delete_thread("t")
+    assert all(n == 0 for n in _counts(saver).values())
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

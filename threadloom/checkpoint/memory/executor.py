@@ -307,12 +307,16 @@ class MemoryExecutor:
 
 
 def _close(held: set[bytes], blobs: dict[bytes, list[Any]]) -> None:
-    """Add the children (manifest segments) of held blobs."""
-    for h in list(held):
-        entry = blobs.get(h)
+    """Add the children (manifest segments, nested manifests) of held blobs."""
+    todo = list(held)
+    while todo:
+        entry = blobs.get(todo.pop())
         if entry is not None and entry[0].children:
             ch = entry[0].children
-            held.update(ch[i : i + o.HASH_SIZE] for i in range(0, len(ch), o.HASH_SIZE))
+            for child in (ch[i : i + o.HASH_SIZE] for i in range(0, len(ch), o.HASH_SIZE)):
+                if child not in held:
+                    held.add(child)
+                    todo.append(child)
 
 
 def _match(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:

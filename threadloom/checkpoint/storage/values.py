@@ -47,6 +47,7 @@ __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
 
 EMPTY_TAG = "empty"
 MANIFEST_TAG = "threadloom.manifest"
+MANIFEST2_TAG = "threadloom.manifest2"  # first entry: a flat manifest of older segments
 MANIFEST_MARK = "m"  # RefRow.tag of a list whose ``hashes`` start with a manifest
 
 
@@ -83,6 +84,7 @@ class ValueCodec:
         self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
         self.states: LRU[tuple[str, str, str], Any] = LRU(4096, 1 << 62)
         self.keyframe_every = 16
+        self.fanout = 16  # segments per flat manifest (see _manifest)
 
     # -- writing ---------------------------------------------------------------
 
@@ -185,6 +187,20 @@ class ValueCodec:
         return h
 
     def _manifest(self, segments: tuple[bytes, ...], blobs: list[BlobRow]) -> bytes:
+        """A flat manifest every ``fanout`` segments; in between, a two-level one
+        (the last flat manifest + the newer segments), so a compaction writes
+        and counts at most ``fanout`` hashes instead of all of them."""
+        covered = len(segments) // self.fanout * self.fanout
+        if covered in (0, len(segments)):
+            return self._flat(segments, blobs)
+        older = self._flat(segments[:covered], blobs)  # exists: re-sent, never re-stored
+        data = older + pack(segments[covered:])
+        h = blob_hash(MANIFEST2_TAG, data)
+        blobs.append(BlobRow(h, MANIFEST2_TAG, data, data))
+        self.manifests.put(h, segments, len(data))
+        return h
+
+    def _flat(self, segments: tuple[bytes, ...], blobs: list[BlobRow]) -> bytes:
         data = pack(segments)
         h = blob_hash(MANIFEST_TAG, data)
         blobs.append(BlobRow(h, MANIFEST_TAG, data, data))
@@ -213,27 +229,22 @@ class ValueCodec:
         refs: list[RefRow],
         remember: bool = False,
     ) -> Generator[Any, Any, dict[tuple[str, str], Any]]:
-        """Flow: values of ``refs`` keyed by ``(channel, version)``; at most two
-        :class:`LoadBlobs`, fewer when the chunk cache holds the pieces."""
-        wanted: set[bytes] = set()
-        for ref in refs:
-            if ref.kind == KIND_BLOB:
-                wanted.add(ref.hashes)
-            elif ref.kind == KIND_DICT:
-                wanted.update(h for h in unpack(ref.hashes) if self.chunks.get(h) is None)
-            elif ref.kind == KIND_LIST:
-                for h in unpack(ref.hashes):
-                    if self.chunks.get(h) is None and self.manifests.get(h) is None:
-                        wanted.add(h)
-        blobs: dict[bytes, BlobRow] = (yield LoadBlobs(tuple(wanted))) if wanted else {}
-        segments_missing: set[bytes] = set()
-        for ref in refs:
-            if ref.kind == KIND_LIST and ref.tag == MANIFEST_MARK:
-                for h in self._segments(ref, blobs, thread_id, checkpoint_id):
-                    if self.chunks.get(h) is None and h not in blobs:
-                        segments_missing.add(h)
-        if segments_missing:
-            blobs.update((yield LoadBlobs(tuple(segments_missing))))
+        """Flow: values of ``refs`` keyed by ``(channel, version)``; at most three
+        :class:`LoadBlobs` (tails + manifest, its older manifest + segments, the
+        older segments), fewer when the caches hold the pieces."""
+        blobs: dict[bytes, BlobRow] = {}
+        while True:
+            missing: set[bytes] = set()
+            for ref in refs:
+                for h in self._needed(ref, blobs, missing):
+                    if h not in blobs and self.chunks.get(h) is None:
+                        missing.add(h)
+            if not missing:
+                break
+            found = yield LoadBlobs(tuple(missing))
+            if not found:
+                break  # truly missing: reported with its location below
+            blobs.update(found)
         values: dict[tuple[str, str], Any] = {}
         for ref in refs:
             key = (ref.channel, ref.version)
@@ -263,15 +274,52 @@ class ValueCodec:
                 result[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
         return result
 
+    def _needed(self, ref: RefRow, blobs: dict[bytes, BlobRow], missing: set[bytes]) -> Any:
+        """Blob hashes ``ref`` needs that are known so far (manifests expand as
+        their blobs arrive; unexpandable ones are added to ``missing``)."""
+        if ref.kind == KIND_BLOB:
+            return (ref.hashes,)
+        if ref.kind == KIND_DICT:
+            return unpack(ref.hashes)
+        if ref.kind != KIND_LIST:
+            return ()
+        hashes = unpack(ref.hashes)
+        if ref.tag != MANIFEST_MARK:
+            return hashes
+        segments = self._expand(hashes[0], blobs, missing)
+        return hashes[1:] + (segments or ())
+
+    def _expand(
+        self, h: bytes, blobs: dict[bytes, BlobRow], missing: set[bytes]
+    ) -> tuple[bytes, ...] | None:
+        """Segments a (possibly two-level) manifest lists; None until loaded."""
+        segments = self.manifests.get(h)
+        if segments is not None:
+            return segments
+        blob = blobs.get(h)
+        if blob is None:
+            missing.add(h)
+            return None
+        entries = unpack(blob.data)
+        if blob.tag == MANIFEST2_TAG:
+            older = self._expand(entries[0], blobs, missing)
+            if older is None:
+                return None
+            entries = older + entries[1:]
+        self.manifests.put(h, entries, len(blob.data))
+        return entries
+
     def _segments(
         self, ref: RefRow, blobs: dict[bytes, BlobRow], thread_id: str, checkpoint_id: str
     ) -> tuple[bytes, ...]:
-        manifest = ref.hashes[:HASH_SIZE]
-        segments = self.manifests.get(manifest)
+        segments = self._expand(ref.hashes[:HASH_SIZE], blobs, set())
         if segments is None:
-            blob = self._blob(blobs, manifest, ref, thread_id, checkpoint_id)
-            segments = unpack(blob.data)
-            self.manifests.put(manifest, segments, len(blob.data))
+            raise CorruptBlobError(
+                "list manifest is missing",
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                channel=ref.channel,
+            )
         return segments
 
     def _assemble(
