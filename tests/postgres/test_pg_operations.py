@@ -219,3 +219,47 @@ async def test_async_saver_reconnects_after_kill(pg_url: str, pg_schema: str) ->
         second = await saver.aput(first, later, {}, {"n": "1"})
         ids = [t.config async for t in saver.alist({"configurable": {"thread_id": "akill"}})]
         assert ids == [second, first]
+
+
+def test_concurrent_writers_sharing_blobs_keep_exact_refcounts(pg_url, pg_schema) -> None:
+    """Threads storing the same large values contend for the same blob rows."""
+    shared = [f"shared message {k} " * 20 for k in range(20)]
+    errors: list[str] = []
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema, pool={"max_size": 8}) as s:
+        s.setup()
+
+        def work(thread_id: str) -> None:
+            try:
+                parent = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+                for i in range(10):
+                    cp = empty_checkpoint()
+                    versions = {"messages": str(i + 1), "doc": str(i + 1)}
+                    cp["channel_values"] = {"messages": shared[: i + 1], "doc": "D" * 400}
+                    cp["channel_versions"] = versions
+                    parent = s.put(parent, cp, {"step": i}, versions)
+                    s.put_writes(parent, [("doc", "W" * 300)], "task")
+                if thread_id.endswith("0"):
+                    s.delete_thread(thread_id)
+            except Exception as exc:  # collected and asserted below
+                errors.append(repr(exc))
+
+        workers = [threading.Thread(target=work, args=(f"conc-{k}",)) for k in range(10)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert errors == []
+    q = f'"{pg_schema}"'
+    with psycopg.connect(pg_url) as conn:
+        wrong = conn.execute(
+            f"""WITH held AS (
+                SELECT substring(h FROM i * 16 + 1 FOR 16) AS hash FROM (
+                    SELECT hashes AS h FROM {q}.checkpoint_refs
+                    UNION ALL SELECT hashes FROM {q}.checkpoint_writes
+                    UNION ALL SELECT children FROM {q}.checkpoint_blobs
+                ) x CROSS JOIN LATERAL generate_series(0, length(h) / 16 - 1) i)
+            SELECT count(*) FROM {q}.checkpoint_blobs b
+            LEFT JOIN (SELECT hash, count(*) AS n FROM held GROUP BY hash) c USING (hash)
+            WHERE b.refs <> coalesce(c.n, 0)"""
+        ).fetchone()[0]
+    assert wrong == 0

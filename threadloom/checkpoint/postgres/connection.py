@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 Fetch = Literal["none", "one", "all", "many"]
+RETRY_STATES = {"40P01", "40001"}  # deadlock_detected, serialization_failure
 
 
 @dataclass(frozen=True)
@@ -204,6 +205,10 @@ class ConnectorBase:
         return storage_error(exc, self.target, self.schema)
 
     def retryable(self, exc: BaseException, tx: Tx | None = None) -> bool:
+        """A lost connection (when we can get another) or a transaction the server
+        aborted to break a deadlock / serialization conflict: replay it."""
+        if getattr(exc, "sqlstate", None) in RETRY_STATES:
+            return True
         conn = tx.conn if tx is not None else None
         return self.can_reconnect and is_connection_lost(exc, conn)
 

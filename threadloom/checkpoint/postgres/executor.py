@@ -17,7 +17,7 @@ from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.ops import HASH_SIZE, BlobRow, CheckpointRow, RefRow, WriteRow
 
 __all__ = ["PgExecutor", "plan"]
 
@@ -194,6 +194,8 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     batch = _insert_blobs(op.blobs, sql)
     blobs = bool(batch)
     if op.refs:
+        held = {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
+        batch += _lock_blobs(held, sql)
         batch.append(Stmt(sql.insert_refs, columns(op.refs, 10), "all"))
     if op.row is not None:
         batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
@@ -201,7 +203,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
 
     def decode(results: list[Any]) -> ops.SaveResult:
         new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
-        inserted = {(r[0], r[1]) for r in results[1 if blobs else 0]} if refs else set()
+        inserted = {(r[0], r[1]) for r in results[-2 if op.row else -1]} if refs else set()
         flags = []
         for ref in refs:
             key = (ref.channel, ref.version)
@@ -212,9 +214,19 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     return batch, decode
 
 
+# Deadlocks: concurrent transactions touching the same shared blobs must take
+# their row locks in one global order, so blobs are inserted, locked and
+# updated sorted by hash (what is left is retried by the connector).
+
+
 def _insert_blobs(blobs: tuple[BlobRow, ...], sql: SQL) -> list[Stmt]:
-    unique = list({b.hash: b for b in blobs}.values())
+    unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     return [Stmt(sql.insert_blobs, columns(unique, 4), "all")] if unique else []
+
+
+def _lock_blobs(hashes: Any, sql: SQL) -> list[Stmt]:
+    """Lock existing blob rows in hash order before updating their counts."""
+    return [Stmt(sql.lock_blobs, (sorted(hashes),))] if hashes else []
 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
@@ -253,14 +265,15 @@ def _adjust(op: ops.AdjustRefcounts, sql: SQL) -> Plan:
     total: Counter[bytes] = Counter()
     for h, delta in op.deltas:
         total[h] += delta
-    return [Stmt(sql.adjust, columns(total.items(), 2))], lambda r: None
+    batch = [*_lock_blobs(total, sql), Stmt(sql.adjust, columns(sorted(total.items()), 2))]
+    return batch, lambda r: None
 
 
 def _drop(op: ops.DropUnreferenced, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: []
-    stmt = Stmt(sql.drop_unreferenced, (list(set(op.hashes)),), "all")
-    return [stmt], lambda r: [BlobRow(*map(_b, row)) for row in r[0]]
+    stmt = Stmt(sql.drop_unreferenced, (sorted(set(op.hashes)),), "all")
+    return [*_lock_blobs(op.hashes, sql), stmt], lambda r: [BlobRow(*map(_b, x)) for x in r[-1]]
 
 
 def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:

@@ -58,7 +58,7 @@ def storage_error(exc: BaseException, target: str, schema: str | None = None) ->
         )
     elif isinstance(exc, PoolTimeout):
         msg = f"no connection to {target} available within the pool timeout ({exc})"
-    elif isinstance(exc, psycopg.OperationalError):
+    elif isinstance(exc, psycopg.OperationalError) and is_connection_lost(exc):
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         msg = f"cannot reach {target}: {reason}"
     else:

@@ -208,6 +208,8 @@ _STATEMENTS: dict[str, str] = {
     "drop_unreferenced": """
             DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0
             RETURNING hash, tag, data, children""",
+    "lock_blobs": """
+            SELECT 1 FROM {blobs} WHERE hash = ANY(%s::bytea[]) ORDER BY hash FOR UPDATE""",
     "load_blobs": """
             SELECT hash, tag, data, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
     "thread_blobs": """
@@ -251,6 +253,7 @@ class SQL:
     adjust: str
     drop_unreferenced: str
     load_blobs: str
+    lock_blobs: str
     thread_blobs: str
 
     def __init__(self, schema: str = "public") -> None:
