@@ -67,3 +67,61 @@ def test_matches_langgraph_on_langchain_messages() -> None:
     left = [lc.HumanMessage("a", id="1"), lc.AIMessage("b", id="2")]
     right = [lc.AIMessage("B", id="2"), lc.RemoveMessage(id="1"), lc.HumanMessage("c", id="3")]
     assert add_messages(left, right) == lg.add_messages(left, right)
+
+
+def _remove_graph(saver):
+    """bot deletes message "1"; wipe clears everything and leaves one message."""
+    from threadloom.graph import START, MessagesState, StateGraph
+
+    return (
+        StateGraph(MessagesState)
+        .add_node("bot", lambda s: {"messages": [RemoveMessage("1")]})
+        .add_node(
+            "wipe",
+            lambda s: {
+                "messages": [RemoveMessage(REMOVE_ALL_MESSAGES), {"role": "user", "content": "z"}]
+            },
+        )
+        .add_edge(START, "bot")
+        .add_edge("bot", "wipe")
+        .compile(checkpointer=saver, interrupt_before=["wipe"])
+    )
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_remove_message_is_stored_and_revived(backend: str) -> None:
+    """Node outputs and update_state values holding RemoveMessage go through the saver."""
+    import sqlite3
+
+    from threadloom.checkpoint.memory import InMemorySaver
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    saver = (
+        InMemorySaver()
+        if backend == "memory"
+        else SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    )
+    graph = _remove_graph(saver)
+    cfg = {"configurable": {"thread_id": "t"}}
+    start = [{"role": "user", "content": c, "id": i} for c, i in (("a", "1"), ("b", "2"))]
+    out = graph.invoke({"messages": start}, cfg)
+    assert [m["id"] for m in out["messages"]] == ["2"]
+    before_bot = next(s for s in graph.get_state_history(cfg) if s.next == ("bot",))
+    stored = saver.get_tuple(before_bot.config)
+    assert stored is not None
+    written = [v for _, ch, v in stored.pending_writes if ch == "messages"]
+    assert written == [[RemoveMessage("1")]] and type(written[0][0]) is RemoveMessage
+    graph.update_state(cfg, {"messages": [RemoveMessage("2")]}, as_node="bot")
+    assert graph.get_state(cfg).values["messages"] == []
+    out = graph.invoke(None, cfg)
+    assert [m["content"] for m in out["messages"]] == ["z"]
+
+
+def test_remove_message_round_trips_as_itself() -> None:
+    from threadloom.checkpoint.serde import default_serializer
+
+    serde = default_serializer()
+    for marker in (RemoveMessage("x", name="n"), RemoveMessage(REMOVE_ALL_MESSAGES)):
+        back = serde.loads_typed(serde.dumps_typed({"messages": [marker]}))["messages"][0]
+        assert type(back) is RemoveMessage
+        assert back == marker and back.id == marker.id

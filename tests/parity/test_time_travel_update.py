@@ -386,11 +386,6 @@ def sc_messages_remove(lib, saver, durability):
     return [("removed", msgs(graph.get_state(CFG).values)), ("history", history(graph))]
 
 
-@pytest.mark.xfail(
-    strict=False,  # owned by graph/serde: passes once RemoveMessage can be stored
-    reason="threadloom.graph.RemoveMessage has no serializer: storing it as a pending write "
-    "raises SerializationError (also when a node returns it); docs/dev/timetravel-gaps.md",
-)
 def test_messages_remove_by_update() -> None:
     h.run_parity(sc_messages_remove)
 

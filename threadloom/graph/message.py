@@ -38,9 +38,10 @@ _ROLE_ALIASES = {"human": "user", "ai": "assistant"}
 class RemoveMessage(dict):
     """Marker that deletes the message with ``id`` when merged by :func:`add_messages`.
 
-    A dict subclass so it serializes like any message and survives in pending
-    writes; after a round trip it is the plain dict ``{"type": "remove", ...}``,
-    which :func:`add_messages` recognises too.
+    A dict subclass so it reads like any message. The serde registry stores it
+    under ``threadloom.RemoveMessage``, so it comes back as a ``RemoveMessage``
+    from pending writes and ``update_state``; a plain dict
+    ``{"type": "remove", ...}`` is recognised by :func:`add_messages` too.
     """
 
     def __init__(self, id: str, **kwargs: Any) -> None:

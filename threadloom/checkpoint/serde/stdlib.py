@@ -189,6 +189,7 @@ def _threadloom_types(registry: Registry) -> None:
             lambda s: types.Overwrite(s["value"]),
         )
     )
+    _remove_message(registry)
     for cls in (types.Command, types.StateSnapshot, types.PregelTask, types.StateUpdate):
         registry.add(entry_for(cls, f"threadloom.{cls.__name__}"))
     for name in errors.__all__:
@@ -198,6 +199,22 @@ def _threadloom_types(registry: Registry) -> None:
     registry.add(entry_for(RevivedError))
     for exc in BUILTIN_EXCEPTIONS:
         registry.add(entry_for(exc, exc.__qualname__))
+
+
+def _remove_message(registry: Registry) -> None:
+    """``RemoveMessage`` is a dict subclass: stored as its items, revived as the marker.
+
+    It has to stay a ``RemoveMessage`` (not a plain dict) through pending writes and
+    ``update_state``, so ``add_messages`` and user code see the same object either way.
+    """
+    from threadloom.graph.message import RemoveMessage
+
+    def revive(state: dict[str, Any]) -> RemoveMessage:
+        marker = RemoveMessage(state["id"])
+        marker.update(state)
+        return marker
+
+    registry.add(TypeEntry("threadloom.RemoveMessage", RemoveMessage, dict, revive))
 
 
 def register_builtins(registry: Registry) -> None:
