@@ -55,6 +55,7 @@ def _encode_values(
     thread_id: str,
     ns: str,
     cv: dict[str, Any],
+    versions: Mapping[str, Any],
     values: Mapping[str, Any],
     new_versions: Mapping[str, Any],
     prev: State | None,
@@ -71,7 +72,7 @@ def _encode_values(
             continue
         if channel not in values:
             continue
-        vkey = version_key(record.unpack_version(packed))
+        vkey = version_key(versions[channel])
         inline, ref, new_blobs, state = codec.encode(thread_id, ns, channel, vkey, values[channel])
         if inline is not None:
             out.iv[channel] = [packed, *inline]
@@ -101,7 +102,14 @@ def put_flow(
         for n, seen in checkpoint["versions_seen"].items()
     }
     iv, refs, blobs, lists = _encode_values(
-        codec, thread_id, ns, cv, checkpoint["channel_values"], new_versions, prev
+        codec,
+        thread_id,
+        ns,
+        cv,
+        checkpoint["channel_versions"],
+        checkpoint["channel_values"],
+        new_versions,
+        prev,
     )
     depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
     state = State(cv, vs, iv, depth)

@@ -89,9 +89,17 @@ def _pack_version(version: Any) -> Any:
     return version
 
 
+_UNPACKED: dict[tuple[int, float], str] = {}
+
+
 def unpack_version(packed: Any) -> Any:
     if type(packed) is tuple:
-        return f"{packed[0]:032}.{packed[1]:016}"
+        text = _UNPACKED.get(packed)
+        if text is None:
+            if len(_UNPACKED) > 65536:
+                _UNPACKED.clear()
+            text = _UNPACKED[packed] = f"{packed[0]:032}.{packed[1]:016}"
+        return text
     return packed
 
 

@@ -44,7 +44,22 @@ def unpack(packed: bytes) -> tuple[bytes, ...]:
     return tuple(packed[i : i + HASH_SIZE] for i in range(0, len(packed), HASH_SIZE))
 
 
+_KEYS: dict[Any, str] = {}
+
+
 def version_key(version: str | int | float) -> str:
+    """Memoized :func:`_version_key` (the same versions recur every step)."""
+    if type(version) is not str:
+        return _version_key(version)
+    key = _KEYS.get(version)
+    if key is None:
+        if len(_KEYS) > 65536:
+            _KEYS.clear()
+        key = _KEYS[version] = _version_key(version)
+    return key
+
+
+def _version_key(version: str | int | float) -> str:
     """Short, injective text key of a channel version (refs are keyed by it).
 
     ``"000…0007.0.123"`` -> ``"7.0.123"``; any other version -> ``"=" + str(v)``
