@@ -100,7 +100,9 @@ class CompiledStateGraph(Pregel):
             writers=[
                 ChannelWrite(
                     [
-                        ChannelWriteTupleEntry(_update_mapper(key, list(fields), strict=True)),
+                        ChannelWriteTupleEntry(
+                            _update_mapper(key, list(fields), strict=not _is_graph(spec.runnable))
+                        ),
                         ChannelWriteTupleEntry(_control_writes, static=_static_ends(spec.ends)),
                     ]
                 )
@@ -173,6 +175,15 @@ def _bound(action: Any) -> Any:
     return action
 
 
+def _is_graph(action: Any) -> bool:
+    """A compiled graph used as a node: it returns its whole state, private keys included.
+
+    Its output is filtered to the parent's keys (as LangGraph does for every node);
+    function nodes keep the strict unknown-key check, where a stray key is a typo.
+    """
+    return hasattr(action, "invoke") and hasattr(action, "get_state")
+
+
 def _trigger_channel(defer: bool) -> Any:
     from threadloom.channels import EphemeralValue, LastValueAfterFinish
 
@@ -230,9 +241,9 @@ def _object_updates(value: Any, keys: Sequence[str]) -> list[tuple[str, Any]]:
 def _update_mapper(node: str, keys: list[str], *, strict: bool) -> Any:
     """The writer that turns what ``node`` returned into state-key writes.
 
-    ``strict`` (every real node): a key the state does not declare raises
-    :class:`InvalidUpdateError` naming the node and the key. The START node
-    filters input to the input schema instead, as LangGraph does.
+    ``strict`` (function nodes): a key the state does not declare raises
+    :class:`InvalidUpdateError` naming the node and the key. The START node and
+    subgraph nodes filter to the known keys instead, as LangGraph does.
     """
     allowed = frozenset(keys)
     root = keys == [ROOT]
