@@ -219,6 +219,7 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
     if saved is not None and opts.run.checkpoint_id:
         latest = opts.checkpointer.get_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]
+    boundary = None if loop.is_nested else getattr(opts.checkpointer, "at_step_boundary", None)
     try:
         loop.start(saved)
         yield from run.drain()
@@ -227,6 +228,8 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
             yield from run.run_step()
             cache_store(loop)
             loop.after_tick()
+            if boundary is not None:  # a leased run another run asked to stop
+                boundary()
             yield from run.drain()
     except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
         _finish(run, exc, lambda: opts.persister.flush())

@@ -17,6 +17,7 @@ from typing import Any
 from threadloom.channels.base import BaseChannel
 from threadloom.channels.topic import Topic
 from threadloom.constants import INTERRUPT, TASKS
+from threadloom.pregel import multitask
 from threadloom.pregel.adriver import astream_run
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
@@ -197,7 +198,9 @@ class Pregel(StateMixin):
 
         Keyword args: ``output_keys``, ``interrupt_before``, ``interrupt_after``,
         ``durability`` ("sync" | "async" | "exit"), ``subgraphs``, ``debug``,
-        ``print_mode``.
+        ``print_mode``, ``multitask_strategy`` ("reject" | "enqueue" | "interrupt" |
+        "rollback", see :mod:`threadloom.pregel.multitask`), ``multitask_timeout``,
+        ``lease`` (False: no thread lease).
 
         Raises:
             GraphRecursionError: ``recursion_limit`` steps ran without finishing.
@@ -205,7 +208,7 @@ class Pregel(StateMixin):
         """
         kwargs["stream_mode"] = stream_mode
         _durability_kwargs(kwargs)
-        return stream_run(self, input, self._merge_config(config), kwargs)
+        return multitask.stream(self, input, self._merge_config(config), kwargs, stream_run)
 
     def astream(
         self,
@@ -218,7 +221,7 @@ class Pregel(StateMixin):
         """Async twin of :meth:`stream`."""
         kwargs["stream_mode"] = stream_mode
         _durability_kwargs(kwargs)
-        return astream_run(self, input, self._merge_config(config), kwargs)
+        return multitask.astream(self, input, self._merge_config(config), kwargs, astream_run)
 
     def invoke(
         self,

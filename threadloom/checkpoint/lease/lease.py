@@ -1,0 +1,327 @@
+"""``Lease`` (one run's hold on one thread) and ``FencedSaver`` (the saver a
+leased run writes through).
+
+A leased run writes through a :class:`FencedSaver`: every ``put`` /
+``put_writes`` on the leased thread runs the lease check as the first step of
+the *same* storage transaction (see :mod:`.ops`), which also extends the lease
+and reports whether another run asked this one to stop. A background renewer
+keeps the lease alive through long steps; a crashed process stops renewing
+and its lease expires after ``ttl``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Generator
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.lease.install import ensure_installed
+from threadloom.checkpoint.saver import BaseCheckpointSaver
+from threadloom.checkpoint.storage import puts
+from threadloom.errors import LeaseLostError
+
+__all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
+
+DEFAULT_TTL = 30.0
+_HOST = socket.gethostname().replace(":", "_")
+
+
+def lease_backend(saver: Any) -> str | None:
+    """The lease backend of ``saver`` (None: it cannot hold leases)."""
+    backend = ensure_installed(saver)
+    if backend == "postgres" and not getattr(saver, "_tl_lease_setup", False):
+        _setup_postgres(saver)
+    return backend
+
+
+def _setup_postgres(saver: Any) -> None:
+    from threadloom.checkpoint.lease.postgres import setup_statements
+
+    def flow() -> Generator[Any, Any, None]:
+        yield setup_statements(saver.sql)
+
+    if hasattr(saver, "loop") and type(saver).__name__.startswith("Async"):
+        saver._sync(saver.executor.arun_batches(flow()))
+    else:
+        saver.executor.run_batches(flow())
+    saver._tl_lease_setup = True
+
+
+async def alease_backend(saver: Any) -> str | None:
+    """Async twin of :func:`lease_backend` (table setup awaited on the saver's loop)."""
+    backend = ensure_installed(saver)
+    if backend == "postgres" and not getattr(saver, "_tl_lease_setup", False):
+        from threadloom.checkpoint.lease.postgres import setup_statements
+
+        def flow() -> Generator[Any, Any, None]:
+            yield setup_statements(saver.sql)
+
+        if type(saver).__name__.startswith("Async"):
+            await saver.executor.arun_batches(flow())
+        else:
+            await asyncio.to_thread(saver.executor.run_batches, flow())
+        saver._tl_lease_setup = True
+    return backend
+
+
+class Lease:
+    """One run's lease on one thread: token, holder, TTL, the stop request seen."""
+
+    def __init__(self, saver: Any, thread_id: str, holder: str, ttl: float = DEFAULT_TTL) -> None:
+        self.saver = saver
+        self.thread_id = thread_id
+        self.holder = holder
+        self.token = new_token()
+        self.ttl_ms = max(1, int(ttl * 1000))
+        self.stop = ""  # "interrupt" / "rollback" once another run asked us to stop
+        self.lost = False
+        self._halt = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- one-shot operations ----------------------------------------------------
+
+    def try_acquire(self) -> lo.LeaseInfo | None:
+        """Take the lease; None when taken, else the holder's LeaseInfo.
+
+        A lease whose token names a dead process on this host is taken over at
+        once instead of waiting for its TTL (a crashed worker, resumed locally).
+        """
+        op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
+        info = self.saver._run(_one(op), True)
+        if info is not None and holder_is_dead(info.token):
+            info = self.saver._run(_one(op._replace_steal(info.token)), True)
+        return info
+
+    async def atry_acquire(self) -> lo.LeaseInfo | None:
+        op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
+        info = await self.saver._arun(_one(op), True)
+        if info is not None and holder_is_dead(info.token):
+            info = await self.saver._arun(_one(op._replace_steal(info.token)), True)
+        return info
+
+    def renew(self) -> None:
+        """Extend the lease; record a stop request; mark the lease lost if it is."""
+        try:
+            flow = lo.renew_flow(self.thread_id, self.token, self.ttl_ms, self.holder)
+            self.seen(self.saver._run(flow, True))
+        except LeaseLostError:
+            self.lost = True
+
+    async def arenew(self) -> None:
+        try:
+            flow = lo.renew_flow(self.thread_id, self.token, self.ttl_ms, self.holder)
+            self.seen(await self.saver._arun(flow, True))
+        except LeaseLostError:
+            self.lost = True
+
+    def release(self) -> None:
+        self.halt()
+        self.saver._run(lo.release_flow(self.thread_id, self.token), True)
+
+    async def arelease(self) -> None:
+        await self.ahalt()
+        await self.saver._arun(lo.release_flow(self.thread_id, self.token), True)
+
+    def seen(self, stop: str | None) -> None:
+        if stop and not self.stop:
+            self.stop = stop
+
+    # -- background renewal -----------------------------------------------------
+
+    def start_renewal(self) -> None:
+        """Renew every ttl/3 from a daemon thread until :meth:`halt`."""
+        self._thread = threading.Thread(
+            target=self._renew_loop, name=f"threadloom-lease-{self.thread_id}", daemon=True
+        )
+        self._thread.start()
+
+    def _renew_loop(self) -> None:
+        period = self.ttl_ms / 3000.0
+        while not self._halt.wait(period) and not self.lost:
+            try:
+                self.renew()
+            except Exception:  # storage hiccup: the next write's fence decides
+                time.sleep(0)
+
+    def halt(self) -> None:
+        self._halt.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+            self._thread = None
+
+    def astart_renewal(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._arenew_loop())
+
+    async def _arenew_loop(self) -> None:
+        period = self.ttl_ms / 3000.0
+        while not self.lost:
+            await asyncio.sleep(period)
+            try:
+                await self.arenew()
+            except Exception:
+                pass
+
+    async def ahalt(self) -> None:
+        self._halt.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+    def stop_error(self) -> LeaseLostError:
+        return LeaseLostError(
+            self.thread_id,
+            self.holder,
+            f"run {self.holder!r} on thread {self.thread_id!r} stopped at a step boundary:"
+            f" another run asked for it (multitask_strategy={self.stop!r});"
+            " its checkpoints up to this step are saved",
+        )
+
+
+def new_token() -> str:
+    """``host:pid:random``: unique, and says which process holds the lease."""
+    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+def holder_is_dead(token: str) -> bool:
+    """True when ``token`` was issued by a process of this host that no longer runs."""
+    host, _, rest = token.rpartition(":")[0].rpartition(":")
+    if host != _HOST or not rest.isdigit():
+        return False
+    pid = int(rest)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, not ours to signal
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _one(op: Any) -> Generator[Any, Any, Any]:
+    return (yield op)
+
+
+class FencedSaver(BaseCheckpointSaver):
+    """Wraps a storage saver: writes to the leased thread are fenced by the lease token.
+
+    Reads, retention and other threads pass straight through. Subgraphs inherit
+    the parent's checkpointer, so they write under the parent's lease.
+    """
+
+    def __init__(self, inner: Any, lease: Lease) -> None:
+        self.inner = inner
+        self.lease = lease
+        self.serde = inner.serde
+        self.created: list[tuple[str, str]] = []  # (ns, checkpoint id) this run stored
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _ours(self, config: Any) -> bool:
+        return str((config.get("configurable") or {}).get("thread_id")) == self.lease.thread_id
+
+    def _fenced(self, flow: Any) -> Generator[Any, Any, Any]:
+        lease = self.lease
+        stop = yield from lo.check_flow(lease.thread_id, lease.token, lease.ttl_ms, lease.holder)
+        lease.seen(stop)
+        return (yield from flow)
+
+    def _guard(self, flow: Any) -> Any:
+        try:
+            return self.inner._run(self._fenced(flow), True)
+        except LeaseLostError:
+            self.lease.lost = True
+            raise
+
+    async def _aguard(self, flow: Any) -> Any:
+        try:
+            return await self.inner._arun(self._fenced(flow), True)
+        except LeaseLostError:
+            self.lease.lost = True
+            raise
+
+    # -- pass-through reads -------------------------------------------------------
+
+    def get_tuple(self, config: Any) -> Any:
+        return self.inner.get_tuple(config)
+
+    def list(self, config: Any, **kwargs: Any) -> Any:
+        return self.inner.list(config, **kwargs)
+
+    async def aget_tuple(self, config: Any) -> Any:
+        return await self.inner.aget_tuple(config)
+
+    def alist(self, config: Any, **kwargs: Any) -> Any:
+        return self.inner.alist(config, **kwargs)
+
+    def get_next_version(self, current: Any, channel: Any = None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+    # -- fenced writes ------------------------------------------------------------
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if not self._ours(config):
+            return self.inner.put(config, checkpoint, metadata, new_versions)
+        codec = self.inner.codec
+        out = self._guard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
+        self._created(config, checkpoint)
+        return out
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if not self._ours(config):
+            return self.inner.put_writes(config, writes, task_id, task_path)
+        codec = self.inner.codec
+        self._guard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if not self._ours(config):
+            return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        codec = self.inner.codec
+        return await self._aguard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        if not self._ours(config):
+            return await self.inner.aput_writes(config, writes, task_id, task_path)
+        codec = self.inner.codec
+        await self._aguard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+
+    def _created(self, config: Any, checkpoint: Any) -> None:
+        ns = (config.get("configurable") or {}).get("checkpoint_ns") or ""
+        self.created.append((ns, checkpoint["id"]))
+
+    def rollback_flow(self) -> Generator[Any, Any, Any]:
+        """Delete every checkpoint this run stored (fenced: only while we hold the lease)."""
+        from threadloom.checkpoint.lease.rollback import delete_checkpoints_flow
+
+        flow = delete_checkpoints_flow(self.inner.codec, self.lease.thread_id, self.created)
+        return self._fenced(flow)
+
+    # -- step boundary (called by the driver for the root run) --------------------
+
+    def at_step_boundary(self) -> None:
+        """Raise when another run asked this one to stop (its progress is saved)."""
+        if self.lease.stop:
+            raise self.lease.stop_error()

@@ -1,0 +1,110 @@
+"""Leases on Postgres: a ``tl_leases`` row per thread in the saver's schema.
+
+Times come from the server clock (``clock_timestamp()``), so processes on
+several hosts agree. The fence (:class:`~.ops.CheckLease`) reads our row
+``FOR SHARE`` inside the write transaction: a takeover (an ``UPDATE`` of that
+row) waits until the checkpoint is committed, and a checkpoint whose fence
+failed is rolled back with its transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.postgres.connection import Stmt
+
+__all__ = ["PLANNERS", "setup_statements"]
+
+NOW = "(extract(epoch from clock_timestamp()) * 1000)"
+COLS = f"holder, token, (expires_at - {NOW})::bigint, stop"
+
+
+def _t(sql: Any) -> str:
+    return f"{sql.s}.tl_leases"
+
+
+def setup_statements(sql: Any) -> list[Stmt]:
+    """Create the lease table once; serialized by an advisory lock (many processes)."""
+    return [
+        Stmt("SELECT pg_advisory_xact_lock(7316802451)", (), "one"),
+        Stmt(
+            f"CREATE TABLE IF NOT EXISTS {_t(sql)} (thread_id TEXT PRIMARY KEY,"
+            " holder TEXT NOT NULL, token TEXT NOT NULL,"
+            " expires_at DOUBLE PRECISION NOT NULL, stop TEXT NOT NULL DEFAULT '')"
+        ),
+    ]
+
+
+def _info(row: Any) -> lo.LeaseInfo | None:
+    return None if row is None else lo.LeaseInfo(row[0], row[1], int(row[2]), row[3])
+
+
+def _acquire(op: lo.AcquireLease, sql: Any) -> Any:
+    t = _t(sql)
+    upsert = Stmt(
+        f"INSERT INTO {t} AS l VALUES (%s, %s, %s, {NOW} + %s, '') ON CONFLICT (thread_id)"
+        " DO UPDATE SET holder = EXCLUDED.holder, token = EXCLUDED.token,"
+        f" expires_at = EXCLUDED.expires_at, stop = '' WHERE l.expires_at <= {NOW}"
+        " OR l.token = EXCLUDED.token OR l.token = %s RETURNING token",
+        (op.thread_id, op.holder, op.token, op.ttl_ms, op.steal),
+        "one",
+    )
+    read = Stmt(f"SELECT {COLS} FROM {t} WHERE thread_id = %s", (op.thread_id,), "one")
+    return [upsert, read], lambda r: None if r[0] is not None else _info(r[1])
+
+
+def _renew(op: lo.RenewLease, sql: Any) -> Any:
+    stmt = Stmt(
+        f"UPDATE {_t(sql)} SET expires_at = {NOW} + %s WHERE thread_id = %s AND token = %s"
+        f" AND expires_at > {NOW} RETURNING {COLS}",
+        (op.ttl_ms, op.thread_id, op.token),
+        "one",
+    )
+    return [stmt], lambda r: _info(r[0])
+
+
+def _release(op: lo.ReleaseLease, sql: Any) -> Any:
+    stmt = Stmt(
+        f"DELETE FROM {_t(sql)} WHERE thread_id = %s AND token = %s", (op.thread_id, op.token)
+    )
+    return [stmt], lambda r: None
+
+
+def _request_stop(op: lo.RequestStop, sql: Any) -> Any:
+    stmt = Stmt(
+        f"UPDATE {_t(sql)} SET stop = CASE WHEN stop = '' THEN %s ELSE stop END"
+        f" WHERE thread_id = %s AND expires_at > {NOW} RETURNING {COLS}",
+        (op.mode, op.thread_id),
+        "one",
+    )
+    return [stmt], lambda r: _info(r[0])
+
+
+def _check(op: lo.CheckLease, sql: Any) -> Any:
+    stmt = Stmt(  # the row lock holds any takeover off until this transaction ends
+        f"UPDATE {_t(sql)} SET expires_at = {NOW} + %s WHERE thread_id = %s AND token = %s"
+        f" AND expires_at > {NOW} RETURNING stop",
+        (op.ttl_ms, op.thread_id, op.token),
+        "one",
+    )
+    return [stmt], lambda r: None if r[0] is None else r[0][0]
+
+
+def _read(op: lo.ReadLease, sql: Any) -> Any:
+    stmt = Stmt(
+        f"SELECT {COLS} FROM {_t(sql)} WHERE thread_id = %s AND expires_at > {NOW}",
+        (op.thread_id,),
+        "one",
+    )
+    return [stmt], lambda r: _info(r[0])
+
+
+PLANNERS: dict[type, Any] = {
+    lo.AcquireLease: _acquire,
+    lo.RenewLease: _renew,
+    lo.ReleaseLease: _release,
+    lo.RequestStop: _request_stop,
+    lo.CheckLease: _check,
+    lo.ReadLease: _read,
+}

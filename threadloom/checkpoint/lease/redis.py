@@ -1,0 +1,115 @@
+"""Leases on Redis: one hash per thread (``{prefix:thread}:lease``) with a PX expiry.
+
+The key shares the thread's hash tag, so a lease check and a checkpoint write
+can run in ONE Lua script (Redis Cluster safe): :data:`FENCE` is prepended to
+the saver's ``save``/``writes`` scripts when the flow carries a token, and
+raises ``THREADLOOM_LEASE_LOST`` before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+
+__all__ = ["FENCE", "LOST_MARKER", "handlers", "lease_key"]
+
+LOST_MARKER = "THREADLOOM_LEASE_LOST"
+
+FENCE = f"""
+local __lease_token = table.remove(ARGV)
+local __lease_key = table.remove(KEYS)
+if redis.call('HGET', __lease_key, 'token') ~= __lease_token then
+    return redis.error_reply('{LOST_MARKER}')
+end
+"""
+
+_SCRIPT = """
+local k, cmd = KEYS[1], ARGV[1]
+local cur = redis.call('HMGET', k, 'holder', 'token', 'stop')
+local function info()
+    local h = redis.call('HMGET', k, 'holder', 'token', 'stop')
+    return {1, h[1], h[2], redis.call('PTTL', k), h[3]}
+end
+if cmd == 'acquire' then
+    if cur[2] and cur[2] ~= ARGV[3] and cur[2] ~= ARGV[5] then return info() end
+    redis.call('DEL', k)
+    redis.call('HSET', k, 'holder', ARGV[2], 'token', ARGV[3], 'stop', '')
+    redis.call('PEXPIRE', k, ARGV[4])
+    return {0}
+elseif cmd == 'renew' then
+    if cur[2] ~= ARGV[2] then return {0} end
+    redis.call('PEXPIRE', k, ARGV[3])
+    return info()
+elseif cmd == 'release' then
+    if cur[2] == ARGV[2] then redis.call('DEL', k) end
+    return {0}
+elseif cmd == 'stop' then
+    if not cur[2] then return {0} end
+    if cur[3] == '' then redis.call('HSET', k, 'stop', ARGV[2]) end
+    return info()
+elseif cmd == 'check' then
+    if cur[2] ~= ARGV[2] then return {0} end
+    redis.call('PEXPIRE', k, ARGV[3])
+    return {1, cur[3]}
+end
+if not cur[2] then return {0} end
+return info()
+"""
+
+Plan = Generator[list[Any], list[Any], Any]
+
+
+def lease_key(planner: Any, thread_id: str) -> str:
+    return planner.key(thread_id, "lease")
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def _info(reply: list[Any]) -> lo.LeaseInfo | None:
+    if not reply or int(reply[0]) == 0:
+        return None
+    return lo.LeaseInfo(_text(reply[1]), _text(reply[2]), int(reply[3]), _text(reply[4] or b""))
+
+
+def handlers(call_cls: Any) -> dict[str, Any]:
+    """``_<OpName>`` -> plan method for :class:`RedisPlanner` (``call_cls`` = its Call)."""
+
+    def run(planner: Any, thread_id: str, *args: Any) -> Plan:
+        key = lease_key(planner, thread_id)
+        (reply,) = yield [call_cls(("EVAL", _SCRIPT, 1, key, *args))]
+        return reply
+
+    def acquire(self: Any, op: lo.AcquireLease, scope: Any) -> Plan:
+        args = ("acquire", op.holder, op.token, op.ttl_ms, op.steal)
+        reply = yield from run(self, op.thread_id, *args)
+        return _info(reply)
+
+    def renew(self: Any, op: lo.RenewLease, scope: Any) -> Plan:
+        return _info((yield from run(self, op.thread_id, "renew", op.token, op.ttl_ms)))
+
+    def release(self: Any, op: lo.ReleaseLease, scope: Any) -> Plan:
+        yield from run(self, op.thread_id, "release", op.token)
+
+    def request_stop(self: Any, op: lo.RequestStop, scope: Any) -> Plan:
+        return _info((yield from run(self, op.thread_id, "stop", op.mode)))
+
+    def check(self: Any, op: lo.CheckLease, scope: Any) -> Plan:
+        scope.lease = (lease_key(self, op.thread_id), op.token)  # fences the writes that follow
+        reply = yield from run(self, op.thread_id, "check", op.token, op.ttl_ms)
+        return _text(reply[1] or b"") if int(reply[0]) else None
+
+    def read(self: Any, op: lo.ReadLease, scope: Any) -> Plan:
+        return _info((yield from run(self, op.thread_id, "read")))
+
+    return {
+        "_AcquireLease": acquire,
+        "_RenewLease": renew,
+        "_ReleaseLease": release,
+        "_RequestStop": request_stop,
+        "_CheckLease": check,
+        "_ReadLease": read,
+    }

@@ -1,0 +1,95 @@
+"""Leases on SQLite: a ``tl_leases`` row per thread, read and written inside the
+saver's ``BEGIN IMMEDIATE`` transaction.
+
+A write flow takes SQLite's write lock before its first statement, so the
+fence (:class:`~.ops.CheckLease`) and the checkpoint it guards cannot be
+separated by another process taking the lease over. Times are wall-clock
+milliseconds of the writing process (processes sharing a file share a clock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.sqlite.queries import Stmt
+
+__all__ = ["PLANS", "TABLE"]
+
+TABLE = (
+    "CREATE TABLE IF NOT EXISTS tl_leases (thread_id TEXT PRIMARY KEY, holder TEXT NOT NULL,"
+    " token TEXT NOT NULL, expires_at REAL NOT NULL, stop TEXT NOT NULL DEFAULT '')"
+)
+_SELECT = "SELECT holder, token, expires_at, stop FROM tl_leases WHERE thread_id = ?"
+
+Plan = Generator[Stmt, Any, Any]
+
+
+def _now() -> float:
+    return time.time() * 1000.0
+
+
+def _live(thread_id: str) -> Plan:
+    yield Stmt(TABLE, (), "count")
+    row = yield Stmt(_SELECT, (thread_id,), "one")
+    if row is None or row[2] <= _now():
+        return None
+    return lo.LeaseInfo(row[0], row[1], int(row[2] - _now()), row[3])
+
+
+def _acquire(op: lo.AcquireLease) -> Plan:
+    live = yield from _live(op.thread_id)
+    if live is not None and live.token not in (op.token, op.steal):
+        return live
+    sql = "INSERT OR REPLACE INTO tl_leases VALUES (?, ?, ?, ?, '')"
+    yield Stmt(sql, (op.thread_id, op.holder, op.token, _now() + op.ttl_ms), "count")
+    return None
+
+
+def _renew(op: lo.RenewLease) -> Plan:
+    live = yield from _live(op.thread_id)
+    if live is None or live.token != op.token:
+        return None
+    sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
+    yield Stmt(sql, (_now() + op.ttl_ms, op.thread_id), "count")
+    return live
+
+
+def _release(op: lo.ReleaseLease) -> Plan:
+    yield Stmt(TABLE, (), "count")
+    sql = "DELETE FROM tl_leases WHERE thread_id = ? AND token = ?"
+    yield Stmt(sql, (op.thread_id, op.token), "count")
+
+
+def _request_stop(op: lo.RequestStop) -> Plan:
+    live = yield from _live(op.thread_id)
+    if live is None:
+        return None
+    sql = "UPDATE tl_leases SET stop = ? WHERE thread_id = ? AND stop = ''"
+    yield Stmt(sql, (op.mode, op.thread_id), "count")
+    return live
+
+
+def _check(op: lo.CheckLease) -> Plan:
+    live = yield from _live(op.thread_id)
+    if live is None or live.token != op.token:
+        return None
+    sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
+    yield Stmt(sql, (_now() + op.ttl_ms, op.thread_id), "count")
+    return live.stop
+
+
+def _read(op: lo.ReadLease) -> Plan:
+    return (yield from _live(op.thread_id))
+
+
+PLANS: dict[type, Any] = {
+    lo.AcquireLease: _acquire,
+    lo.RenewLease: _renew,
+    lo.ReleaseLease: _release,
+    lo.RequestStop: _request_stop,
+    lo.CheckLease: _check,
+    lo.ReadLease: _read,
+}

@@ -1,0 +1,204 @@
+"""One writer per thread: leases around root runs, and what a second run does.
+
+A root run on a thread takes the thread's lease (see
+:mod:`threadloom.checkpoint.lease`) before it reads the latest checkpoint and
+releases it when it ends. Its saves go through a
+:class:`~threadloom.checkpoint.lease.FencedSaver`, so a run that lost its lease
+writes nothing. When the thread is busy, ``multitask_strategy`` decides:
+
+- ``"reject"`` (default): raise :class:`ThreadBusyError` naming the thread and
+  the run holding it.
+- ``"enqueue"``: wait for the lease (``multitask_timeout`` seconds, default 30).
+- ``"interrupt"``: ask the holder to stop at its next step boundary (its
+  checkpoints are kept), then run.
+- ``"rollback"``: ask the holder to stop and delete the checkpoints it stored,
+  then run.
+
+Leases are on by default for threadloom's savers (memory, SQLite, Postgres,
+Redis). Subgraphs run under their parent's lease; ``get_state`` and friends
+take none. Opt out per call with ``lease=False`` or per saver with
+``saver.leases = False``. See docs/concurrency.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.lease.lease import (
+    DEFAULT_TTL,
+    FencedSaver,
+    Lease,
+    alease_backend,
+    lease_backend,
+)
+from threadloom.errors import ConfigError, LeaseLostError, ThreadBusyError
+
+__all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "stream", "astream"]
+
+STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
+DEFAULT_TIMEOUT = 30.0
+_POLL_MIN, _POLL_MAX = 0.01, 0.25
+
+
+@dataclass
+class _Spec:
+    saver: Any
+    thread_id: str
+    holder: str
+    strategy: str
+    timeout: float
+    ttl: float
+
+
+def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
+    """What to lease, or None (no checkpointer, nested run, opted out). Pops our kwargs."""
+    from threadloom.pregel.options import _parent_scope
+
+    strategy = kwargs.pop("multitask_strategy", None)
+    timeout = kwargs.pop("multitask_timeout", None)
+    wanted = kwargs.pop("lease", None)
+    if strategy is not None and strategy not in STRATEGIES:
+        raise ConfigError(f"multitask_strategy must be one of {STRATEGIES}, got {strategy!r}")
+    saver = graph.checkpointer
+    if saver in (None, False, True) or wanted is False or _parent_scope(config) is not None:
+        return None
+    if wanted is None and not getattr(saver, "leases", True):
+        return None
+    conf = config.get("configurable") or {}
+    thread_id = conf.get("thread_id")
+    if thread_id is None:
+        return None
+    holder = str(conf.get("run_id") or config.get("run_id") or uuid.uuid4())
+    return _Spec(
+        saver,
+        str(thread_id),
+        holder,
+        strategy or getattr(saver, "multitask_strategy", "reject"),
+        float(DEFAULT_TIMEOUT if timeout is None else timeout),
+        float(getattr(saver, "lease_ttl", DEFAULT_TTL)),
+    )
+
+
+def _no_backend(spec: _Spec, explicit: bool) -> None:
+    if explicit:
+        raise ConfigError(
+            f"{type(spec.saver).__name__} cannot hold thread leases;"
+            " multitask_strategy needs a threadloom saver (memory, SQLite, Postgres, Redis)"
+        )
+
+
+def _busy(spec: _Spec, info: lo.LeaseInfo | None, waited: bool) -> ThreadBusyError:
+    holder = info.holder if info is not None else None
+    tail = f" after waiting {spec.timeout:g}s" if waited else ""
+    msg = (
+        f"thread {spec.thread_id!r} is busy: run {holder!r} holds it{tail}"
+        f" (multitask_strategy={spec.strategy!r}; use 'enqueue', 'interrupt' or 'rollback'"
+        " to wait for it or stop it)"
+    )
+    return ThreadBusyError(spec.thread_id, holder, msg)
+
+
+def _acquire(spec: _Spec) -> Lease:
+    """Take the lease per the strategy, or raise ThreadBusyError."""
+    lease = Lease(spec.saver, spec.thread_id, spec.holder, spec.ttl)
+    info = lease.try_acquire()
+    if info is None:
+        return lease
+    if spec.strategy == "reject":
+        raise _busy(spec, info, False)
+    deadline = time.monotonic() + spec.timeout
+    delay = _POLL_MIN
+    while True:
+        if spec.strategy in ("interrupt", "rollback"):
+            spec.saver._run(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
+        if time.monotonic() >= deadline:
+            raise _busy(spec, info, True)
+        time.sleep(delay)
+        delay = min(_POLL_MAX, delay * 2)
+        info = lease.try_acquire()
+        if info is None:
+            return lease
+
+
+async def _aacquire(spec: _Spec) -> Lease:
+    lease = Lease(spec.saver, spec.thread_id, spec.holder, spec.ttl)
+    info = await lease.atry_acquire()
+    if info is None:
+        return lease
+    if spec.strategy == "reject":
+        raise _busy(spec, info, False)
+    deadline = time.monotonic() + spec.timeout
+    delay = _POLL_MIN
+    while True:
+        if spec.strategy in ("interrupt", "rollback"):
+            await spec.saver._arun(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
+        if time.monotonic() >= deadline:
+            raise _busy(spec, info, True)
+        await asyncio.sleep(delay)
+        delay = min(_POLL_MAX, delay * 2)
+        info = await lease.atry_acquire()
+        if info is None:
+            return lease
+
+
+def stream(
+    graph: Any, input: Any, config: Any, kwargs: dict[str, Any], inner: Callable[..., Any]
+) -> Iterator[Any]:
+    """Run ``inner`` (the sync driver) under the thread's lease."""
+    explicit = kwargs.get("multitask_strategy") is not None
+    spec = _spec(graph, config, kwargs)
+    if spec is None or lease_backend(spec.saver) is None:
+        if spec is not None:
+            _no_backend(spec, explicit)
+        yield from inner(graph, input, config, kwargs)
+        return
+    lease = _acquire(spec)
+    fenced = FencedSaver(spec.saver, lease)
+    lease.start_renewal()
+    try:
+        gen = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
+        try:
+            yield from gen
+        except LeaseLostError:
+            if lease.stop == "rollback" and not lease.lost:
+                spec.saver._run(fenced.rollback_flow(), True)
+            raise
+    finally:
+        lease.halt()
+        if not lease.lost:
+            lease.release()
+
+
+async def astream(
+    graph: Any, input: Any, config: Any, kwargs: dict[str, Any], inner: Callable[..., Any]
+) -> AsyncIterator[Any]:
+    """Async twin of :func:`stream`."""
+    explicit = kwargs.get("multitask_strategy") is not None
+    spec = _spec(graph, config, kwargs)
+    if spec is None or await alease_backend(spec.saver) is None:
+        if spec is not None:
+            _no_backend(spec, explicit)
+        async for chunk in inner(graph, input, config, kwargs):
+            yield chunk
+        return
+    lease = await _aacquire(spec)
+    fenced = FencedSaver(spec.saver, lease)
+    lease.astart_renewal()
+    try:
+        try:
+            async for chunk in inner(graph.copy(checkpointer=fenced), input, config, kwargs):
+                yield chunk
+        except LeaseLostError:
+            if lease.stop == "rollback" and not lease.lost:
+                await spec.saver._arun(fenced.rollback_flow(), True)
+            raise
+    finally:
+        await lease.ahalt()
+        if not lease.lost:
+            await lease.arelease()
