@@ -157,3 +157,16 @@ async def test_pending_writes_semantics(saver) -> None:
 async def test_put_writes_needs_checkpoint_id(saver) -> None:
     with pytest.raises(ConfigError):
         await saver.put_writes(cfg(), [("a", 1)], "task")
+
+
+async def test_stored_values_do_not_follow_later_mutation(saver) -> None:
+    items = [{"n": i, "pad": "p" * 80} for i in range(5)]
+    versions = {"l": "1", "d": "1"}
+    doc = {"body": "b" * 200, "tags": ["a"]}
+    stored = await saver.put(cfg(), checkpoint({"l": items, "d": doc}, versions), {}, versions)
+    items[0]["n"] = "mutated"
+    items.append({"n": "late"})
+    doc["tags"].append("late")
+    values = (await saver.get_tuple(stored)).checkpoint["channel_values"]
+    assert values["l"][0]["n"] == 0 and len(values["l"]) == 5
+    assert values["d"]["tags"] == ["a"]

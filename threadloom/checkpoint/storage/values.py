@@ -17,8 +17,9 @@ Rules (see docs/storage.md):
   names the manifest plus at most ``compact_every`` tail chunks, so a reader
   fetches any version with two blob lookups, and manifests stay small.
 * Items are values: an item mutated in place after it was checkpointed is not
-  noticed (the same assumption LangGraph's DeltaChannel makes). Reads share
-  decoded items between versions through the chunk cache.
+  noticed (the same assumption LangGraph's DeltaChannel makes). The chunk cache
+  only ever holds objects decoded from stored bytes (never the caller's), and
+  reads share them between versions.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ class ValueCodec:
         tag, data = whole if whole is not None else self.serde.dumps_typed(items)
         h = blob_hash(tag, data)
         blobs.append(BlobRow(h, tag, data, b""))
-        self.chunks.put(h, tuple(items), len(data) + 64)
+        # not cached from the caller's live objects: reads decode what was stored
         return h
 
     def _manifest(self, segments: tuple[bytes, ...], blobs: list[BlobRow]) -> bytes:
