@@ -196,3 +196,28 @@ def test_writer_recovers_when_another_process_deleted_its_bases(tmp_path) -> Non
         stored = a.put(config, cp, {"step": 9}, cp["channel_versions"])
         got = b.get_tuple(stored)
         assert got.checkpoint["channel_values"]["messages"] == messages
+
+
+def _writer_process(path: str, name: str, n: int) -> None:
+    with SqliteSaver.from_conn_string(path, busy_timeout=20.0) as saver:
+        for i in range(n):
+            _put(saver, name, f"{name} value {i} " * 30)
+
+
+def test_several_processes_on_one_file(tmp_path) -> None:
+    import multiprocessing
+
+    path = str(tmp_path / "procs.db")
+    with SqliteSaver.from_conn_string(path):
+        pass  # schema first, so the writers race on data, not on setup
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer_process, args=(path, f"p{i}", 15)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    with SqliteSaver.from_conn_string(path) as saver:
+        assert saver.stats()["checkpoints"] == 45
+        latest = saver.get_tuple({"configurable": {"thread_id": "p2"}})
+        assert latest.checkpoint["channel_values"]["x"] == "p2 value 14 " * 30
