@@ -263,3 +263,30 @@ def test_concurrent_writers_sharing_blobs_keep_exact_refcounts(pg_url, pg_schema
             WHERE b.refs <> coalesce(c.n, 0)"""
         ).fetchone()[0]
     assert wrong == 0
+
+
+def test_writers_of_one_thread_take_its_advisory_lock(pg_url, pg_schema) -> None:
+    """A prune/fork/put of a thread waits for another writer of the same thread."""
+    from threadloom.checkpoint.postgres.executor import thread_lock_key
+
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        key = thread_lock_key(saver.sql, "locked")
+        with psycopg.connect(pg_url, autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", (key,))
+            done = threading.Event()
+            worker = threading.Thread(target=lambda: (put_one(saver, "locked", 0), done.set()))
+            worker.start()
+            waiting = (
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND classid = %s::oid AND objid = %s::oid AND objsubid = 1"
+            )
+            ids = ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)
+            for _ in range(500):  # until the put is queued behind our lock
+                if holder.execute(waiting, ids).fetchone()[0]:
+                    break
+                threading.Event().wait(0.01)
+            assert holder.execute(waiting, ids).fetchone()[0] == 1 and not done.is_set()
+            holder.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            worker.join(timeout=30)
+        assert done.is_set()

@@ -124,6 +124,7 @@ class Tx:
     stack: Any = None
     sql_tx: bool = False
     log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
+    locked: set[str] = field(default_factory=set)  # threads whose advisory lock we hold
 
 
 class ConnectorBase:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Generator
+from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.postgres.connection import Stmt
@@ -40,11 +41,34 @@ class PgExecutor:
 
     def execute(self, op: ops.Op) -> Any:
         batch, decode = plan(op, self.sql)
-        return decode(self.connector.execute(batch) if batch else [])
+        if not batch:
+            return decode([])
+        lock = self._thread_lock(op)
+        results = self.connector.execute(lock + batch)
+        return decode(results[len(lock) :])
 
     async def aexecute(self, op: ops.Op) -> Any:
         batch, decode = plan(op, self.sql)
-        return decode(await self.connector.aexecute(batch) if batch else [])
+        if not batch:
+            return decode([])
+        lock = self._thread_lock(op)
+        results = await self.connector.aexecute(lock + batch)
+        return decode(results[len(lock) :])
+
+    def _thread_lock(self, op: ops.Op) -> list[Stmt]:
+        """In a writing transaction, the first operation on a thread takes a
+        transaction-scoped advisory lock on it (pipelined: no extra round trip).
+
+        Writers of one thread then run one after the other, so retention (which
+        decides what is unused from what it read) never deletes a ref that a
+        concurrent put or fork of the same thread has just started to use.
+        """
+        tx = self.connector.current.get()
+        thread_id = op_thread(op)
+        if tx is None or not tx.write or thread_id is None or thread_id in tx.locked:
+            return []
+        tx.locked.add(thread_id)
+        return [Stmt("SELECT pg_advisory_xact_lock(%s)", (thread_lock_key(self.sql, thread_id),))]
 
     def run_batches(self, flow: Generator[list[Stmt], list[Any], Any]) -> Any:
         """Drive a flow of raw SQL batches (setup) in one writing transaction."""
@@ -67,6 +91,27 @@ class PgExecutor:
                 except StopIteration as stop:
                     return stop.value
                 result = await self.connector.aexecute(batch)
+
+
+def op_thread(op: ops.Op) -> str | None:
+    """The thread an operation touches (None for hash-only or cross-thread ones)."""
+    thread_id = getattr(op, "thread_id", None)
+    if thread_id is not None:
+        return thread_id
+    first = None
+    if isinstance(op, ops.SaveCheckpoint):
+        first = op.row or (op.refs[0] if op.refs else None)
+    elif isinstance(op, (ops.SaveWrites,)):
+        first = op.rows[0] if op.rows else None
+    elif isinstance(op, ops.InsertRows):
+        first = next(iter(op.checkpoints or op.refs or op.writes), None)
+    return first.thread_id if first is not None else None
+
+
+def thread_lock_key(sql: SQL, thread_id: str) -> int:
+    """A signed 64-bit advisory lock id for (schema, thread)."""
+    digest = blake2b(f"{sql.schema}\0{thread_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
 
 
 def plan(op: ops.Op, sql: SQL) -> Plan:
