@@ -136,29 +136,43 @@ def _key(value: Any) -> Any:
 
 
 class _Table:
-    """Names or versions of a chain of records; each use is a small int index."""
+    """Names or versions of a chain of records; each use is a small int index.
+
+    The base (the parent's tables) is shared, not copied: only additions are
+    collected, and the result lists/index are built when something was added.
+    """
 
     def __init__(
         self, base: list[Any], index: dict[Any, int] | None = None, keyed: bool = True
     ) -> None:
-        self.values = list(base)
-        self.start = len(base)
+        self.base = base
         self.keyed = keyed
-        if index is not None:
-            self.index = dict(index)
-        else:
-            self.index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
+        if index is None:
+            index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
+        self.base_index = index
+        self.new: list[Any] = []
+        self.new_index: dict[Any, int] = {}
 
     def ref(self, value: Any) -> int:
         key = _key(value) if self.keyed else value
-        i = self.index.get(key)
+        i = self.base_index.get(key)
         if i is None:
-            i = self.index[key] = len(self.values)
-            self.values.append(value)
+            i = self.new_index.get(key)
+            if i is None:
+                i = self.new_index[key] = len(self.base) + len(self.new)
+                self.new.append(value)
         return i
 
     def added(self) -> list[Any]:
-        return self.values[self.start :]
+        return self.new
+
+    @property
+    def values(self) -> list[Any]:
+        return self.base + self.new if self.new else self.base
+
+    @property
+    def index(self) -> dict[Any, int]:
+        return {**self.base_index, **self.new_index} if self.new else self.base_index
 
 
 def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -> bytes:
