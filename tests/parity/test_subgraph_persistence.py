@@ -248,31 +248,7 @@ def test_subgraph_called_inside_node(durability: str) -> None:
     h.run_parity(sc_subgraph_called_in_node, "memory", durability)
 
 
-def sc_replay_from_subgraph_checkpoint(lib, saver, durability):
-    """Replaying from a checkpoint of the subgraph's own history (child namespace)."""
-    log: list[str] = []
-    graph = parent_graph(lib, saver, child_graph(lib, log=log), log)
-    graph.invoke({"value": []}, CFG)
-    sub_cfg = graph.get_state(CFG).tasks[0].state
-    child_hist = history(graph, sub_cfg)
-    obs = [("child history", child_hist)]
-    log.clear()
-    obs.append(
-        ("replay child ckpt", h.raises(lambda: graph.invoke(None, child_hist[-1].config), lib))
-    )
-    obs.append(("ran", list(log)))
-    obs.append(("parent", graph.get_state(CFG, subgraphs=True)))
-    return obs
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="deliberate: a root run ignores a subgraph checkpoint_ns/checkpoint_id and continues "
-    "the thread; LangGraph forks the root with the child's checkpoint_map in its metadata; "
-    "see docs/dev/timetravel-gaps.md",
-)
-def test_replay_from_subgraph_checkpoint() -> None:
-    h.run_parity(sc_replay_from_subgraph_checkpoint)
+# replay from a subgraph's own checkpoint: tests/parity/test_subgraph_replay.py
 
 
 def sc_fork_from_subgraph_checkpoint(lib, saver, durability):
@@ -391,7 +367,7 @@ def test_fork_subgraph_checkpoint_full_flow(sub_checkpointer: Any) -> None:
         obs.append(("invoke fork", graph.invoke(None, fork)))
         obs.append(("resume", graph.invoke(lib.Command(resume="new"), fork)))
         # not compared: which child nodes re-ran (LangGraph re-runs c1 here, threadloom
-        # resumes the child at the fork; same values) - docs/dev/timetravel-gaps.md item 3
+        # starts the child at the fork; same values) - docs/time-travel.md, Subgraphs
         obs.append(("child finished", log[-3:]))
         obs.append(("state", graph.get_state(CFG, subgraphs=True)))
         return obs

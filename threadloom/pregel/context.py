@@ -22,6 +22,7 @@ from threadloom.constants import (
     CONFIG_KEY_THREAD_ID,
 )
 from threadloom.errors import ConfigError
+from threadloom.pregel.replay import replay_targets
 
 if TYPE_CHECKING:
     from threadloom.pregel.stream import StreamSink
@@ -56,6 +57,7 @@ class RunContext:
     checkpoint_map: Mapping[str, str]
     recursion_limit: int
     parent: TaskScope | None = None
+    replay_targets: Mapping[str, tuple[str, str]] | None = None  # see pregel/replay.py
 
 
 @dataclass(slots=True)
@@ -168,6 +170,7 @@ def parse_config(config: Mapping[str, Any] | None, parent: TaskScope | None) -> 
     """
     config = dict(config or {})
     own = dict(config.get("configurable") or {})
+    targets = None
     if parent is not None:
         pconf = parent.run.config
         merged = {**pconf, **{k: v for k, v in config.items() if k != "configurable"}}
@@ -191,7 +194,11 @@ def parse_config(config: Mapping[str, Any] | None, parent: TaskScope | None) -> 
         checkpoint_id = own.get(CONFIG_KEY_CHECKPOINT_ID)
         thread_id = own.get(CONFIG_KEY_THREAD_ID)
         if ns:  # a root run always starts at the root namespace (as LangGraph)
-            ns, checkpoint_id = "", None
+            # a subgraph's checkpoint: replay the root from the checkpoint the child ran
+            # under, each child level from its own checkpoint (pregel/replay.py)
+            if "" in cmap:
+                targets = replay_targets(ns, checkpoint_id, cmap)
+            ns, checkpoint_id = "", cmap.get("")
     limit = config.get("recursion_limit")
     if limit is None:
         limit = parent.run.recursion_limit if parent is not None else DEFAULT_RECURSION_LIMIT
@@ -205,4 +212,5 @@ def parse_config(config: Mapping[str, Any] | None, parent: TaskScope | None) -> 
         checkpoint_map=cmap,
         recursion_limit=limit,
         parent=parent,
+        replay_targets=targets,
     )

@@ -47,6 +47,13 @@ def start_mode(loop: Any) -> StartMode:
         "run_id", 1
     ) == loop.checkpoint_metadata.get("run_id", 2)
     flag = loop.resuming_flag if loop.is_nested else None
+    adopted = loop.replay.adopted.get(loop.ns) if loop.is_nested and loop.replay else None
+    if adopted is not None and loop.checkpoint["channel_versions"]:
+        # a child replayed from a checkpoint the user named (pregel/replay.py): its
+        # pending tasks run again; a copied history is already the new branch
+        source = loop.checkpoint_metadata.get("source")
+        forks = adopted == "fork" and source not in ("update", "fork")
+        return StartMode(True, True, forks, True)
     default = inp is None or is_command or same_run
     resuming = bool(loop.checkpoint["channel_versions"]) and bool(default if flag is None else flag)
     addressed = not loop.is_nested and bool(loop.o.run.checkpoint_id)
@@ -127,6 +134,9 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
         EmptyInputError: no input and nothing to resume.
     """
     mode = start_mode(loop)
+    copied = loop.is_nested and loop.replay and loop.replay.adopted.get(loop.ns) == "copy"
+    if copied and not loop.checkpoint_config["configurable"].get("checkpoint_id"):
+        loop.checkpoint_id_saved = None  # an unsaved copy (durability "exit"): save at exit
     # finished tasks re-run on time travel, or when resuming a checkpoint the thread
     # has moved past (their saved writes belong to the old branch)
     loop.is_replaying = mode.time_travel or loop.superseded
@@ -173,6 +183,8 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
     if not loop.is_nested:
         loop.resuming_flag = mode.resuming
         if mode.time_travel:
-            loop.replay = ReplayState(_replay_point(loop))
+            loop.replay = ReplayState(
+                _replay_point(loop), loop.o.run.replay_targets, loop.o.durability
+            )
     loop.status = "pending"
     return updated_channels
