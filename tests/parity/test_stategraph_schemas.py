@@ -261,22 +261,6 @@ SCENARIOS = [
 ]
 
 
-RUNTIME_GAPS = {
-    sc_parent_command: (
-        "runtime gap: a Command(graph=PARENT) from a subgraph is applied by "
-        "pregel.runner via io.command_writes, which writes '__start__' to branch:to:<node>; "
-        "LangGraph applies it through the parent node's writers and writes None"
-    ),
-    sc_send_then_branch: (
-        "runtime gap: a branch must read the step's channels plus the task's own writes "
-        "(LangGraph's fresh ChannelRead); TaskScope exposes no such read yet, so "
-        "graph.branch falls back to the task input, which for a Send task is the Send arg"
-    ),
-}
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__[3:])
-def test_stategraph_schema_parity(scenario, request) -> None:
-    if scenario in RUNTIME_GAPS:
-        request.applymarker(pytest.mark.xfail(reason=RUNTIME_GAPS[scenario], strict=False))
+def test_stategraph_schema_parity(scenario) -> None:
     h.run_parity(scenario)
