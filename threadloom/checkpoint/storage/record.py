@@ -39,7 +39,9 @@ __all__ = [
 
 RECORD_TAG = "tl1"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 _CORE = ("v", "ts", "updated_channels")
+_NOT_EXTRA = frozenset({"id", "channel_values", "channel_versions", "versions_seen", *_CORE})
 
 
 @dataclass(slots=True)
@@ -110,9 +112,8 @@ def pack_ts(ts: Any) -> Any:
             dt = datetime.fromisoformat(ts)
         except ValueError:
             return ts
-        micros = (dt - _EPOCH) // timedelta(microseconds=1)
-        if unpack_ts(micros) == ts:
-            return micros
+        if dt.isoformat() == ts and dt.tzinfo == timezone.utc:
+            return (dt - _EPOCH) // _MICROSECOND
     return ts
 
 
@@ -278,8 +279,7 @@ def core_fields(checkpoint: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
     core = {k: checkpoint[k] for k in _CORE if k in checkpoint}
     if "ts" in core:
         core["ts"] = pack_ts(core["ts"])
-    skip = {"id", "channel_values", "channel_versions", "versions_seen", *_CORE}
-    extra = {k: v for k, v in checkpoint.items() if k not in skip}
+    extra = {k: v for k, v in checkpoint.items() if k not in _NOT_EXTRA}
     return core, (extra or None)
 
 
