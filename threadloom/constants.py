@@ -43,6 +43,9 @@ CONFIG_KEY_CHECKPOINT_ID: Final = sys.intern("checkpoint_id")
 CONFIG_KEY_CHECKPOINT_NS: Final = sys.intern("checkpoint_ns")
 CONFIG_KEY_CHECKPOINT_MAP: Final = sys.intern("checkpoint_map")
 
+# tag of internal tasks (a StateGraph's input node) that streams do not report
+TAG_HIDDEN: Final = sys.intern("langsmith:hidden")
+
 # task id used for writes that belong to no task (input, Command, resume)
 NULL_TASK_ID: Final = "00000000-0000-0000-0000-000000000000"
 

@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.constants import END, START, TASKS
+from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
 from threadloom.graph.branch import BranchWriter, fresh_reader, injected_params
 from threadloom.graph.draw import DrawableGraph, graph_of
@@ -39,7 +39,6 @@ from threadloom.types import Command, Overwrite, Send
 __all__ = ["CompiledStateGraph", "compile_state_graph"]
 
 BRANCH_TO = "branch:to:{}"
-HIDDEN = "langsmith:hidden"
 
 
 class CompiledStateGraph(Pregel):
@@ -76,7 +75,7 @@ class CompiledStateGraph(Pregel):
             # then routes on the state plus the input, as LangGraph's fresh read does.
             state_keys = [k for k in fields if k != ROOT]
             self.nodes[START] = PregelNode(
-                tags=[HIDDEN],
+                tags=[TAG_HIDDEN],
                 triggers=[START],
                 channels=[START, *state_keys] if state_keys else START,
                 bound=_start_input if state_keys else None,

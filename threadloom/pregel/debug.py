@@ -9,7 +9,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadloom.channels.base import MISSING, BaseChannel
-from threadloom.constants import CONFIG_KEY_CHECKPOINT_NS, ERROR, INTERRUPT, NS_END, NS_SEP, RETURN
+from threadloom.constants import (
+    CONFIG_KEY_CHECKPOINT_NS,
+    ERROR,
+    INTERRUPT,
+    NS_END,
+    NS_SEP,
+    RETURN,
+    TAG_HIDDEN,
+)
 from threadloom.pregel.io import read_channels
 from threadloom.pregel.writes import TaskStatus, read_task_statuses
 from threadloom.types import PregelTask
@@ -32,8 +40,11 @@ def _interrupt_dict(i: Any) -> dict[str, Any]:
 
 
 def map_debug_tasks(tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
-    """``tasks`` events for tasks about to run."""
+    """``tasks`` events for tasks about to run (hidden ones, like a graph's input node,
+    are not reported: LangGraph skips tasks tagged ``langsmith:hidden``)."""
     for task in tasks:
+        if TAG_HIDDEN in task.proc.tags:
+            continue
         payload = {"id": task.id, "name": task.name, "input": task.input, "triggers": task.triggers}
         md = {k: v for k, v in task.proc.metadata.items()}
         if task.proc.tags:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.constants import ERROR, INTERRUPT, PUSH
+from threadloom.constants import ERROR, INTERRUPT, PUSH, TAG_HIDDEN
 from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results
 from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.io import map_output_updates, map_output_values, read_channels
@@ -50,7 +50,7 @@ def emit_task_writes(
 ) -> None:
     """``updates``/``values`` for an interrupt, ``updates`` and ``tasks`` for a result."""
     emitter = loop.o.emitter
-    if not emitter.modes or "langsmith:hidden" in task.proc.tags:
+    if not emitter.modes or TAG_HIDDEN in task.proc.tags:
         return
     if writes[0][0] == INTERRUPT:
         if task.path[0] == PUSH and task.path[-1] is True:
