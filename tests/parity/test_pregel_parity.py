@@ -10,19 +10,13 @@ compares; timestamps and random version tails are dropped.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import operator
-import pathlib
 import threading
 import time
 
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "tl_runtime_support_parity", pathlib.Path(__file__).parents[1] / "runtime" / "support.py"
-)
-support = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(support)
+from tests.runtime import support
 
 SAVERS = ["memory", "sqlite"]
 

@@ -9,27 +9,14 @@ task id that points at the wrong checkpoint or task shows up as a difference.
 
 from __future__ import annotations
 
-import importlib.util
 import operator
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from typing_extensions import TypedDict
 
+from tests.parity import helpers as h
 
-def _helpers() -> Any:
-    name = "threadloom_parity_helpers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("helpers.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-h = _helpers()
 CFG = {"configurable": {"thread_id": "t1"}}
 
 

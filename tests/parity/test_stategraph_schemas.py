@@ -6,29 +6,17 @@ compared after id normalisation).
 
 from __future__ import annotations
 
-import importlib.util
 import operator
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
+from tests.parity import helpers as h
+from tests.parity import test_stategraph_core as core
 
-def _load(name: str, file: str) -> Any:
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(file))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-h = _load("threadloom_parity_helpers", "helpers.py")
-core = _load("threadloom_parity_stategraph_core", "test_stategraph_core.py")
 CFG = core.CFG
 stored, updates = core.stored, core.updates
 

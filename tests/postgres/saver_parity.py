@@ -3,26 +3,23 @@
 Each ``sc_*`` scenario of the parity suites (written once against the public
 API) runs on threadloom twice: with ``InMemorySaver`` (the reference executor of
 the shared storage core) and with the backend under test, and the normalised
-observations must be identical. Shared by tests/postgres and tests/redis
-(loaded by path: test directories are not packages).
+observations must be identical. Shared by tests/postgres and tests/redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
+import importlib
 import inspect
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.parity import helpers
 from threadloom.errors import StorageError
 
-PARITY = Path(__file__).resolve().parent.parent / "parity"
 MODULES = (
     "test_time_travel",
     "test_time_travel_update",
@@ -33,23 +30,7 @@ MODULES = (
 
 
 def _load(name: str) -> Any:
-    key = f"threadloom_parity_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, PARITY / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[key] = module
-        spec.loader.exec_module(module)
-    return sys.modules[key]
-
-
-def _load_helpers() -> Any:
-    name = "threadloom_parity_helpers"  # the name the parity tests themselves use
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, PARITY / "helpers.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return importlib.import_module(f"tests.parity.{name}")
 
 
 def scenarios() -> list[tuple[str, Callable[..., Any]]]:
@@ -72,7 +53,7 @@ def check(
     open_async: Callable[[], Any],
 ) -> None:
     """Run ``scenario`` on InMemorySaver and on the backend; fail on any difference."""
-    h = _load_helpers()
+    h = helpers
     lib = h._lib("threadloom")
     try:
         expected = _run(scenario, lib, lambda: _memory(lib), asyncio_ok=True)

@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import itertools
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.postgres import saver_parity as runner
 from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
 
 pytestmark = pytest.mark.postgres
 
 
-def _runner():
-    name = "threadloom_saver_parity"
-    if name not in sys.modules:
-        path = Path(__file__).with_name("saver_parity.py")
-        spec = importlib.util.spec_from_file_location(name, path)
-        sys.modules[name] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-runner = _runner()
 SCENARIOS = runner.scenarios()
 
 

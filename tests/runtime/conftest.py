@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-import sys
-
 import pytest
 
-_spec = importlib.util.spec_from_file_location(
-    "tl_runtime_support", pathlib.Path(__file__).with_name("support.py")
-)
-support = importlib.util.module_from_spec(_spec)
-sys.modules["tl_runtime_support"] = support
-_spec.loader.exec_module(support)
+from tests.runtime import support
 
 
 @pytest.fixture(params=["memory", "sqlite"])

@@ -1,8 +1,6 @@
 """Shared by the runtime and Pregel parity tests: both libraries' names, savers,
 and a normaliser that makes runs comparable (ids -> <idN> in first-seen order,
 timestamps and version tails dropped, dict keys sorted, Interrupt -> tuple).
-
-Loaded by path (``load()``) so the module name never collides across test dirs.
 """
 
 from __future__ import annotations
@@ -86,7 +84,3 @@ def norm(x: Any) -> str:
 def run_both(scenario: Any, *args: Any) -> tuple[str, str]:
     """Normalised results of ``scenario(lib, *args)`` on LangGraph and threadloom."""
     return norm(scenario(lib("langgraph"), *args)), norm(scenario(lib("threadloom"), *args))
-
-
-def load() -> Any:
-    return importlib.import_module(__name__)

@@ -15,7 +15,8 @@ import pathlib
 import re
 
 import pytest
-from tl_runtime_support import saver as make_saver
+
+from tests.runtime.support import saver as make_saver
 
 PROGRAMS = sorted(pathlib.Path(__file__).with_name("seed_002").glob("*.py.txt"))
 _IDS = re.compile(
