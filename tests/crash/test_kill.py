@@ -30,7 +30,7 @@ from tests.crash.worker import expected_log
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = [1, 2, 3]
-MAX_ATTEMPTS = 8
+MAX_ATTEMPTS = 6
 
 
 def _lines(path: str) -> list[str]:

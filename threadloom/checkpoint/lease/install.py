@@ -67,8 +67,18 @@ def _install_module(backend: str) -> None:
 
         executor._PLANNERS.update(PLANNERS)
     elif backend == "redis":
-        from threadloom.checkpoint.lease.redis import handlers
-        from threadloom.checkpoint.redis.executor import Call, RedisPlanner
+        _install_redis()
 
-        for name, fn in handlers(Call).items():
-            setattr(RedisPlanner, name, fn)
+
+def _install_redis() -> None:
+    import hashlib
+
+    from threadloom.checkpoint.lease.redis import fence_plans, fenced_scripts, handlers
+    from threadloom.checkpoint.redis import keys, saver
+    from threadloom.checkpoint.redis.executor import Call, RedisPlanner
+
+    extra = fenced_scripts(keys.SCRIPTS)
+    keys.SCRIPTS.update(extra)
+    saver.SHAS.update({n: hashlib.sha1(b.encode()).hexdigest() for n, b in extra.items()})
+    for name, fn in {**handlers(Call), **fence_plans(RedisPlanner, Call)}.items():
+        setattr(RedisPlanner, name, fn)

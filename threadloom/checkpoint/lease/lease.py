@@ -22,9 +22,10 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import ensure_installed
+from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import puts
-from threadloom.errors import LeaseLostError
+from threadloom.errors import LeaseLostError, StorageError
 
 __all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
 
@@ -250,16 +251,23 @@ class FencedSaver(BaseCheckpointSaver):
     def _guard(self, flow: Any) -> Any:
         try:
             return self.inner._run(self._fenced(flow), True)
-        except LeaseLostError:
-            self.lease.lost = True
-            raise
+        except (LeaseLostError, StorageError) as exc:
+            raise self._lost(exc) from exc
 
     async def _aguard(self, flow: Any) -> Any:
         try:
             return await self.inner._arun(self._fenced(flow), True)
-        except LeaseLostError:
-            self.lease.lost = True
-            raise
+        except (LeaseLostError, StorageError) as exc:
+            raise self._lost(exc) from exc
+
+    def _lost(self, exc: Exception) -> Exception:
+        """Mark the lease lost; a Redis script's fence refusal becomes LeaseLostError."""
+        if isinstance(exc, StorageError):
+            if LOST_MARKER not in str(exc):
+                return exc
+            exc = lo.lost(self.lease.thread_id, self.lease.holder)
+        self.lease.lost = True
+        return exc
 
     # -- pass-through reads -------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 
-__all__ = ["FENCE", "LOST_MARKER", "handlers", "lease_key"]
+__all__ = ["FENCE", "FENCED", "LOST_MARKER", "fence_plans", "handlers", "lease_key"]
 
 LOST_MARKER = "THREADLOOM_LEASE_LOST"
 
@@ -113,3 +113,41 @@ def handlers(call_cls: Any) -> dict[str, Any]:
         "_CheckLease": check,
         "_ReadLease": read,
     }
+
+
+FENCED = ("save", "writes")  # the scripts that store checkpoints and task writes
+
+
+def fenced_scripts(scripts: dict[str, str]) -> dict[str, str]:
+    """``<name>:fenced`` variants: the lease check, then the unchanged script."""
+    return {f"{name}:fenced": FENCE + scripts[name] for name in FENCED}
+
+
+def fence_plans(planner_cls: Any, call_cls: Any) -> dict[str, Any]:
+    """Wrappers for the planner's write plans: once a flow ran :class:`~.ops.CheckLease`
+    (``scope.lease`` set), its ``save``/``writes`` scripts run as fenced variants
+    carrying the lease key (last KEYS entry) and token (last ARGV entry)."""
+
+    def wrap(orig: Any) -> Any:
+        def plan(self: Any, op: Any, scope: Any) -> Plan:
+            gen = orig(self, op, scope)
+            lease = getattr(scope, "lease", None)
+            if lease is None:
+                return (yield from gen)
+            key, token = lease
+            result: Any = None
+            while True:
+                try:
+                    batch = gen.send(result)
+                except StopIteration as stop:
+                    return stop.value
+                result = yield [
+                    call_cls((*c.args, token), f"{c.script}:fenced", (*c.keys, key))
+                    if c.script in FENCED
+                    else c
+                    for c in batch
+                ]
+
+        return plan
+
+    return {name: wrap(getattr(planner_cls, name)) for name in ("_SaveCheckpoint", "_SaveWrites")}
