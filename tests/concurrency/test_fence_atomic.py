@@ -24,7 +24,7 @@ class StolenAfterCheck(FencedSaver):
     thief: Lease
 
     def _fenced(self, flow):
-        stop = yield from lo.check_flow(self.lease.thread_id, self.lease.token, 60_000)
+        yield from lo.check_flow(self.lease.thread_id, self.lease.token, 60_000)
         self.thief.saver._run(lo.release_flow(self.lease.thread_id, self.lease.token), True)
         assert self.thief.try_acquire() is None
         return (yield from flow)
