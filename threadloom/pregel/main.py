@@ -16,11 +16,12 @@ from typing import Any
 
 from threadloom.channels.base import BaseChannel
 from threadloom.channels.topic import Topic
-from threadloom.constants import INTERRUPT, TASKS
+from threadloom.constants import TASKS
 from threadloom.pregel import multitask
 from threadloom.pregel.adriver import astream_run
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
+from threadloom.pregel.output import InvokeResult
 from threadloom.pregel.state_api import StateMixin
 from threadloom.types import CachePolicy, RetryPolicy, Send
 
@@ -243,26 +244,12 @@ class Pregel(StateMixin):
                     input, config, stream_mode=stream_mode, output_keys=output_keys, **kwargs
                 )
             )
-        latest, interrupts = None, []
+        out = InvokeResult()
         for chunk in self.stream(
             input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
         ):
-            mode, payload = chunk[-2], chunk[-1]
-            if (
-                mode == "updates"
-                and isinstance(payload, dict)
-                and (ints := payload.get(INTERRUPT)) is not None
-            ):
-                interrupts.extend(ints)
-            elif mode == "values":
-                latest = payload
-        if interrupts:
-            return (
-                {**latest, INTERRUPT: interrupts}
-                if isinstance(latest, dict)
-                else {INTERRUPT: interrupts}
-            )
-        return latest
+            out.add(chunk)
+        return out.result()
 
     async def ainvoke(
         self,
@@ -282,26 +269,12 @@ class Pregel(StateMixin):
                     input, config, stream_mode=stream_mode, output_keys=output_keys, **kwargs
                 )
             ]
-        latest, interrupts = None, []
+        out = InvokeResult()
         async for chunk in self.astream(
             input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
         ):
-            mode, payload = chunk[-2], chunk[-1]
-            if (
-                mode == "updates"
-                and isinstance(payload, dict)
-                and (ints := payload.get(INTERRUPT)) is not None
-            ):
-                interrupts.extend(ints)
-            elif mode == "values":
-                latest = payload
-        if interrupts:
-            return (
-                {**latest, INTERRUPT: interrupts}
-                if isinstance(latest, dict)
-                else {INTERRUPT: interrupts}
-            )
-        return latest
+            out.add(chunk)
+        return out.result()
 
     def batch(
         self,

@@ -11,7 +11,7 @@ from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results
 from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.io import map_output_updates, map_output_values, read_channels
 
-__all__ = ["emit_checkpoint", "emit_task_writes", "emit_values"]
+__all__ = ["InvokeResult", "emit_checkpoint", "emit_task_writes", "emit_values"]
 
 
 def emit_checkpoint(loop: Any) -> None:
@@ -74,3 +74,29 @@ def emit_task_writes(
             map_debug_task_results(task, writes, loop.graph.stream_channels_asis),
             loop.step,
         )
+
+
+class InvokeResult:
+    """What ``invoke``/``ainvoke`` return, folded from their ``updates`` + ``values`` chunks:
+    the last values, with every interrupt of the run under ``__interrupt__``."""
+
+    __slots__ = ("latest", "interrupts")
+
+    def __init__(self) -> None:
+        self.latest: Any = None
+        self.interrupts: list[Any] = []
+
+    def add(self, chunk: tuple[Any, ...]) -> None:
+        mode, payload = chunk[-2], chunk[-1]
+        if mode == "updates" and isinstance(payload, dict):
+            if (ints := payload.get(INTERRUPT)) is not None:
+                self.interrupts.extend(ints)
+        elif mode == "values":
+            self.latest = payload
+
+    def result(self) -> Any:
+        if not self.interrupts:
+            return self.latest
+        if isinstance(self.latest, dict):
+            return {**self.latest, INTERRUPT: self.interrupts}
+        return {INTERRUPT: self.interrupts}
