@@ -83,7 +83,7 @@ class Lease:
         self.stop = ""  # "interrupt" / "rollback" once another run asked us to stop
         self.lost = False
         self._halt = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.due = 0.0
         self._task: asyncio.Task[None] | None = None
 
     # -- one-shot operations ----------------------------------------------------
@@ -136,26 +136,22 @@ class Lease:
 
     # -- background renewal -----------------------------------------------------
 
-    def start_renewal(self) -> None:
-        """Renew every ttl/3 from a daemon thread until :meth:`halt`."""
-        self._thread = threading.Thread(
-            target=self._renew_loop, name=f"threadloom-lease-{self.thread_id}", daemon=True
-        )
-        self._thread.start()
+    def touch(self) -> None:
+        """The lease was just extended: the next renewal is due a third of the TTL on."""
+        self.due = time.monotonic() + self.ttl_ms / 3000.0
 
-    def _renew_loop(self) -> None:
-        period = self.ttl_ms / 3000.0
-        while not self._halt.wait(period) and not self.lost:
-            try:
-                self.renew()
-            except Exception:  # storage hiccup: the next write's fence decides
-                time.sleep(0)
+    def start_renewal(self) -> None:
+        """Have the shared renewer thread extend the lease through long steps."""
+        from threadloom.checkpoint.lease.renewer import RENEWER
+
+        self.touch()
+        RENEWER.add(self)
 
     def halt(self) -> None:
+        from threadloom.checkpoint.lease.renewer import RENEWER
+
         self._halt.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-            self._thread = None
+        RENEWER.remove(self)
 
     def astart_renewal(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._arenew_loop())
@@ -246,6 +242,7 @@ class FencedSaver(BaseCheckpointSaver):
         lease = self.lease
         stop = yield from lo.check_flow(lease.thread_id, lease.token, lease.ttl_ms, lease.holder)
         lease.seen(stop)
+        lease.touch()
         return (yield from flow)
 
     def _guard(self, flow: Any) -> Any:

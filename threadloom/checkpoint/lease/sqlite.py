@@ -31,8 +31,9 @@ def _now() -> float:
     return time.time() * 1000.0
 
 
-def _live(thread_id: str) -> Plan:
-    yield Stmt(TABLE, (), "count")
+def _live(thread_id: str, create: bool = True) -> Plan:
+    if create:  # ops that can come first on a fresh file (a fence implies an acquire)
+        yield Stmt(TABLE, (), "count")
     row = yield Stmt(_SELECT, (thread_id,), "one")
     if row is None or row[2] <= _now():
         return None
@@ -49,7 +50,7 @@ def _acquire(op: lo.AcquireLease) -> Plan:
 
 
 def _renew(op: lo.RenewLease) -> Plan:
-    live = yield from _live(op.thread_id)
+    live = yield from _live(op.thread_id, False)
     if live is None or live.token != op.token:
         return None
     sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
@@ -73,9 +74,11 @@ def _request_stop(op: lo.RequestStop) -> Plan:
 
 
 def _check(op: lo.CheckLease) -> Plan:
-    live = yield from _live(op.thread_id)
+    live = yield from _live(op.thread_id, False)
     if live is None or live.token != op.token:
         return None
+    if live.expires_in_ms > op.ttl_ms * 2 // 3:  # renewed recently: spare the UPDATE
+        return live.stop
     sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
     yield Stmt(sql, (_now() + op.ttl_ms, op.thread_id), "count")
     return live.stop
