@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from threadloom.checkpoint import base as _cp_base
-from threadloom.errors import EmptyChannelError
+from threadloom.errors import EmptyChannelError, InvalidUpdateError
 
 __all__ = ["MISSING", "BaseChannel"]
 
@@ -117,3 +117,31 @@ class BaseChannel:
         return EmptyChannelError(
             f"channel {self.key!r} is empty" if self.key else "channel is empty"
         )
+
+
+class ValueChannel(BaseChannel):
+    """A channel that keeps one ``value`` (``MISSING`` when empty): reading it is the same
+    for ``LastValue``, ``EphemeralValue``, ``UntrackedValue`` and reducers."""
+
+    __slots__ = ("value",)
+
+    def get(self) -> Any:
+        if self.value is MISSING:
+            raise self._empty()
+        return self.value
+
+    def is_available(self) -> bool:
+        return self.value is not MISSING
+
+    def _set_last(self, values: Sequence[Any], guard: bool) -> None:
+        """Keep the last of ``values``; with ``guard``, more than one is an error.
+
+        Raises:
+            InvalidUpdateError: ``guard`` and several values in one step.
+        """
+        if len(values) != 1 and guard:
+            raise InvalidUpdateError(
+                f"At key {self.key!r}: {type(self).__name__}(guard=True) can receive only "
+                "one value per step"
+            )
+        self.value = values[-1]

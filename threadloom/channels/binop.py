@@ -7,7 +7,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any, get_args, get_origin
 
-from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.channels.base import MISSING, ValueChannel
 from threadloom.constants import OVERWRITE
 from threadloom.errors import InvalidUpdateError
 from threadloom.types import Overwrite
@@ -51,14 +51,14 @@ def _concrete(typ: Any) -> Any:
 _COPIED = (list, dict, set)
 
 
-class BinaryOperatorAggregate(BaseChannel):
+class BinaryOperatorAggregate(ValueChannel):
     """Starts at ``typ()`` (if constructible) and folds writes with ``operator``.
 
     One ``Overwrite`` per step replaces the value; writes after it in that step
     are ignored, a second one is an error.
     """
 
-    __slots__ = ("value", "operator")
+    __slots__ = ("operator",)
     empty_update_is_noop = True
     finish_is_noop = True
 
@@ -107,14 +107,6 @@ class BinaryOperatorAggregate(BaseChannel):
             elif not seen_overwrite:
                 self.value = self.operator(self.value, value)
         return True
-
-    def get(self) -> Any:
-        if self.value is MISSING:
-            raise self._empty()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING
 
     def checkpoint(self) -> Any:
         value = self.value

@@ -5,20 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.channels.base import MISSING, BaseChannel
-from threadloom.errors import InvalidUpdateError
+from threadloom.channels.base import MISSING, ValueChannel
 
 __all__ = ["EphemeralValue"]
 
 
-class EphemeralValue(BaseChannel):
+class EphemeralValue(ValueChannel):
     """Holds the value written in the previous step; an empty update clears it.
 
     Used for ``__start__`` and ``branch:to:<node>`` trigger channels.
     ``guard=True`` rejects two writes in one step.
     """
 
-    __slots__ = ("value", "guard")
+    __slots__ = ("guard",)
     finish_is_noop = True
 
     def __init__(self, typ: Any = None, guard: bool = True, key: str = "") -> None:
@@ -41,20 +40,8 @@ class EphemeralValue(BaseChannel):
                 self.value = MISSING
                 return True
             return False
-        if len(values) != 1 and self.guard:
-            raise InvalidUpdateError(
-                f"At key {self.key!r}: EphemeralValue(guard=True) can receive only one value per step"
-            )
-        self.value = values[-1]
+        self._set_last(values, self.guard)
         return True
-
-    def get(self) -> Any:
-        if self.value is MISSING:
-            raise self._empty()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING
 
     def checkpoint(self) -> Any:
         return self.value

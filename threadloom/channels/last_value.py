@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.channels.base import MISSING, BaseChannel, ValueChannel
 from threadloom.errors import InvalidUpdateError
 
 __all__ = ["LastValue", "LastValueAfterFinish"]
 
 
-class LastValue(BaseChannel):
+class LastValue(ValueChannel):
     """Keeps the last value written; two writes in one step are an error."""
 
-    __slots__ = ("value",)
+    __slots__ = ()
     empty_update_is_noop = True
     finish_is_noop = True
 
@@ -41,14 +41,6 @@ class LastValue(BaseChannel):
             )
         self.value = values[-1]
         return True
-
-    def get(self) -> Any:
-        if self.value is MISSING:
-            raise self._empty()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING
 
     def checkpoint(self) -> Any:
         return self.value

@@ -5,20 +5,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.channels.base import MISSING, BaseChannel
-from threadloom.errors import InvalidUpdateError
+from threadloom.channels.base import MISSING, ValueChannel
 
 __all__ = ["UntrackedValue"]
 
 
-class UntrackedValue(BaseChannel):
+class UntrackedValue(ValueChannel):
     """Keeps the last value in memory; ``checkpoint()`` is always MISSING.
 
     Writes to it are also left out of saved pending writes (also inside Send
     arguments), so a resumed run starts it empty.
     """
 
-    __slots__ = ("value", "guard")
+    __slots__ = ("guard",)
     empty_update_is_noop = True
     finish_is_noop = True
 
@@ -41,20 +40,8 @@ class UntrackedValue(BaseChannel):
     def update(self, values: Sequence[Any]) -> bool:
         if not values:
             return False
-        if len(values) != 1 and self.guard:
-            raise InvalidUpdateError(
-                f"At key {self.key!r}: UntrackedValue(guard=True) can receive only one value per step"
-            )
-        self.value = values[-1]
+        self._set_last(values, self.guard)
         return True
-
-    def get(self) -> Any:
-        if self.value is MISSING:
-            raise self._empty()
-        return self.value
-
-    def is_available(self) -> bool:
-        return self.value is not MISSING
 
     def checkpoint(self) -> Any:
         return MISSING
