@@ -26,7 +26,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     p.add_argument("--quick", action="store_true", help="tiny sizes, seconds not minutes")
     p.add_argument("--only", nargs="+", choices=list(WORKLOADS), help="run only these workloads")
-    p.add_argument("--reps", type=int, default=3, help="repetitions per timing (median)")
+    p.add_argument(
+        "--reps",
+        type=int,
+        default=3,
+        help="runs per whole-run timing (median); >= 2 also runs sides ABBA",
+    )
     p.add_argument("--out", default=OUT_DIR, help="output directory (results.json, *.png)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("-v", "--verbose", action="store_true", help="print tracebacks of n/a errors")

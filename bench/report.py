@@ -205,7 +205,8 @@ def format_table(rows: list[Row], env: dict[str, Any]) -> str:
         )
     widths = [max(len(str(line[i])) for line in table) for i in range(len(head))]
     lines = [
-        f"threadloom bench ({env['mode']}, median of {env['reps']} reps) - {env['date']}",
+        f"threadloom bench ({env['mode']}, medians, --reps {env['reps']}"
+        f"{', sides run ABBA' if env['mode'] == 'full' and env['reps'] > 1 else ''}) - {env['date']}",
         f"python {env['python']} on {env['cpu']}, nproc={env['nproc']}, sqlite {env['sqlite']}, "
         f"postgres {env['postgres']}",
         f"load average at start {env['loadavg_start']}, at end {env['loadavg_end']}",
@@ -228,7 +229,7 @@ def format_markdown(rows: list[Row], env: dict[str, Any]) -> str:
     """The same table as Markdown (pasted into docs/benchmarks.md)."""
     footnotes: list[str] = []
     out = [
-        f"{env['mode']} run, median of {env['reps']} reps, {env['date']}; python {env['python']}, "
+        f"{env['mode']} run, medians, --reps {env['reps']}, {env['date']}; python {env['python']}, "
         f"{env['cpu']}, nproc={env['nproc']}, load {env['loadavg_start']} -> {env['loadavg_end']}, "
         f"SQLite {env['sqlite']}, PostgreSQL {env['postgres']}; "
         + ", ".join(f"{k} {v}" for k, v in env["versions"].items())
