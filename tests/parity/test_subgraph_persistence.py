@@ -65,6 +65,20 @@ def parent_graph(lib, saver, child, log=None, name: str = "child"):
     )
 
 
+def three_level_graph(lib, saver, log=None):
+    """root: p1 -> middle -> p2; middle: m1 -> inner; inner: c1 -> c_ask -> c2."""
+    inner = child_graph(lib, log=log)
+    middle = (
+        lib.StateGraph(State)
+        .add_node("m1", appender("m1", log))
+        .add_node("inner", inner)
+        .add_edge(lib.START, "m1")
+        .add_edge("m1", "inner")
+        .compile()
+    )
+    return parent_graph(lib, saver, middle, log, name="middle")
+
+
 def history(graph, config=CFG, **kwargs) -> list:
     return list(graph.get_state_history(config, **kwargs))
 
@@ -136,16 +150,7 @@ def test_replay_and_fork_parent_around_subgraph(saver: str, durability: str) -> 
 
 def sc_three_levels(lib, saver, durability):
     log: list[str] = []
-    inner = child_graph(lib, log=log)
-    middle = (
-        lib.StateGraph(State)
-        .add_node("m1", appender("m1", log))
-        .add_node("inner", inner)
-        .add_edge(lib.START, "m1")
-        .add_edge("m1", "inner")
-        .compile()
-    )
-    graph = parent_graph(lib, saver, middle, log, name="middle")
+    graph = three_level_graph(lib, saver, log)
     obs = [("first", graph.invoke({"value": []}, CFG, **h.kw(durability)))]
     nested = graph.get_state(CFG, subgraphs=True)
     obs.append(("nested", nested))
@@ -280,16 +285,7 @@ def test_fork_from_subgraph_checkpoint(saver: str, durability: str) -> None:
 def sc_three_levels_replay(lib, saver, durability):
     """Replay the root from before the middle graph: the deep interrupt fires again."""
     log: list[str] = []
-    inner = child_graph(lib, log=log)
-    middle = (
-        lib.StateGraph(State)
-        .add_node("m1", appender("m1", log))
-        .add_node("inner", inner)
-        .add_edge(lib.START, "m1")
-        .add_edge("m1", "inner")
-        .compile()
-    )
-    graph = parent_graph(lib, saver, middle, log, name="middle")
+    graph = three_level_graph(lib, saver, log)
     graph.invoke({"value": []}, CFG)
     graph.invoke(lib.Command(resume="first"), CFG)
     before = next(s for s in history(graph) if s.next == ("middle",))

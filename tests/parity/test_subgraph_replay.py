@@ -17,31 +17,16 @@ import pytest
 from tests.parity import helpers as h
 from tests.parity.test_subgraph_persistence import (
     CFG,
-    State,
-    appender,
     child_graph,
     history,
     parent_graph,
+    three_level_graph,
 )
 
 RAN: dict[str, list[str]] = {}  # library name -> nodes run by the replay (not compared)
 
 # child history, newest first: 0 = before c_ask, 1 = before c1, 2 = the child's input
 CHILD_PICKS = {0: ["c_ask"], 1: ["c1", "c_ask"], 2: ["c1", "c_ask"]}
-
-
-def three_level_graph(lib, saver, log):
-    """root: p1 -> middle -> p2; middle: m1 -> inner; inner: c1 -> c_ask -> c2."""
-    inner = child_graph(lib, log=log)
-    middle = (
-        lib.StateGraph(State)
-        .add_node("m1", appender("m1", log))
-        .add_node("inner", inner)
-        .add_edge(lib.START, "m1")
-        .add_edge("m1", "inner")
-        .compile()
-    )
-    return parent_graph(lib, saver, middle, log, name="middle")
 
 
 def _replay_obs(lib, graph, target, log, durability) -> list[tuple[str, Any]]:

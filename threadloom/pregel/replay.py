@@ -17,7 +17,7 @@ the target's pending tasks run again, earlier child nodes do not.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 
 from threadloom.checkpoint.base import CheckpointTuple, copy_checkpoint
@@ -123,28 +123,41 @@ class ReplayState:
     def _before(self) -> dict[str, Any]:
         return {"configurable": {"checkpoint_id": self.checkpoint_id}}
 
+    def _adopt(self, ns: str, config: dict[str, Any], target: tuple[str, str]) -> Generator:
+        """Plan for a child started from ``target``: yields configs to read, returns
+        ``(found, puts, writes)``; ``puts``/``writes`` re-file its history under ``ns``."""
+        self._first_visit(ns)
+        found = yield _cfg(config, *target)
+        if found is None or target[0] == ns:
+            return found, [], []
+        chain = [found]
+        while chain[0].parent_config is not None:
+            older = yield chain[0].parent_config
+            if older is None:
+                break
+            chain.insert(0, older)
+        unsaved = self.durability == "exit"
+        puts, null_writes, tup = _copy_plan(chain, config, unsaved)
+        if unsaved:
+            return tup, [], []
+        return tup, puts, [(tup.config, null_writes, NULL_TASK_ID)] if null_writes else []
+
     def get_checkpoint(self, ns: str, saver: Any, config: dict[str, Any]) -> Any:
         """The tuple a subgraph run at ``ns`` starts from."""
         target = self._target(ns)
         if target is not None:
-            self._first_visit(ns)
-            found = saver.get_tuple(_cfg(config, *target))
-            if found is None or target[0] == ns:
-                return found
-            chain = [found]
-            while chain[0].parent_config is not None:
-                older = saver.get_tuple(chain[0].parent_config)
-                if older is None:
-                    break
-                chain.insert(0, older)
-            puts, null_writes, tup = _copy_plan(chain, config, self.durability == "exit")
-            if self.durability == "exit":
-                return tup
+            plan = self._adopt(ns, config, target)
+            try:
+                request = next(plan)
+                while True:
+                    request = plan.send(saver.get_tuple(request))
+            except StopIteration as stop:
+                found, puts, writes = stop.value
             for args in puts:
                 saver.put(*args)
-            if null_writes:
-                saver.put_writes(tup.config, null_writes, NULL_TASK_ID)
-            return tup
+            for args in writes:
+                saver.put_writes(*args)
+            return found
         if self._first_visit(ns):
             return next(iter(saver.list(config, before=self._before(), limit=1)), None)
         return saver.get_tuple(config)
@@ -153,24 +166,18 @@ class ReplayState:
         """Async twin of :meth:`get_checkpoint`."""
         target = self._target(ns)
         if target is not None:
-            self._first_visit(ns)
-            found = await saver.aget_tuple(_cfg(config, *target))
-            if found is None or target[0] == ns:
-                return found
-            chain = [found]
-            while chain[0].parent_config is not None:
-                older = await saver.aget_tuple(chain[0].parent_config)
-                if older is None:
-                    break
-                chain.insert(0, older)
-            puts, null_writes, tup = _copy_plan(chain, config, self.durability == "exit")
-            if self.durability == "exit":
-                return tup
+            plan = self._adopt(ns, config, target)
+            try:
+                request = next(plan)
+                while True:
+                    request = plan.send(await saver.aget_tuple(request))
+            except StopIteration as stop:
+                found, puts, writes = stop.value
             for args in puts:
                 await saver.aput(*args)
-            if null_writes:
-                await saver.aput_writes(tup.config, null_writes, NULL_TASK_ID)
-            return tup
+            for args in writes:
+                await saver.aput_writes(*args)
+            return found
         if self._first_visit(ns):
             async for saved in saver.alist(config, before=self._before(), limit=1):
                 return saved
