@@ -141,3 +141,17 @@ async def test_async_runs_take_the_lease_too(tmp_path, request):
         gate.set()
         assert (await first) == {"log": ["s0", "s1"]}
         assert (await queued)["log"] == ["s0", "s1", "B", "s0", "s1"]
+
+
+def test_update_state_is_refused_while_a_run_holds_the_thread(spec):
+    gate, started = threading.Event(), threading.Event()
+    with open_saver(spec) as saver:
+        graph = chain(2, gate, started).compile(checkpointer=saver)
+        first = _holding(saver, graph, "u", gate, started)
+        with pytest.raises(ThreadBusyError) as err:
+            graph.update_state(_cfg("u"), {"log": ["sneaky"]})
+        assert err.value.holder == "run-A"
+        gate.set()
+        assert first.join().result == {"log": ["s0", "s1"]}
+        graph.update_state(_cfg("u"), {"log": ["after"]})
+        assert graph.get_state(_cfg("u")).values["log"] == ["s0", "s1", "after"]

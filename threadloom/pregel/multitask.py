@@ -26,6 +26,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ from threadloom.checkpoint.lease.lease import (
 )
 from threadloom.errors import ConfigError, LeaseLostError, ThreadBusyError
 
-__all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "stream", "astream"]
+__all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "astate_lease", "astream", "state_lease", "stream"]
 
 STRATEGIES = ("reject", "enqueue", "interrupt", "rollback")
 DEFAULT_TIMEOUT = 30.0
@@ -200,5 +201,45 @@ async def astream(
             raise
     finally:
         await lease.ahalt()
+        if not lease.lost:
+            await lease.arelease()
+
+
+@contextmanager
+def state_lease(graph: Any, config: Any) -> Iterator[Any]:
+    """``update_state`` under the thread's lease: the graph to write through.
+
+    A state update while a run holds the thread would fork its history, so it
+    is refused (ThreadBusyError naming the run); while nothing runs it takes
+    the lease for the update's own writes. Inside a node (a scope is active)
+    it writes under the running graph's lease, as before.
+    """
+    kwargs: dict[str, Any] = {}
+    spec = _spec(graph, config or {}, kwargs)
+    if spec is None or lease_backend(spec.saver) is None:
+        yield graph
+        return
+    spec.strategy = "reject"
+    lease = _acquire(spec)
+    try:
+        yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
+    finally:
+        if not lease.lost:
+            lease.release()
+
+
+@asynccontextmanager
+async def astate_lease(graph: Any, config: Any) -> AsyncIterator[Any]:
+    """Async twin of :func:`state_lease`."""
+    kwargs: dict[str, Any] = {}
+    spec = _spec(graph, config or {}, kwargs)
+    if spec is None or await alease_backend(spec.saver) is None:
+        yield graph
+        return
+    spec.strategy = "reject"
+    lease = await _aacquire(spec)
+    try:
+        yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
+    finally:
         if not lease.lost:
             await lease.arelease()

@@ -43,24 +43,34 @@ class StateMixin:
     def update_state(
         self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
     ) -> Any:
-        """Write ``values`` as if ``as_node`` produced them; returns the new config. See history.py."""
-        from threadloom.pregel import history
+        """Write ``values`` as if ``as_node`` produced them; returns the new config. See history.py.
 
-        return history.update_state(self, config, values, as_node=as_node, task_id=task_id)
+        Raises:
+            ThreadBusyError: a run holds the thread's lease (see multitask.py).
+        """
+        from threadloom.pregel import history, multitask
+
+        with multitask.state_lease(self, config) as graph:
+            return history.update_state(graph, config, values, as_node=as_node, task_id=task_id)
 
     async def aupdate_state(
         self, config: Any, values: Any, as_node: str | None = None, task_id: str | None = None
     ) -> Any:
-        from threadloom.pregel import history
+        from threadloom.pregel import history, multitask
 
-        return await history.aupdate_state(self, config, values, as_node=as_node, task_id=task_id)
+        async with multitask.astate_lease(self, config) as graph:
+            return await history.aupdate_state(
+                graph, config, values, as_node=as_node, task_id=task_id
+            )
 
     def bulk_update_state(self, config: Any, supersteps: Any) -> Any:
-        from threadloom.pregel import history
+        from threadloom.pregel import history, multitask
 
-        return history.bulk_update_state(self, config, supersteps)
+        with multitask.state_lease(self, config) as graph:
+            return history.bulk_update_state(graph, config, supersteps)
 
     async def abulk_update_state(self, config: Any, supersteps: Any) -> Any:
-        from threadloom.pregel import history
+        from threadloom.pregel import history, multitask
 
-        return await history.abulk_update_state(self, config, supersteps)
+        async with multitask.astate_lease(self, config) as graph:
+            return await history.abulk_update_state(graph, config, supersteps)
