@@ -155,3 +155,27 @@ async def test_replay_from_subgraph_checkpoint_async(saver: str) -> None:
     await h.arun_parity(areplay_child, saver)
     assert RAN["langgraph"] == ["c1", "c_ask"]
     assert RAN["threadloom"] == ["c_ask"]
+
+
+def replay_persistent_child(lib, saver, durability):
+    """checkpointer=True child (one history per thread): replay from a checkpoint of its
+    first run; the root goes back to that run and the child forks off that checkpoint."""
+    log: list[str] = []
+    graph = parent_graph(lib, saver, child_graph(lib, log=log, checkpointer=True), log)
+    graph.invoke({"value": []}, CFG)
+    graph.invoke(lib.Command(resume="a"), CFG)
+    graph.invoke({"value": ["run2"]}, CFG)
+    child_hist = history(graph, graph.get_state(CFG).tasks[0].state)
+    before_c2 = next(s for s in child_hist if s.next == ("c2",))
+    log.clear()
+    obs = [("child history", child_hist)]
+    obs.append(("replay", graph.invoke(None, before_c2.config, **h.kw(durability))))
+    obs.append(("ran", list(log)))
+    obs.append(("root history", history(graph)))
+    obs.append(("child history after", history(graph, before_c2.config)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_replay_from_persistent_subgraph_checkpoint(durability: str) -> None:
+    h.run_parity(replay_persistent_child, "sqlite", durability)
