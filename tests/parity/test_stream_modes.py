@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.parity import helpers as h
-from tests.parity.test_subgraph_persistence import CFG, child_graph, parent_graph
+from tests.parity.test_subgraph_persistence import CFG, State, child_graph, parent_graph
 
 MODES = ["values", "updates", "tasks", "checkpoints", "debug", "custom"]
 
@@ -61,5 +61,49 @@ async def test_astream_tasks_and_debug() -> None:
         first = [_scrub(c) async for c in graph.astream({"value": []}, CFG, **kw)]
         resumed = [_scrub(c) async for c in graph.astream(lib.Command(resume="ok"), CFG, **kw)]
         return [("first", first), ("resumed", resumed)]
+
+    await h.arun_parity(sc)
+
+
+def custom_graph(lib, saver):
+    """Nodes in the root and in a subgraph emit custom chunks via get_stream_writer()."""
+    import importlib
+
+    writer = importlib.import_module(f"{lib.name}.config").get_stream_writer
+
+    def emit(tag):
+        def node(state):
+            writer()({"from": tag, "seen": list(state["value"])})
+            return {"value": [tag]}
+
+        return node
+
+    child = lib.StateGraph(State).add_node("c", emit("c")).add_edge(lib.START, "c").compile()
+    return (
+        lib.StateGraph(State)
+        .add_node("p", emit("p"))
+        .add_node("child", child)
+        .add_edge(lib.START, "p")
+        .add_edge("p", "child")
+        .compile(checkpointer=saver)
+    )
+
+
+@pytest.mark.parametrize("subgraphs", [False, True], ids=["root", "subgraphs"])
+@pytest.mark.parametrize("mode", ["custom", ["custom", "updates"]], ids=["custom", "mixed"])
+def test_custom_stream_writer(mode, subgraphs: bool) -> None:
+    def sc(lib, saver, durability):
+        graph = custom_graph(lib, saver)
+        kw = {"stream_mode": mode, "subgraphs": subgraphs}
+        return [("chunks", list(graph.stream({"value": []}, CFG, **kw)))]
+
+    h.run_parity(sc)
+
+
+async def test_custom_stream_writer_async() -> None:
+    async def sc(lib, saver, durability):
+        graph = custom_graph(lib, saver)
+        kw = {"stream_mode": ["custom", "values"], "subgraphs": True}
+        return [("chunks", [c async for c in graph.astream({"value": []}, CFG, **kw)])]
 
     await h.arun_parity(sc)
