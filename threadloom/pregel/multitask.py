@@ -71,7 +71,7 @@ def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
         return None
     if wanted is None and not getattr(saver, "leases", True):
         return None
-    conf = config.get("configurable") or {}
+    conf = (config or {}).get("configurable") or {}
     thread_id = conf.get("thread_id")
     if thread_id is None:
         return None
