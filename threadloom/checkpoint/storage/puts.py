@@ -96,26 +96,23 @@ def put_flow(
     refs and blobs for changed large values only."""
     thread_id, ns, parent_id = target(config)
     prev: State | None = yield from _parent_state(codec, thread_id, ns, parent_id)
-    cv = {c: record.pack_version(v) for c, v in checkpoint["channel_versions"].items()}
-    vs = {
-        n: {c: record.pack_version(v) for c, v in seen.items()}
-        for n, seen in checkpoint["versions_seen"].items()
-    }
+    raw_cv = checkpoint["channel_versions"]
+    cv, vs, raw, changes = record.pack_state(raw_cv, checkpoint["versions_seen"], prev)
     iv, refs, blobs, lists = _encode_values(
         codec,
         thread_id,
         ns,
         cv,
-        checkpoint["channel_versions"],
+        raw_cv,
         checkpoint["channel_values"],
         new_versions,
         prev,
     )
     depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
-    state = State(cv, vs, iv, depth)
+    state = State(cv, vs, iv, depth, raw=raw)
     core, extra = record.core_fields(checkpoint)  # type: ignore[arg-type]
     extra_typed = list(codec.serde.dumps_typed(extra)) if extra else None
-    data = record.encode(core, extra_typed, state, prev if depth else None)
+    data = record.encode(core, extra_typed, state, prev if depth else None, changes)
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
     row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)

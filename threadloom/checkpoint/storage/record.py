@@ -60,6 +60,7 @@ class State:
     names: list[Any] = field(default_factory=list)
     versions: list[Any] = field(default_factory=list)
     index: tuple[dict[Any, int], dict[Any, int]] | None = None  # lookups for the tables
+    raw: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None  # versions as given
 
 
 _PACKED: dict[str, Any] = {}
@@ -106,26 +107,110 @@ def unpack_version(packed: Any) -> Any:
 
 
 def pack_ts(ts: Any) -> Any:
-    """Integer microseconds when that re-formats to the identical string."""
-    if type(ts) is str and ts.endswith("+00:00"):
+    """Integer microseconds when that re-formats to the identical string.
+
+    The common form (``YYYY-MM-DDTHH:MM:SS.ffffff+00:00``, non-zero micros)
+    costs a dict lookup: the epoch offset of each whole second seen is
+    memoized (checkpoints come many per second). Anything else goes through
+    ``datetime`` and is packed only if it round-trips exactly.
+    """
+    if type(ts) is not str:
+        return ts
+    if len(ts) == 32 and ts[19] == "." and ts[26:] == "+00:00":
+        base = _SECONDS.get(ts[:19])
+        frac = ts[20:26]
+        if base is not None and frac.isascii() and frac.isdigit() and frac != "000000":
+            return base + int(frac)
+    if ts.endswith("+00:00"):
         try:
             dt = datetime.fromisoformat(ts)
         except ValueError:
             return ts
         if dt.isoformat() == ts and dt.tzinfo == timezone.utc:
-            return (dt - _EPOCH) // _MICROSECOND
+            micros = (dt - _EPOCH) // _MICROSECOND
+            if len(ts) == 32 and micros % 1_000_000:  # the memoizable form
+                if len(_SECONDS) > 65536:
+                    _SECONDS.clear()
+                _SECONDS[ts[:19]] = micros - micros % 1_000_000
+            return micros
     return ts
 
 
 def unpack_ts(packed: Any) -> Any:
     if type(packed) is int:
-        return (_EPOCH + timedelta(microseconds=packed)).isoformat()
+        seconds, micros = divmod(packed, 1_000_000)
+        prefix = _SECOND_TEXT.get(seconds)
+        if prefix is None:
+            text = (_EPOCH + timedelta(microseconds=packed)).isoformat()
+            if len(text) != 32 or not micros:
+                return text
+            if len(_SECOND_TEXT) > 65536:
+                _SECOND_TEXT.clear()
+            prefix = _SECOND_TEXT[seconds] = text[:19]
+        if micros:
+            return f"{prefix}.{micros:06}+00:00"
+        return f"{prefix}+00:00"
     return packed
 
 
+_SECONDS: dict[str, int] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch microseconds
+_SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:MM:SS"
+
+
 def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    changed = {k: v for k, v in new.items() if k not in old or old[k] != v}
-    return changed, [k for k in old if k not in new]
+    missing = _MISSING
+    changed = {}
+    for k, v in new.items():
+        o = old.get(k, missing)
+        if o is not v and (o is missing or o != v):
+            changed[k] = v
+    return changed, [k for k in old if k not in new] if len(old) > len(new) - len(changed) else []
+
+
+_MISSING: Any = object()
+Changes = tuple[dict[str, Any], list[str], dict[str, Any], list[str]]
+
+
+def pack_state(
+    raw_cv: dict[str, Any], raw_vs: dict[str, dict[str, Any]], prev: State | None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], Any, Changes | None]:
+    """``(cv, vs, raw, changes)``: packed channel versions and versions_seen,
+    copies of the versions as given, and what changed since ``prev``.
+
+    The given versions are compared with the parent's as given (the runtime
+    passes the same string objects again, so these are mostly identity
+    checks) and only changed entries are packed; unchanged ones reuse the
+    parent's packed objects.
+    """
+    if prev is None:
+        cv = {c: pack_version(v) for c, v in raw_cv.items()}
+        vs = {n: {c: pack_version(v) for c, v in seen.items()} for n, seen in raw_vs.items()}
+        return cv, vs, (dict(raw_cv), {n: dict(seen) for n, seen in raw_vs.items()}), None
+    if prev.raw is None:
+        prev.raw = (
+            {c: unpack_version(v) for c, v in prev.cv.items()},
+            {n: {c: unpack_version(v) for c, v in seen.items()} for n, seen in prev.vs.items()},
+        )
+    old_cv, old_vs = prev.raw
+    pcv, pvs, missing = prev.cv, prev.vs, _MISSING
+    cv, cv_new = {}, {}
+    for c, v in raw_cv.items():
+        o = old_cv.get(c, missing)
+        if o is v or (type(o) is type(v) and o == v):
+            cv[c] = pcv[c]
+        else:
+            cv[c] = cv_new[c] = pack_version(v)
+    vs, vs_new, rvs = {}, {}, {}
+    for n, seen in raw_vs.items():
+        o = old_vs.get(n)
+        if o is not None and o == seen:
+            vs[n], rvs[n] = pvs[n], o
+        else:
+            vs[n] = vs_new[n] = {c: pack_version(v) for c, v in seen.items()}
+            rvs[n] = dict(seen)
+    cx = [c for c in pcv if c not in cv] if len(pcv) > len(cv) - len(cv_new) else []
+    vx = [n for n in pvs if n not in vs] if len(pvs) > len(vs) - len(vs_new) else []
+    return cv, vs, (dict(raw_cv), rvs), (cv_new, cx, vs_new, vx)
 
 
 def _key(value: Any) -> Any:
@@ -136,100 +221,109 @@ def _key(value: Any) -> Any:
     return tuple(value) if kind is list else (kind.__name__, value)
 
 
-class _Table:
+def _table(base: list[Any], index: dict[Any, int] | None, keyed: bool) -> tuple[Any, ...]:
     """Names or versions of a chain of records; each use is a small int index.
 
-    The base (the parent's tables) is shared, not copied: only additions are
-    collected, and the result lists/index are built when something was added.
+    Returns ``(ref, added, added_index, base_index)``: ``ref(value)`` gives the
+    index of ``value``, appending it to ``added`` when the base (the parent's
+    table, shared, never copied) lacks it.
     """
+    if index is None:
+        index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
+    get = index.get
+    added: list[Any] = []
+    added_index: dict[Any, int] = {}
+    get_added, start = added_index.get, len(base)
 
-    def __init__(
-        self, base: list[Any], index: dict[Any, int] | None = None, keyed: bool = True
-    ) -> None:
-        self.base = base
-        self.keyed = keyed
-        if index is None:
-            index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
-        self.base_index = index
-        self.new: list[Any] = []
-        self.new_index: dict[Any, int] = {}
-
-    def ref(self, value: Any) -> int:
-        key = _key(value) if self.keyed else value
-        i = self.base_index.get(key)
+    def ref(value: Any) -> int:
+        key = value if not keyed or type(value) is tuple else _key(value)
+        i = get(key)
         if i is None:
-            i = self.new_index.get(key)
+            i = get_added(key)
             if i is None:
-                i = self.new_index[key] = len(self.base) + len(self.new)
-                self.new.append(value)
+                i = added_index[key] = start + len(added)
+                added.append(value)
         return i
 
-    def added(self) -> list[Any]:
-        return self.new
-
-    @property
-    def values(self) -> list[Any]:
-        return self.base + self.new if self.new else self.base
-
-    @property
-    def index(self) -> dict[Any, int]:
-        return {**self.base_index, **self.new_index} if self.new else self.base_index
+    return ref, added, added_index, index
 
 
-def encode(core: dict[str, Any], extra: Any, state: State, prev: State | None) -> bytes:
+def encode(
+    core: dict[str, Any],
+    extra: Any,
+    state: State,
+    prev: State | None,
+    changes: Changes | None = None,
+) -> bytes:
     """The record of ``state``: a keyframe when ``prev`` is None, else a diff.
 
     Names and versions are written once per keyframe interval (``n``/``t`` hold
     only what this record adds); maps become flat ``[name, value, ...]`` lists;
     an inline value written at the version this record sets omits it. Fills
-    ``state.names``/``state.versions``.
+    ``state.names``/``state.versions``/``state.index``. ``changes`` (from
+    :func:`pack_state`) spares comparing versions with the parent's again.
     """
     index = prev.index if prev is not None and prev.index is not None else (None, None)
-    names = _Table(prev.names if prev else [], index[0], keyed=False)  # names are str
-    versions = _Table(prev.versions if prev else [], index[1])
-    if prev is None:  # a re-written keyframe keeps its tables: children index into them
-        for name in state.names:
-            names.ref(name)
-        for version in state.versions:
-            versions.ref(version)
+    nref, new_names, names_added, names_index = _table(
+        prev.names if prev else [], index[0], False
+    )  # names are str
+    vref, new_versions, versions_added, versions_index = _table(
+        prev.versions if prev else [], index[1], True
+    )
     rec: dict[str, Any] = {"k": state.depth}
     if prev is None:
+        for name in state.names:  # a re-written keyframe keeps its tables: children
+            nref(name)  # index into them
+        for version in state.versions:
+            vref(version)
         cv, vs, iv = state.cv, state.vs, state.iv
     else:
-        cv, cx = _diff(state.cv, prev.cv)
-        vs, vx = _diff(state.vs, prev.vs)
+        if changes is not None:
+            cv, cx, vs, vx = changes
+        else:
+            cv, cx = _diff(state.cv, prev.cv)
+            vs, vx = _diff(state.vs, prev.vs)
         iv, ix = _diff(state.iv, prev.iv)
-        rec["cx"] = [names.ref(c) for c in cx]
-        rec["vx"] = [names.ref(n) for n in vx]
-        rec["ix"] = [names.ref(c) for c in ix]
-    rec["cv"] = [x for c, v in cv.items() for x in (names.ref(c), versions.ref(v))]
-    rec["vs"] = [
-        x
-        for n, seen in vs.items()
-        for x in (
-            names.ref(n),
-            [y for c, v in seen.items() for y in (names.ref(c), versions.ref(v))],
-        )
-    ]
-    rec["iv"] = [
-        [names.ref(c), *e[1:]]
-        if c in cv and e[0] == cv[c]
-        else [names.ref(c), *e[1:], versions.ref(e[0])]
-        for c, e in iv.items()
-    ]
+        for key, gone in (("cx", cx), ("vx", vx), ("ix", ix)):
+            if gone:
+                rec[key] = [nref(c) for c in gone]
+    if cv:
+        rec["cv"] = [x for c, v in cv.items() for x in (nref(c), vref(v))]
+    if vs:
+        rec["vs"] = [
+            x
+            for n, seen in vs.items()
+            for x in (nref(n), [y for c, v in seen.items() for y in (nref(c), vref(v))])
+        ]
+    if iv:
+        rec["iv"] = [
+            [nref(c), e[1], e[2]]
+            if c in cv and e[0] == cv[c]
+            else [nref(c), e[1], e[2], vref(e[0])]
+            for c, e in iv.items()
+        ]
     uc = core.get("updated_channels")
     if type(uc) is list and all(type(c) is str for c in uc):
-        rec["u"] = [names.ref(c) for c in uc]
+        rec["u"] = [nref(c) for c in uc]
     elif "updated_channels" in core:
         rec["U"] = uc
     rec["v"], rec["ts"] = core.get("v", 1), core.get("ts")
-    if extra is not None:
+    if extra:
         rec["x"] = extra
-    rec["n"], rec["t"] = names.added(), versions.added()
-    state.names, state.versions = names.values, versions.values
-    state.index = (names.index, versions.index)
-    keep = ("k", "v", "ts", "U", "u")
-    return ormsgpack.packb({k: v for k, v in rec.items() if v or (k in keep and k in rec)})
+    if new_names:
+        rec["n"] = new_names
+        state.names = (prev.names if prev else []) + new_names
+        names_index = {**names_index, **names_added}
+    else:
+        state.names = prev.names if prev else []
+    if new_versions:
+        rec["t"] = new_versions
+        state.versions = (prev.versions if prev else []) + new_versions
+        versions_index = {**versions_index, **versions_added}
+    else:
+        state.versions = prev.versions if prev else []
+    state.index = (names_index, versions_index)
+    return ormsgpack.packb(rec)
 
 
 def decode(data: bytes) -> dict[str, Any]:
