@@ -4,6 +4,7 @@ The tree, so callers can catch at the level they care about::
 
     ThreadloomError
     ├── ConfigError                  bad or missing config (thread_id, ...)
+    ├── CheckpointerRequiredError    resume/update/history asked of a graph with no saver
     ├── CheckpointNotFoundError      an explicit checkpoint_id that does not exist
     ├── SerializationError           a value that cannot be stored or revived
     │   └── CorruptBlobError         stored bytes that do not decode
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ThreadloomError",
     "ConfigError",
+    "CheckpointerRequiredError",
     "CheckpointNotFoundError",
     "SerializationError",
     "CorruptBlobError",
@@ -67,6 +69,13 @@ class ConfigError(ThreadloomError, ValueError):
     """
 
 
+class CheckpointerRequiredError(ThreadloomError, RuntimeError):
+    """The operation needs a checkpointer (``Command(resume=...)``, state history, ...).
+
+    Subclasses RuntimeError, which LangGraph raises here, so ported handlers still match.
+    """
+
+
 class CheckpointNotFoundError(ThreadloomError, LookupError):
     """An explicit ``checkpoint_id`` names no stored checkpoint."""
 
@@ -75,9 +84,7 @@ class CheckpointNotFoundError(ThreadloomError, LookupError):
         self.checkpoint_id = checkpoint_id
         self.checkpoint_ns = checkpoint_ns
         ns = f" (namespace {checkpoint_ns!r})" if checkpoint_ns else ""
-        super().__init__(
-            f"thread {thread_id!r}{ns} has no checkpoint {checkpoint_id!r}"
-        )
+        super().__init__(f"thread {thread_id!r}{ns} has no checkpoint {checkpoint_id!r}")
 
 
 class SerializationError(ThreadloomError, TypeError):
@@ -91,6 +98,21 @@ class SerializationError(ThreadloomError, TypeError):
         self.path = path
         self.type_name = type_name
         super().__init__(message)
+
+    def under(self, prefix: str) -> SerializationError:
+        """The same error with ``path`` seen from ``prefix`` (a channel name, say).
+
+        The serializer only sees one value; the storage layer knows which state key
+        it belongs to, so ``[3].when`` becomes ``messages[3].when``.
+        """
+        old = self.path or "<root>"
+        path = prefix + (
+            self.path if self.path.startswith("[") or not self.path else "." + self.path
+        )
+        message = str(self).replace(f"at {old}", f"at {path}", 1)
+        err = SerializationError(message, path=path, type_name=self.type_name)
+        err.__cause__ = self.__cause__
+        return err
 
 
 class CorruptBlobError(SerializationError):
@@ -126,11 +148,15 @@ class StorageError(ThreadloomError):
 class ThreadBusyError(ThreadloomError):
     """Another run holds the thread's lease."""
 
-    def __init__(self, thread_id: str, holder: str | None = None, message: str | None = None) -> None:
+    def __init__(
+        self, thread_id: str, holder: str | None = None, message: str | None = None
+    ) -> None:
         self.thread_id = thread_id
         self.holder = holder
         if message is None:
-            message = f"thread {thread_id!r} is busy" + (f" (held by run {holder!r})" if holder else "")
+            message = f"thread {thread_id!r} is busy" + (
+                f" (held by run {holder!r})" if holder else ""
+            )
         super().__init__(message)
 
 
@@ -154,8 +180,11 @@ class TaskNotFound(ThreadloomError):
     """A task id named by the caller is not part of the step."""
 
 
-class UnknownInterruptError(ThreadloomError):
-    """A resume value addresses no pending interrupt, or several ambiguously."""
+class UnknownInterruptError(ThreadloomError, RuntimeError):
+    """A resume value addresses no pending interrupt, or several ambiguously.
+
+    Subclasses RuntimeError, which LangGraph raises for the ambiguous case.
+    """
 
 
 class GraphRecursionError(ThreadloomError, RecursionError):

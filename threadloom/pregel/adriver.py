@@ -21,6 +21,7 @@ from threadloom.pregel.driver import (
     latest_config,
     raise_step_errors,
     recursion_error,
+    require_addressed,
 )
 from threadloom.pregel.options import make_scope, prepare
 from threadloom.pregel.persist import AsyncPersister
@@ -136,6 +137,7 @@ async def astream_run(
             )
         else:
             saved = await opts.checkpointer.aget_tuple(opts.checkpoint_config)
+    require_addressed(loop, opts, saved)
     if saved is not None and opts.run.checkpoint_id:
         latest = await opts.checkpointer.aget_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]

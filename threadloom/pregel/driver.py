@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from threadloom.errors import GraphInterrupt, GraphRecursionError
+from threadloom.errors import CheckpointNotFoundError, GraphInterrupt, GraphRecursionError
 from threadloom.pregel.context import TaskScope
 from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.loop import Loop
@@ -206,6 +206,17 @@ def _finish(run: Any, exc: BaseException | None, flush: Callable[[], None]) -> b
     return suppress
 
 
+def require_addressed(loop: Loop, opts: Any, saved: Any) -> None:
+    """An explicit ``checkpoint_id`` that names nothing is an error, not a fresh thread.
+
+    LangGraph silently starts from an empty checkpoint (then fails with "no input"
+    or runs the input on a blank state); the caller meant a checkpoint that is not there.
+    """
+    run = opts.run
+    if saved is None and run.checkpoint_id and not loop.is_nested and opts.checkpointer is not None:
+        raise CheckpointNotFoundError(str(run.thread_id), run.checkpoint_id, run.checkpoint_ns)
+
+
 def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Iterator[Any]:
     """The sync driver behind :meth:`Pregel.stream`."""
     run = _SyncRun(graph, input, config, kw)
@@ -216,6 +227,7 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
             saved = opts.replay.get_checkpoint(loop.ns, opts.checkpointer, opts.checkpoint_config)
         else:
             saved = opts.checkpointer.get_tuple(opts.checkpoint_config)
+    require_addressed(loop, opts, saved)
     if saved is not None and opts.run.checkpoint_id:
         latest = opts.checkpointer.get_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]

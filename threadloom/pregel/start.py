@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from threadloom.constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME
-from threadloom.errors import EmptyInputError
+from threadloom.errors import CheckpointerRequiredError, EmptyInputError, UnknownInterruptError
 from threadloom.pregel.io import map_command, map_input
 from threadloom.pregel.replay import ReplayState
 from threadloom.pregel.task import PregelTaskWrites
@@ -81,21 +81,32 @@ def _command_writes(loop: Any, cmd: Command, forks: bool) -> list[tuple[str, str
     """Save a Command's writes (or return them, to be carried into a fork).
 
     Raises:
-        RuntimeError: a resume without checkpointer, or an unaddressed resume while
-            several interrupts are pending.
+        CheckpointerRequiredError: a resume without checkpointer.
+        UnknownInterruptError: an unaddressed resume while several interrupts are
+            pending, or a resume map naming ids that are not pending.
         EmptyInputError: the Command holds nothing.
     """
     resume_is_map = False
     if cmd.resume is not None:
         if loop.o.checkpointer is None:
-            raise RuntimeError("Cannot use Command(resume=...) without checkpointer")
+            raise CheckpointerRequiredError(
+                "Cannot use Command(resume=...) without checkpointer: compile the graph with "
+                "checkpointer=... so the paused state can be stored and resumed"
+            )
         resume_is_map = _is_resume_map(cmd.resume)
+        pending = pending_interrupts(loop.pending_writes)
         if resume_is_map:
+            if pending and (unknown := sorted(set(cmd.resume) - pending)):
+                raise UnknownInterruptError(
+                    f"Command(resume=...) names interrupt id(s) {unknown} that are not pending "
+                    f"on thread {loop.o.run.thread_id!r}; pending: {sorted(pending)}"
+                )
             loop.resume_map = cmd.resume
-        elif len(pending_interrupts(loop.pending_writes)) > 1:
-            raise RuntimeError(
+        elif len(pending) > 1:
+            raise UnknownInterruptError(
                 "When there are multiple pending interrupts, you must specify the "
-                "interrupt id when resuming."
+                f"interrupt id when resuming: Command(resume={{id: value, ...}}) with ids "
+                f"from {sorted(pending)} (thread {loop.o.run.thread_id!r})"
             )
     grouped: dict[str, list[tuple[str, Any]]] = {}
     for tid, c, v in map_command(cmd):

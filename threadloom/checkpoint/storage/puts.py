@@ -24,7 +24,7 @@ from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
 from threadloom.checkpoint.storage.values import ListState, ValueCodec
 from threadloom.checkpoint.storage.writes import merge_writes
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, SerializationError
 
 __all__ = ["put_flow", "put_writes_flow", "release"]
 
@@ -73,7 +73,12 @@ def _encode_values(
         if channel not in values:
             continue
         vkey = version_key(versions[channel])
-        inline, ref, new_blobs, state = codec.encode(thread_id, ns, channel, vkey, values[channel])
+        try:
+            inline, ref, new_blobs, state = codec.encode(
+                thread_id, ns, channel, vkey, values[channel]
+            )
+        except SerializationError as exc:
+            raise exc.under(channel) from None
         if inline is not None:
             out.iv[channel] = [packed, *inline]
         else:

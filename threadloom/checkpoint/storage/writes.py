@@ -19,7 +19,7 @@ import ormsgpack
 from threadloom.checkpoint.base import WRITES_IDX_MAP
 from threadloom.checkpoint.storage.ops import BlobRow, WriteRow
 from threadloom.checkpoint.storage.rows import blob_hash, pack
-from threadloom.errors import CorruptBlobError
+from threadloom.errors import CorruptBlobError, SerializationError
 
 __all__ = ["decode_entries", "merge_writes"]
 
@@ -53,7 +53,10 @@ def merge_writes(
         idx = WRITES_IDX_MAP.get(channel, i)
         if not upsert and idx in entries:
             continue
-        tag, data = serde.dumps_typed(value)
+        try:
+            tag, data = serde.dumps_typed(value)
+        except SerializationError as exc:
+            raise exc.under(channel) from None
         if len(data) > inline_max:
             h = blob_hash(tag, data)
             blobs.append(BlobRow(h, tag, data, b""))
