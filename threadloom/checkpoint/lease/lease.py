@@ -30,7 +30,19 @@ from threadloom.errors import LeaseLostError, StorageError
 __all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
 
 DEFAULT_TTL = 30.0
-_HOST = socket.gethostname().replace(":", "_")
+
+
+def _host_id() -> str:
+    """Host name + pid namespace: pids are only comparable inside one namespace, so two
+    containers sharing a host name never judge each other's processes dead."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
+    except OSError:
+        ns = "?"
+    return f"{socket.gethostname()}/{ns}".replace(":", "_")
+
+
+_HOST = _host_id()
 
 
 def lease_backend(saver: Any) -> str | None:
