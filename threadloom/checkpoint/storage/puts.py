@@ -190,6 +190,9 @@ def put_writes_flow(
     row, blobs = merge_writes(codec.serde, codec.inline_max, existing, key, task_path, writes)
     if row is None:
         return
+    if not row.hashes and (existing is None or not existing.hashes):
+        yield SaveWrites((row,), ())  # small values only: no references to count
+        return
     by_hash = {b.hash: b for b in blobs}
     new = yield SaveWrites((row,), tuple(by_hash.values()))
     delta: Counter[bytes] = Counter(unpack(row.hashes))

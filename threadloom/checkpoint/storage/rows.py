@@ -74,7 +74,7 @@ def _version_key(version: str | int | float) -> str:
 
 def dump_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     """Stored metadata (JSON text) and its run_id, after the contract's filtering."""
-    md = get_checkpoint_metadata(dict(config), dict(metadata))  # type: ignore[arg-type]
+    md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
     text = _ENCODER.encode(md)
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)

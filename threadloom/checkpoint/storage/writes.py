@@ -67,7 +67,7 @@ def merge_writes(
     if not changed:
         return None, []
     ordered = [entries[i] for i in sorted(entries)]
-    hashes = pack(e[3] for e in ordered if e[2] is None)
+    hashes = pack(e[3] for e in ordered if e[2] is None) if blobs or existing else b""
     path = task_path or (existing.task_path if existing is not None else "")
     row = WriteRow(*key, path, ormsgpack.packb(ordered), hashes)
     return row, blobs
