@@ -13,7 +13,16 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 
-__all__ = ["FENCE", "FENCED", "LOST_MARKER", "fence_plans", "handlers", "lease_key"]
+__all__ = [
+    "FENCE",
+    "FENCED",
+    "LOST_MARKER",
+    "fenced",
+    "fenced_scripts",
+    "handlers",
+    "lease_key",
+    "register_lease_plans",
+]
 
 LOST_MARKER = "THREADLOOM_LEASE_LOST"
 
@@ -123,31 +132,16 @@ def fenced_scripts(scripts: dict[str, str]) -> dict[str, str]:
     return {f"{name}:fenced": FENCE + scripts[name] for name in FENCED}
 
 
-def fence_plans(planner_cls: Any, call_cls: Any) -> dict[str, Any]:
-    """Wrappers for the planner's write plans: once a flow ran :class:`~.ops.CheckLease`
-    (``scope.lease`` set), its ``save``/``writes`` scripts run as fenced variants
-    carrying the lease key (last KEYS entry) and token (last ARGV entry)."""
+def fenced(call: Any, lease: tuple[str, str] | None, call_cls: Any) -> Any:
+    """``call`` as its fenced variant when the flow holds a lease (``scope.lease``):
+    the lease key joins KEYS (last), the token joins ARGV (last)."""
+    if lease is None or call.script not in FENCED:
+        return call
+    key, token = lease
+    return call_cls((*call.args, token), f"{call.script}:fenced", (*call.keys, key))
 
-    def wrap(orig: Any) -> Any:
-        def plan(self: Any, op: Any, scope: Any) -> Plan:
-            gen = orig(self, op, scope)
-            lease = getattr(scope, "lease", None)
-            if lease is None:
-                return (yield from gen)
-            key, token = lease
-            result: Any = None
-            while True:
-                try:
-                    batch = gen.send(result)
-                except StopIteration as stop:
-                    return stop.value
-                result = yield [
-                    call_cls((*c.args, token), f"{c.script}:fenced", (*c.keys, key))
-                    if c.script in FENCED
-                    else c
-                    for c in batch
-                ]
 
-        return plan
-
-    return {name: wrap(getattr(planner_cls, name)) for name in ("_SaveCheckpoint", "_SaveWrites")}
+def register_lease_plans(planner_cls: Any, call_cls: Any) -> None:
+    """Give the Redis planner its ``_AcquireLease``... plan methods."""
+    for name, plan in handlers(call_cls).items():
+        setattr(planner_cls, name, plan)

@@ -11,10 +11,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Generator
-from typing import Any
+from typing import Any, NamedTuple
 
 from threadloom.checkpoint.lease import ops as lo
-from threadloom.checkpoint.sqlite.queries import Stmt
+
+
+class Stmt(NamedTuple):
+    """Same shape as ``sqlite.queries.Stmt`` (the executor reads sql/params/mode)."""
+
+    sql: str
+    params: Any = ()
+    mode: str = "all"
+
 
 __all__ = ["PLANS", "TABLE"]
 

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from threadloom.checkpoint.lease.memory import handlers as lease_handlers
 from threadloom.checkpoint.storage import ops as o
 
 __all__ = ["MemoryExecutor"]
@@ -50,6 +51,7 @@ class MemoryExecutor:
             o.DeleteRefs: self._delete_refs,
             o.CollectStats: self._stats,
         }
+        self._dispatch.update(lease_handlers(self))  # thread leases: checkpoint/lease
 
     # -- driver interface -------------------------------------------------------
 

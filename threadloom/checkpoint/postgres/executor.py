@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator
 from hashlib import blake2b
 from typing import Any
 
+from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
@@ -236,17 +237,32 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
 
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
-    batch = _insert_blobs(op.blobs, sql)
-    blobs = bool(batch)
+    guard, gparams = _stale_guard(op, sql)
+    batch = []
+    if guard:  # first: lock the reused blobs (hash order), then check base + blobs
+        batch += _lock_blobs(op.needs, sql)
+        batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
+    checked = len(batch)
+    batch += _insert_blobs(op.blobs, sql, guard, gparams)
+    blobs = len(batch) > checked
     if op.refs:
         held = {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
         batch += _lock_blobs(held, sql)
-        batch.append(Stmt(sql.insert_refs, columns(op.refs, 10), "all"))
+        stmt = _guarded(sql.insert_refs, "ON CONFLICT", guard)
+        batch.append(Stmt(stmt, (*columns(op.refs, 10), *gparams), "all"))
     if op.row is not None:
-        batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
+        if guard:
+            values = "SELECT %s, %s, %s, %s, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
+            stmt = sql.upsert_ckpt.replace(_CKPT_VALUES, values)
+            batch.append(Stmt(stmt, (*op.row, *gparams)))
+        else:
+            batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
     refs = op.refs
 
     def decode(results: list[Any]) -> ops.SaveResult:
+        if guard and not results[checked - 1][0]:
+            return ops.SaveResult(frozenset(), (), stale=True)  # nothing was written
+        results = results[checked:]
         new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
         inserted = {(r[0], r[1]) for r in results[-2 if op.row else -1]} if refs else set()
         flags = []
@@ -259,14 +275,54 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     return batch, decode
 
 
+_CKPT_VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+
+
+def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
+    """SQL that is true while the put's diff base and reused blobs still exist.
+
+    Another process may have pruned or deleted them since this process cached
+    them. Same-thread retention waits for the thread's advisory lock (held
+    from the first statement of this transaction) and the reused blobs are
+    locked first, so the answer cannot change before COMMIT; each write
+    repeats the condition, so a stale put writes nothing.
+    """
+    parts, params = [], []
+    if op.base is not None and op.row is not None:
+        parts.append(
+            f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
+            " AND checkpoint_ns = %s AND checkpoint_id = %s)"
+        )
+        params += [op.row.thread_id, op.row.checkpoint_ns, op.base]
+    if op.needs:
+        needs = sorted(set(op.needs))
+        parts.append(f"(SELECT count(*) FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])) = %s")
+        params += [needs, len(needs)]
+    return " AND ".join(parts), tuple(params)
+
+
+def _guarded(stmt: str, before: str, guard: str) -> str:
+    """``stmt`` with ``WHERE guard`` inserted before its first ``before`` clause
+    (an ``INSERT ... SELECT * FROM unnest(...)``)."""
+    if not guard:
+        return stmt
+    head, sep, tail = stmt.partition(before)
+    return f"{head} WHERE {guard}\n            {sep}{tail}"
+
+
 # Deadlocks: concurrent transactions touching the same shared blobs must take
 # their row locks in one global order, so blobs are inserted, locked and
 # updated sorted by hash (what is left is retried by the connector).
 
 
-def _insert_blobs(blobs: tuple[BlobRow, ...], sql: SQL) -> list[Stmt]:
+def _insert_blobs(
+    blobs: tuple[BlobRow, ...], sql: SQL, guard: str = "", gparams: tuple[Any, ...] = ()
+) -> list[Stmt]:
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
-    return [Stmt(sql.insert_blobs, columns(unique, 4), "all")] if unique else []
+    if not unique:
+        return []
+    stmt = _guarded(sql.insert_blobs, "ON CONFLICT", guard)
+    return [Stmt(stmt, (*columns(unique, 4), *gparams), "all")]
 
 
 def _lock_blobs(hashes: Any, sql: SQL) -> list[Stmt]:
@@ -367,4 +423,5 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.DeleteCheckpoints: _delete_checkpoints,
     ops.DeleteRefs: _delete_refs,
     ops.CollectStats: plan_stats,
+    **LEASE_PLANNERS,  # thread leases: checkpoint/lease/postgres.py
 }

@@ -27,6 +27,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.lease.redis import fenced, register_lease_plans
 from threadloom.checkpoint.memory.executor import _match as metadata_matches
 from threadloom.checkpoint.redis.keys import KeyLayout
 from threadloom.checkpoint.storage import ops
@@ -55,6 +56,7 @@ class Scope:
 
     thread: str | None = None
     held: Counter[tuple[str, bytes]] = field(default_factory=Counter)
+    lease: tuple[str, str] | None = None  # (lease key, token) once the flow ran CheckLease
 
 
 Plan = Generator[list[Call], list[Any], Any]
@@ -222,7 +224,10 @@ class RedisPlanner:
         if first is None:
             return ops.SaveResult(frozenset(), ())
         scope.thread = thread_id = first.thread_id
-        args: list[Any] = [len(op.blobs)]
+        base = ""
+        if op.base is not None and op.row is not None:
+            base = f"{op.row.checkpoint_ns}{SEP}{op.base}"
+        args: list[Any] = [base, len(op.needs), *op.needs, len(op.blobs)]
         for b in op.blobs:
             args += [b.hash, _pack([b.tag, b.data, b.children]), b.children]
         args.append(len(op.refs))
@@ -234,10 +239,12 @@ class RedisPlanner:
         else:
             args.append("0")
         result, _ = yield [
-            self._lua("save", thread_id, *args),
+            fenced(self._lua("save", thread_id, *args), scope.lease, Call),
             Call(("SADD", self.layout.threads(), thread_id)),
         ]
-        new, pre, inserted = result
+        new, pre, inserted, stale = result
+        if int(stale):
+            return ops.SaveResult(frozenset(), (), stale=True)
         scope.held.update((thread_id, h) for h in pre)
         return ops.SaveResult(frozenset(new), tuple(bool(x) for x in inserted))
 
@@ -248,10 +255,11 @@ class RedisPlanner:
         args: list[Any] = [len(op.blobs)]
         for b in op.blobs:
             args += [b.hash, _pack([b.tag, b.data, b.children])]
-        for w in op.rows:
-            args += _write_args(w)
-        (new,) = yield [self._lua("writes", thread_id, *args)]
-        return frozenset(new)
+        expected = op.expected if op.expected is not None else (ops.ANY_ROW,) * len(op.rows)
+        for w, old in zip(op.rows, expected):
+            args += [*_write_args(w), _expected(old)]
+        (new,) = yield [fenced(self._lua("writes", thread_id, *args), scope.lease, Call)]
+        return None if new is None else frozenset(new)
 
     def _InsertRows(self, op: ops.InsertRows, scope: Scope) -> Plan:
         first = next(iter(op.checkpoints or op.refs or op.writes), None)
@@ -378,6 +386,13 @@ def _write_args(w: WriteRow) -> list[Any]:
     ]
 
 
+def _expected(row: Any) -> bytes | str:
+    """The WRITES script's compare-and-set argument for a task's current entry."""
+    if row is ops.ANY_ROW:
+        return "*"
+    return b"=" + _write_args(row)[2] if row is not None else ""
+
+
 def _upper_bound(before: str | None, after: tuple[str, str, str] | None) -> tuple[str | None, bool]:
     """Highest checkpoint id a page may hold, and whether it is included."""
     if after is None:
@@ -396,3 +411,6 @@ def _wanted(row: CheckpointRow, op: ops.ListCheckpoints) -> bool:
     ):
         return False
     return not op.filter or metadata_matches(row.metadata, op.filter)
+
+
+register_lease_plans(RedisPlanner, Call)  # thread leases: checkpoint/lease/redis.py

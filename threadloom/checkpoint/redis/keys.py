@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from binascii import crc_hqx
 
+from threadloom.checkpoint.lease.redis import fenced_scripts
 from threadloom.errors import ConfigError
 
 __all__ = [
@@ -183,10 +184,18 @@ end
 return out
 """
 
-# SAVE: ARGV ttl, nblobs, (hash, packed, children)*, nrefs, (field, packed, hashes)*,
-#       has_row, [field, value, ids_member]
-# -> {new blob hashes, children held for new blobs, inserted flags}
+# SAVE: ARGV ttl, base row field ('' = none), nneeds, hash*, nblobs,
+#       (hash, packed, children)*, nrefs, (field, packed, hashes)*, has_row,
+#       [field, value, ids_member]
+# -> {new blob hashes, children held for new blobs, inserted flags, stale}
+# stale = 1 (and nothing written) when the diff base row or a needed blob is gone
 _SAVE = """
+local base, stale = nxt(), false
+if base ~= '' and redis.call('HEXISTS', ROW, base) == 0 then stale = true end
+for _ = 1, tonumber(nxt()) do
+    if redis.call('HEXISTS', BLOB, nxt()) == 0 then stale = true end
+end
+if stale then return {{}, {}, {}, 1} end
 local new, pre, kids, inserted = {}, {}, {}, {}
 for _ = 1, tonumber(nxt()) do
     local h, p, ch = nxt(), nxt(), nxt()
@@ -208,17 +217,27 @@ if nxt() == '1' then
     redis.call('ZADD', IDS, 0, m)
 end
 touch()
-return {new, pre, inserted}
+return {new, pre, inserted, 0}
 """
 
-# WRITES: ARGV ttl, nblobs, (hash, packed)*, (ns\0cid, task_id, packed)* -> new blob hashes
+# WRITES: ARGV ttl, nblobs, (hash, packed)*, (ns\0cid, task_id, packed, expected)*
+# -> new blob hashes, or nil (nothing written) when a task's stored entry is not
+# the expected one ('*' any, '' none, '=' .. packed): a concurrent put_writes of
+# the same task came first, and the flow merges again (compare-and-set)
 _WRITES = """
-local new = {}
-for _ = 1, tonumber(nxt()) do
-    local h, p = nxt(), nxt()
-    if redis.call('HSETNX', BLOB, h, p) == 1 then new[#new + 1] = h end
+local new, blobs, rows = {}, {}, {}
+for _ = 1, tonumber(nxt()) do blobs[#blobs + 1] = {nxt(), nxt()} end
+while pos < #ARGV do rows[#rows + 1] = {nxt(), nxt(), nxt(), nxt()} end
+for _, r in ipairs(rows) do
+    if r[4] ~= '*' then
+        local cur = redis.call('HGET', W, r[1] .. '\\0' .. r[2]) or ''
+        if cur ~= string.sub(r[4], 2) then return false end
+    end
 end
-while pos < #ARGV do add_write(nxt(), nxt(), nxt()) end
+for _, b in ipairs(blobs) do
+    if redis.call('HSETNX', BLOB, b[1], b[2]) == 1 then new[#new + 1] = b[1] end
+end
+for _, r in ipairs(rows) do add_write(r[1], r[2], r[3]) end
 touch()
 return new
 """
@@ -376,3 +395,4 @@ SCRIPTS: dict[str, str] = {
         "delete_refs": _DELETE_REFS,
     }.items()
 }
+SCRIPTS.update(fenced_scripts(SCRIPTS))  # lease-checked save/writes: checkpoint/lease/redis.py

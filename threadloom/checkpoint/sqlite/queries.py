@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple
 
+from threadloom.checkpoint.lease.sqlite import PLANS as LEASE_PLANS
 from threadloom.checkpoint.storage import ops as o
 
 __all__ = ["Stmt", "plan", "CHUNK"]
@@ -369,6 +370,7 @@ _PLANS = {
     o.DropUnreferenced: _drop,
     o.DeleteCheckpoints: _delete_checkpoints,
     o.DeleteRefs: _delete_refs,
+    **LEASE_PLANS,  # thread leases: checkpoint/lease/sqlite.py
 }
 
 
