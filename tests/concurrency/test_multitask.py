@@ -55,8 +55,10 @@ def _wait_for(pred: Any, what: str) -> None:
         time.sleep(0.01)
 
 
-def _holding(saver: Any, graph: Any, thread: str, gate: threading.Event, started: Any):
-    first = Background(lambda: graph.invoke({"log": []}, _cfg(thread, "run-A"), durability="sync"))
+def _holding(saver: Any, graph: Any, thread: str, gate: Any, started: Any, durability="sync"):
+    first = Background(
+        lambda: graph.invoke({"log": []}, _cfg(thread, "run-A"), durability=durability)
+    )
     assert started.wait(20)
     return first
 
@@ -96,12 +98,13 @@ def _stop_requested(saver: Any, thread: str, mode: str) -> bool:
     return info is not None and info.stop == mode
 
 
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("mode", ["interrupt", "rollback"])
-def test_interrupt_and_rollback_stop_the_holder_at_a_step_boundary(spec, mode):
+def test_interrupt_and_rollback_stop_the_holder_at_a_step_boundary(spec, mode, durability):
     gate, started = threading.Event(), threading.Event()
     with open_saver(spec) as saver:
         graph = chain(3, gate, started).compile(checkpointer=saver)
-        first = _holding(saver, graph, "t", gate, started)
+        first = _holding(saver, graph, "t", gate, started, durability)
         second = Background(
             lambda: graph.invoke({"log": ["B"]}, _cfg("t"), multitask_strategy=mode)
         )
@@ -155,3 +158,22 @@ def test_update_state_is_refused_while_a_run_holds_the_thread(spec):
         assert first.join().result == {"log": ["s0", "s1"]}
         graph.update_state(_cfg("u"), {"log": ["after"]})
         assert graph.get_state(_cfg("u")).values["log"] == ["s0", "s1", "after"]
+
+
+async def test_async_rollback_deletes_what_the_async_run_stored(tmp_path, request):
+    spec = make_spec("sqlite", str(tmp_path), request)
+    gate, started = threading.Event(), threading.Event()
+    with open_saver(spec) as saver:
+        graph = chain(3, gate, started).compile(checkpointer=saver)
+        first = asyncio.create_task(graph.ainvoke({"log": []}, _cfg("r", "run-A")))
+        assert await asyncio.to_thread(started.wait, 20)
+        second = asyncio.create_task(
+            graph.ainvoke({"log": ["B"]}, _cfg("r"), multitask_strategy="rollback")
+        )
+        while not _stop_requested(saver, "r", "rollback"):
+            await asyncio.sleep(0.01)
+        gate.set()
+        with pytest.raises(LeaseLostError):
+            await first
+        assert (await second)["log"] == ["B", "s0", "s1", "s2"]
+        assert [c.metadata["step"] for c in saver.list(_cfg("r"))] == [3, 2, 1, 0, -1]

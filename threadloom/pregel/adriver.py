@@ -141,7 +141,7 @@ async def astream_run(
     if saved is not None and opts.run.checkpoint_id:
         latest = await opts.checkpointer.aget_tuple(latest_config(opts.checkpoint_config))
         loop.superseded = latest is not None and latest.checkpoint["id"] != saved.checkpoint["id"]
-    boundary = None if loop.is_nested else getattr(opts.checkpointer, "at_step_boundary", None)
+    boundary = None if loop.is_nested else getattr(opts.checkpointer, "aat_step_boundary", None)
     try:
         loop.start(saved)
         for c in run.drain():
@@ -155,7 +155,7 @@ async def astream_run(
                 await opts.cache.aset(cache_pairs(loop))
             loop.after_tick()
             if boundary is not None:  # a leased run another run asked to stop
-                boundary()
+                await boundary()
             if opts.persister is not None:
                 await opts.persister.throttle()
             for c in run.drain():

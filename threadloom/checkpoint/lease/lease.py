@@ -243,6 +243,7 @@ class FencedSaver(BaseCheckpointSaver):
         self.lease = lease
         self.serde = inner.serde
         self.created: list[tuple[str, str]] = []  # (ns, checkpoint id) this run stored
+        self._inline: int | None = None  # who ran the last fenced put (thread / task id)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -303,6 +304,7 @@ class FencedSaver(BaseCheckpointSaver):
         codec = self.inner.codec
         out = self._guard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
         self._created(config, checkpoint)
+        self._inline = threading.get_ident()
         return out
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
@@ -315,7 +317,10 @@ class FencedSaver(BaseCheckpointSaver):
         if not self._ours(config):
             return await self.inner.aput(config, checkpoint, metadata, new_versions)
         codec = self.inner.codec
-        return await self._aguard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
+        out = await self._aguard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
+        self._created(config, checkpoint)
+        self._inline = id(asyncio.current_task())
+        return out
 
     async def aput_writes(
         self, config: Any, writes: Any, task_id: str, task_path: str = ""
@@ -339,6 +344,32 @@ class FencedSaver(BaseCheckpointSaver):
     # -- step boundary (called by the driver for the root run) --------------------
 
     def at_step_boundary(self) -> None:
-        """Raise when another run asked this one to stop (its progress is saved)."""
-        if self.lease.stop:
-            raise self.lease.stop_error()
+        """Raise when another run asked this one to stop (its progress is saved).
+
+        With durability "sync" the step's checkpoint was just saved through the
+        fence, which reported any request; with "async"/"exit" saves lag behind
+        the loop, so the lease is read here (one cheap read per step).
+        """
+        lease = self.lease
+        if not lease.stop and not self._fresh(threading.get_ident()):
+            self._polled(self.inner._run(lo.read_flow(lease.thread_id), True))
+        if lease.stop:
+            raise lease.stop_error()
+
+    async def aat_step_boundary(self) -> None:
+        """Async twin of :meth:`at_step_boundary`."""
+        lease = self.lease
+        if not lease.stop and not self._fresh(id(asyncio.current_task())):
+            self._polled(await self.inner._arun(lo.read_flow(lease.thread_id), True))
+        if lease.stop:
+            raise lease.stop_error()
+
+    def _fresh(self, caller: int) -> bool:
+        """Whether this step's checkpoint was saved inline by the caller (durability
+        "sync"): its fence already read the lease after the step, no need to read again."""
+        fresh, self._inline = self._inline == caller, None
+        return fresh
+
+    def _polled(self, info: lo.LeaseInfo | None) -> None:
+        if info is not None and info.token == self.lease.token:
+            self.lease.seen(info.stop)
