@@ -35,6 +35,8 @@ _NAMES: dict[str, tuple[tuple[str, str], ...]] = {
     "PostgresSaver": (("{p}.checkpoint.postgres", "PostgresSaver"),),
     "empty_checkpoint": (("{p}.checkpoint.base", "empty_checkpoint"),),
     "uuid6": (("{p}.checkpoint.ids", "uuid6"), ("{p}.checkpoint.base.id", "uuid6")),
+    # the wrapper a run saves through while it holds the thread's lease (threadloom only)
+    "FencedSaver": (("{p}.checkpoint.lease.lease", "FencedSaver"),),
 }
 
 

@@ -15,6 +15,7 @@ checkpoints at N=1000).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import sqlite3
@@ -88,24 +89,45 @@ def build_agent(side: Side):
 
 
 class SaveTimer:
-    """Sums the time spent in the saver's ``put``/``put_writes`` (any thread)."""
+    """Sums the time spent in the saver's ``put``/``put_writes`` (any thread).
 
-    def __init__(self, saver: Any) -> None:
+    Wraps the saver instance's methods and, for a side whose runs save through
+    a wrapper class (threadloom's lease ``FencedSaver``), that class's methods
+    too until :meth:`restore`. Nested calls (wrapper -> saver) count once.
+    """
+
+    def __init__(self, saver: Any, side: Side) -> None:
         self.total = 0.0
         self.ok = True
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._undo: list[tuple[Any, str, Any]] = []
         for name in ("put", "put_writes"):
             try:
                 setattr(saver, name, self._wrap(getattr(saver, name)))
             except (AttributeError, TypeError):
                 self.ok = False
+        try:
+            fenced = side.get("FencedSaver")
+        except NotAvailable:
+            return
+        for name in ("put", "put_writes"):
+            original = fenced.__dict__.get(name)
+            if original is not None:
+                self._undo.append((fenced, name, original))
+                setattr(fenced, name, self._wrap(original))
 
     def _wrap(self, fn: Any) -> Any:
+        @functools.wraps(fn)  # keeps the signature (runtimes inspect put_writes for task_path)
         def timed(*args: Any, **kwargs: Any) -> Any:
+            if getattr(self._local, "depth", 0):
+                return fn(*args, **kwargs)
+            self._local.depth = 1
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
+                self._local.depth = 0
                 with self._lock:
                     self.total += time.perf_counter() - t0
 
@@ -115,6 +137,12 @@ class SaveTimer:
         with self._lock:
             total, self.total = self.total, 0.0
         return total
+
+    def restore(self) -> None:
+        """Put the wrapper class's own methods back."""
+        for cls, name, original in self._undo:
+            setattr(cls, name, original)
+        self._undo.clear()
 
 
 def stored_bytes(saver: Any) -> int:
@@ -164,7 +192,7 @@ class _Run:
         self.graph = build_agent(side).compile(checkpointer=saver)
         self.saver = saver
         self.ns = ns
-        self.timer = SaveTimer(saver)
+        self.timer = SaveTimer(saver, side)
         self.config = thread("conversation")
         self.base = stored_bytes(saver)
         self.values: dict[str, float] = {}
@@ -192,7 +220,7 @@ class _Run:
         values["growth exponent"] = growth_exponent(self.sizes)
         values["turn ms (start)"] = statistics.median(self.turns[:WINDOW]) * 1e3
         values["turn ms (end)"] = statistics.median(self.turns[-WINDOW:]) * 1e3
-        if self.timer.ok:
+        if self.timer.ok and sum(self.saves) > 0:  # 0: the runtime saved through something else
             values["save ms/turn (start)"] = statistics.median(self.saves[:WINDOW]) * 1e3
             values["save ms/turn (end)"] = statistics.median(self.saves[-WINDOW:]) * 1e3
         state: list = []
@@ -215,6 +243,7 @@ def _paired(kind: str):
             for side in sides:
                 try:
                     runs[side.name] = _Run(side, stack.enter_context(side.saver(kind, tmp)), ns)
+                    stack.callback(runs[side.name].timer.restore)
                 except Exception as exc:  # one side missing must not stop the other
                     results[side.name] = (None, na_reason(exc, cfg))
             for turn in range(1, ns[-1] + 1):
