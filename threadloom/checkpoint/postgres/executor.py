@@ -238,16 +238,15 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     guard, gparams = _stale_guard(op, sql)
-    batch = []
-    if guard:  # first: lock the reused blobs (hash order), then check base + blobs
-        batch += _lock_blobs(op.needs, sql)
-        batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
-    checked = len(batch)
-    batch += _insert_blobs(op.blobs, sql, guard, gparams)
-    blobs = len(batch) > checked
+    batch = _insert_blobs(op.blobs, sql, guard, gparams)
+    blobs = bool(batch)
     if op.refs:
         held = {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
-        batch += _lock_blobs(held, sql)
+        batch += _lock_blobs(held, sql)  # includes the reused blobs (op.needs)
+    check = len(batch)
+    if guard:  # after the locks: the answer holds until COMMIT
+        batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
+    if op.refs:
         stmt = _guarded(sql.insert_refs, "ON CONFLICT", guard)
         batch.append(Stmt(stmt, (*columns(op.refs, 10), *gparams), "all"))
     if op.row is not None:
@@ -257,14 +256,24 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
             batch.append(Stmt(stmt, (*op.row, *gparams)))
         else:
             batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
+    if guard and blobs:  # a reused blob vanished after the insert: take ours back
+        sent = sorted({b.hash for b in op.blobs})
+        batch.append(
+            Stmt(
+                f"DELETE FROM {sql.blobs} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
+                f" AND NOT ({guard})",
+                (sent, *gparams),
+            )
+        )
     refs = op.refs
 
     def decode(results: list[Any]) -> ops.SaveResult:
-        if guard and not results[checked - 1][0]:
-            return ops.SaveResult(frozenset(), (), stale=True)  # nothing was written
-        results = results[checked:]
+        if guard and not results[check][0]:
+            return ops.SaveResult(frozenset(), (), stale=True)  # nothing was kept
         new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
-        inserted = {(r[0], r[1]) for r in results[-2 if op.row else -1]} if refs else set()
+        inserted = set()
+        if refs:
+            inserted = {(r[0], r[1]) for r in results[check + bool(guard)]}
         flags = []
         for ref in refs:
             key = (ref.channel, ref.version)
@@ -284,8 +293,8 @@ def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]
     Another process may have pruned or deleted them since this process cached
     them. Same-thread retention waits for the thread's advisory lock (held
     from the first statement of this transaction) and the reused blobs are
-    locked first, so the answer cannot change before COMMIT; each write
-    repeats the condition, so a stale put writes nothing.
+    locked (hash order) before the check, so the answer cannot change before
+    COMMIT; each write repeats the condition, so a stale put keeps nothing.
     """
     parts, params = [], []
     if op.base is not None and op.row is not None:

@@ -32,9 +32,10 @@ flows add (b) and every decrement through :class:`AdjustRefcounts`, then call
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = [
+    "ANY_ROW",
     "HASH_SIZE",
     "KIND_INLINE",
     "KIND_BLOB",
@@ -317,14 +318,26 @@ class SaveCheckpoint(Op):
     needs: tuple[bytes, ...] = ()
 
 
+ANY_ROW: Any = object()
+"""``SaveWrites.expected`` entry: no expectation about the task's current row."""
+
+
 @dataclass(frozen=True, slots=True)
 class SaveWrites(Op):
     """-> ``frozenset[bytes]`` (hashes of blobs that were new). Inserts each blob
     unless present (``refs`` 0), then inserts or REPLACES each task row. No
-    refcount change: the flow follows with :class:`AdjustRefcounts`."""
+    refcount change: the flow follows with :class:`AdjustRefcounts`.
+
+    ``expected``: per row, the task row the flow read and merged into (None =
+    none existed, :data:`ANY_ROW` = no expectation). A backend whose flows are
+    not isolated transactions (Redis) writes nothing and returns None when a
+    task's current row differs (a concurrent ``put_writes`` of the same task
+    came first); the flow then reads and merges again. Transactional backends
+    already serialize writers of a thread and may ignore it."""
 
     rows: tuple[WriteRow, ...]
     blobs: tuple[BlobRow, ...] = ()
+    expected: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,12 @@ from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
 from threadloom.checkpoint.storage.values import ListState, ValueCodec
 from threadloom.checkpoint.storage.writes import merge_writes
-from threadloom.errors import ConfigError, SerializationError
+from threadloom.errors import ConfigError, SerializationError, StorageError
 
 __all__ = ["put_flow", "put_writes_flow", "release"]
 
 Flow = Generator[Any, Any, Any]
+_MERGE_ATTEMPTS = 100
 
 
 def _parent_state(codec: ValueCodec, thread_id: str, ns: str, parent_id: str | None) -> Flow:
@@ -184,17 +185,24 @@ def put_writes_flow(
         )
     if not writes:
         return
-    rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
-    existing = next((r for r in rows if r.task_id == task_id), None)
     key = (thread_id, ns, checkpoint_id, str(task_id))
-    row, blobs = merge_writes(codec.serde, codec.inline_max, existing, key, task_path, writes)
-    if row is None:
-        return
+    for _ in range(_MERGE_ATTEMPTS):
+        rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
+        existing = next((r for r in rows if r.task_id == task_id), None)
+        row, blobs = merge_writes(codec.serde, codec.inline_max, existing, key, task_path, writes)
+        if row is None:
+            return
+        by_hash = {b.hash: b for b in blobs}
+        new = yield SaveWrites((row,), tuple(by_hash.values()), (existing,))
+        if new is not None:  # None: the row changed since we read it (Redis); merge again
+            break
+    else:
+        raise StorageError(
+            f"put_writes of task {task_id!r} in thread {thread_id!r} kept racing concurrent"
+            f" put_writes of the same task ({_MERGE_ATTEMPTS} attempts)"
+        )
     if not row.hashes and (existing is None or not existing.hashes):
-        yield SaveWrites((row,), ())  # small values only: no references to count
-        return
-    by_hash = {b.hash: b for b in blobs}
-    new = yield SaveWrites((row,), tuple(by_hash.values()))
+        return  # small values only: no references to count
     delta: Counter[bytes] = Counter(unpack(row.hashes))
     if existing is not None:
         delta.subtract(unpack(existing.hashes))
