@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["backend_of", "ensure_installed"]
+__all__ = ["backend_of"]
 
 _EXECUTORS = {
     "MemoryExecutor": "memory",
@@ -28,6 +28,3 @@ def backend_of(saver: Any) -> str | None:
     if hasattr(saver, "planner") and hasattr(saver, "layout"):
         return "redis"
     return _EXECUTORS.get(type(getattr(saver, "executor", None)).__name__)
-
-
-ensure_installed = backend_of  # kept name: nothing left to install at run time

@@ -21,7 +21,7 @@ from collections.abc import Generator
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
-from threadloom.checkpoint.lease.install import ensure_installed
+from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import puts
@@ -47,40 +47,12 @@ _HOST = _host_id()
 
 def lease_backend(saver: Any) -> str | None:
     """The lease backend of ``saver`` (None: it cannot hold leases)."""
-    backend = ensure_installed(saver)
-    if backend == "postgres" and not getattr(saver, "_tl_lease_setup", False):
-        _setup_postgres(saver)
-    return backend
-
-
-def _setup_postgres(saver: Any) -> None:
-    from threadloom.checkpoint.lease.postgres import setup_statements
-
-    def flow() -> Generator[Any, Any, None]:
-        yield setup_statements(saver.sql)
-
-    if hasattr(saver, "loop") and type(saver).__name__.startswith("Async"):
-        saver._sync(saver.executor.arun_batches(flow()))
-    else:
-        saver.executor.run_batches(flow())
-    saver._tl_lease_setup = True
+    return backend_of(saver)
 
 
 async def alease_backend(saver: Any) -> str | None:
-    """Async twin of :func:`lease_backend` (table setup awaited on the saver's loop)."""
-    backend = ensure_installed(saver)
-    if backend == "postgres" and not getattr(saver, "_tl_lease_setup", False):
-        from threadloom.checkpoint.lease.postgres import setup_statements
-
-        def flow() -> Generator[Any, Any, None]:
-            yield setup_statements(saver.sql)
-
-        if type(saver).__name__.startswith("Async"):
-            await saver.executor.arun_batches(flow())
-        else:
-            await asyncio.to_thread(saver.executor.run_batches, flow())
-        saver._tl_lease_setup = True
-    return backend
+    """Async twin of :func:`lease_backend` (nothing to await: tables come from setup())."""
+    return backend_of(saver)
 
 
 class Lease:
@@ -352,7 +324,7 @@ class FencedSaver(BaseCheckpointSaver):
         """
         lease = self.lease
         if not lease.stop and not self._fresh(threading.get_ident()):
-            self._polled(self.inner._run(lo.read_flow(lease.thread_id), True))
+            self._polled(self.inner._run(lo.read_flow(lease.thread_id)))
         if lease.stop:
             raise lease.stop_error()
 
@@ -360,7 +332,7 @@ class FencedSaver(BaseCheckpointSaver):
         """Async twin of :meth:`at_step_boundary`."""
         lease = self.lease
         if not lease.stop and not self._fresh(id(asyncio.current_task())):
-            self._polled(await self.inner._arun(lo.read_flow(lease.thread_id), True))
+            self._polled(await self.inner._arun(lo.read_flow(lease.thread_id)))
         if lease.stop:
             raise lease.stop_error()
 

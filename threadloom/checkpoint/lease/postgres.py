@@ -1,4 +1,5 @@
-"""Leases on Postgres: a ``tl_leases`` row per thread in the saver's schema.
+"""Leases on Postgres: a ``tl_leases`` row per thread in the saver's schema
+(created by ``setup()``, like the other tables).
 
 Times come from the server clock (``clock_timestamp()``), so processes on
 several hosts agree. The fence (:class:`~.ops.CheckLease`) reads our row
@@ -14,7 +15,7 @@ from typing import Any
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.postgres.connection import Stmt
 
-__all__ = ["PLANNERS", "setup_statements"]
+__all__ = ["PLANNERS", "TABLE"]
 
 NOW = "(extract(epoch from clock_timestamp()) * 1000)"
 COLS = f"holder, token, (expires_at - {NOW})::bigint, stop"
@@ -24,16 +25,11 @@ def _t(sql: Any) -> str:
     return f"{sql.s}.tl_leases"
 
 
-def setup_statements(sql: Any) -> list[Stmt]:
-    """Create the lease table once; serialized by an advisory lock (many processes)."""
-    return [
-        Stmt("SELECT pg_advisory_xact_lock(7316802451)", (), "one"),
-        Stmt(
-            f"CREATE TABLE IF NOT EXISTS {_t(sql)} (thread_id TEXT PRIMARY KEY,"
-            " holder TEXT NOT NULL, token TEXT NOT NULL,"
-            " expires_at DOUBLE PRECISION NOT NULL, stop TEXT NOT NULL DEFAULT '')"
-        ),
-    ]
+TABLE = (  # a migration of the saver's schema (postgres/queries.py MIGRATIONS)
+    "CREATE TABLE IF NOT EXISTS {s}.tl_leases (thread_id TEXT PRIMARY KEY,"
+    " holder TEXT NOT NULL, token TEXT NOT NULL,"
+    " expires_at DOUBLE PRECISION NOT NULL, stop TEXT NOT NULL DEFAULT '')"
+)
 
 
 def _info(row: Any) -> lo.LeaseInfo | None:

@@ -1,5 +1,5 @@
-"""Leases on SQLite: a ``tl_leases`` row per thread, read and written inside the
-saver's ``BEGIN IMMEDIATE`` transaction.
+"""Leases on SQLite: a ``tl_leases`` row per thread (schema migration 2), read and
+written inside the saver's ``BEGIN IMMEDIATE`` transaction.
 
 A write flow takes SQLite's write lock before its first statement, so the
 fence (:class:`~.ops.CheckLease`) and the checkpoint it guards cannot be
@@ -39,9 +39,7 @@ def _now() -> float:
     return time.time() * 1000.0
 
 
-def _live(thread_id: str, create: bool = True) -> Plan:
-    if create:  # ops that can come first on a fresh file (a fence implies an acquire)
-        yield Stmt(TABLE, (), "count")
+def _live(thread_id: str) -> Plan:
     row = yield Stmt(_SELECT, (thread_id,), "one")
     if row is None or row[2] <= _now():
         return None
@@ -58,7 +56,7 @@ def _acquire(op: lo.AcquireLease) -> Plan:
 
 
 def _renew(op: lo.RenewLease) -> Plan:
-    live = yield from _live(op.thread_id, False)
+    live = yield from _live(op.thread_id)
     if live is None or live.token != op.token:
         return None
     sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
@@ -67,7 +65,6 @@ def _renew(op: lo.RenewLease) -> Plan:
 
 
 def _release(op: lo.ReleaseLease) -> Plan:
-    yield Stmt(TABLE, (), "count")
     sql = "DELETE FROM tl_leases WHERE thread_id = ? AND token = ?"
     yield Stmt(sql, (op.thread_id, op.token), "count")
 
@@ -82,7 +79,7 @@ def _request_stop(op: lo.RequestStop) -> Plan:
 
 
 def _check(op: lo.CheckLease) -> Plan:
-    live = yield from _live(op.thread_id, False)
+    live = yield from _live(op.thread_id)
     if live is None or live.token != op.token:
         return None
     if live.expires_in_ms > op.ttl_ms * 2 // 3:  # renewed recently: spare the UPDATE

@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Generator
 from typing import Any
 
+from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.errors import ConfigError, StorageError
 
@@ -87,6 +88,8 @@ MIGRATIONS: list[str] = [
     " ON {s}.checkpoints USING GIN (metadata jsonb_path_ops)",
     "CREATE INDEX IF NOT EXISTS checkpoints_run_id_idx"
     " ON {s}.checkpoints (run_id) WHERE run_id IS NOT NULL",
+    # thread leases (checkpoint/lease/postgres.py)
+    LEASE_TABLE,
 ]
 
 

@@ -8,6 +8,8 @@ LangGraph's ``checkpoints``/``writes`` tables (migration tools read both).
 
 from __future__ import annotations
 
+from threadloom.checkpoint.lease.sqlite import TABLE as LEASE_TABLE
+
 __all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "PRAGMAS"]
 
 MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS tl_migrations (v INTEGER PRIMARY KEY)"
@@ -74,6 +76,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
             for name in ("checkpoints", "refs", "writes")
         ),
     ),
+    (LEASE_TABLE,),  # 2: thread leases (checkpoint/lease/sqlite.py)
 ]
 
 PRAGMAS = ("PRAGMA busy_timeout = {busy_timeout}", "PRAGMA synchronous = {synchronous}")
