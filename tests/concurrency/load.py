@@ -3,12 +3,14 @@
 ``python -m tests.concurrency.load [--backend sqlite|postgres] [--procs 4]
 [--threads 50] [--steps 20] [--pg URL]`` (loopback only). Each process runs a
 ``steps``-node graph once on each of its own ``threads`` thread ids, and
-competes with every other process for a few shared *hot* threads, half of them
-with ``multitask_strategy="reject"``, half with ``"enqueue"``. Afterwards every
-thread's history is checked: one linear chain (no fork: no two checkpoints
-share a parent), exactly ``steps + 2`` checkpoints per successful run, every
-successful run's marker exactly once in the final state, and every contention
-answered per its strategy (reject: ThreadBusyError; enqueue: success).
+competes with every other process for a few shared *hot* threads, with
+``multitask_strategy`` "reject", "enqueue" and "interrupt" in turn. Afterwards
+every thread's history is checked: one linear chain (no fork: no two
+checkpoints share a parent); per run (metadata ``run_id``) exactly
+``steps + 2`` checkpoints, fewer only for a run another one interrupted; each
+run's marker exactly once in the final state and one node update per stored
+step; every contention answered per its strategy (reject: ThreadBusyError;
+enqueue/interrupt: ran, unless a later "interrupt" stopped it).
 Prints throughput and latency; :func:`run` is what the test calls small.
 """
 
@@ -23,10 +25,11 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypedDict
 
-from threadloom.errors import ThreadBusyError
+from threadloom.errors import LeaseLostError, ThreadBusyError
 from threadloom.graph import END, START, StateGraph
 
 __all__ = ["run", "verify"]
@@ -50,15 +53,15 @@ def build(steps: int) -> Any:
 
 
 def _hot_plan(proc: int, hot: list[str], rounds: int) -> list[tuple[str, str]]:
-    strategies = ["reject", "enqueue"]
-    return [(t, strategies[i % 2]) for _ in range(rounds) for i, t in enumerate(hot)]
+    strategies = ["reject", "enqueue", "interrupt"]
+    return [(t, strategies[(r + i + proc) % 3]) for r in range(rounds) for i, t in enumerate(hot)]
 
 
 def worker(args: dict[str, Any]) -> dict[str, Any]:
     """One process: its own threads plus the hot ones; returns what happened."""
     from tests.concurrency.backends import open_saver
 
-    out: dict[str, Any] = {"ok": [], "rejected": [], "errors": [], "latency": []}
+    out: dict[str, Any] = {"ok": [], "rejected": [], "stopped": [], "errors": [], "latency": []}
     with open_saver(args["spec"]) as saver:
         graph = build(args["steps"]).compile(checkpointer=saver)
         jobs = [(f"p{args['proc']}-t{i}", "reject") for i in range(args["threads"])]
@@ -78,6 +81,9 @@ def worker(args: dict[str, Any]) -> dict[str, Any]:
                     multitask_timeout=60,
                     lease=args["leases"],
                 )
+            except LeaseLostError:  # an "interrupt" run stopped this one
+                out["stopped"].append((thread, strategy, marker))
+                return
             except ThreadBusyError:
                 out["rejected"].append((thread, strategy))
                 return
@@ -97,30 +103,52 @@ def verify(spec: dict[str, Any], results: list[dict[str, Any]], steps: int) -> d
     from tests.concurrency.backends import open_saver
 
     problems: list[str] = [e for r in results for e in r["errors"]]
-    markers: dict[str, list[str]] = {}
+    ok: dict[str, list[str]] = {}
+    stopped: dict[str, list[str]] = {}
     for r in results:
         for thread, _strategy, marker in r["ok"]:
-            markers.setdefault(thread, []).append(marker)
+            ok.setdefault(thread, []).append(marker)
+        for thread, _strategy, marker in r["stopped"]:
+            stopped.setdefault(thread, []).append(marker)
         for thread, strategy in r["rejected"]:
             if strategy != "reject":
                 problems.append(f"{thread}: {strategy} run was refused")
     checkpoints = 0
     with open_saver(spec) as saver:
-        for thread, done in markers.items():
-            cfg = {"configurable": {"thread_id": thread}}
-            rows = list(saver.list(cfg))
+        for thread in sorted(set(ok) | set(stopped)):
+            rows = list(saver.list({"configurable": {"thread_id": thread}}))
             checkpoints += len(rows)
-            parents = [
-                r.parent_config["configurable"]["checkpoint_id"] for r in rows if r.parent_config
-            ]
-            if len(parents) != len(set(parents)) or len(rows) - len(parents) != 1:
-                problems.append(f"{thread}: history forked or broken")
-            if len(rows) != len(done) * (steps + 2):  # input, START, one per node
-                problems.append(f"{thread}: {len(rows)} checkpoints for {len(done)} runs")
-            state = rows[0].checkpoint["channel_values"]
-            if sorted(state.get("runs", [])) != sorted(done) or state.get("n") != steps * len(done):
-                problems.append(f"{thread}: final state lost or repeated a run")
+            problems += _check_thread(
+                thread, rows, ok.get(thread, []), stopped.get(thread, []), steps
+            )
     return {"problems": problems, "checkpoints": checkpoints}
+
+
+def _check_thread(
+    thread: str, rows: list[Any], ok: list[str], stopped: list[str], steps: int
+) -> list[str]:
+    """One linear history; per run (metadata ``run_id``) input + START + one checkpoint
+    per node (fewer for a run stopped by "interrupt"); each run's marker once in the state."""
+    problems = []
+    parents = [r.parent_config["configurable"]["checkpoint_id"] for r in rows if r.parent_config]
+    if len(parents) != len(set(parents)) or len(rows) - len(parents) != 1:
+        problems.append(f"{thread}: history forked or broken")
+    per_run = Counter(r.metadata.get("run_id") for r in rows)
+    for marker in ok:
+        if per_run[marker] != steps + 2:
+            problems.append(f"{thread}: run {marker} has {per_run[marker]} checkpoints")
+    for marker in stopped:
+        if not 1 <= per_run[marker] < steps + 2:
+            problems.append(f"{thread}: stopped run {marker} has {per_run[marker]} checkpoints")
+    if set(per_run) - set(ok) - set(stopped):
+        problems.append(f"{thread}: checkpoints of unknown runs")
+    state = rows[0].checkpoint["channel_values"] if rows else {}
+    applied = ok + [m for m in stopped if per_run[m] >= 2]  # stopped before START: input unused
+    if sorted(state.get("runs", [])) != sorted(applied):
+        problems.append(f"{thread}: final state lost or repeated a run")
+    if state.get("n") != sum(max(0, per_run[m] - 2) for m in ok + stopped):
+        problems.append(f"{thread}: node updates lost or repeated")
+    return problems
 
 
 def run(
@@ -151,6 +179,7 @@ def run(
         backend=spec["kind"],
         runs_ok=ok,
         rejected=sum(len(r["rejected"]) for r in results),
+        stopped=sum(len(r["stopped"]) for r in results),
         seconds=round(elapsed, 2),
         runs_per_s=round(ok / elapsed, 1),
         steps_per_s=round(ok * steps / elapsed, 1),

@@ -147,6 +147,8 @@ async def astream_run(
         for c in run.drain():
             yield c
         while loop.tick():
+            if boundary is not None:  # a leased run another run asked to stop
+                await boundary()
             if wanted := cache_wanted(loop):
                 cache_apply(loop, wanted, await opts.cache.aget(cache_keys(wanted)))
             async for c in run.run_step():
@@ -154,8 +156,6 @@ async def astream_run(
             if opts.cache is not None and opts.cache_writes:
                 await opts.cache.aset(cache_pairs(loop))
             loop.after_tick()
-            if boundary is not None:  # a leased run another run asked to stop
-                await boundary()
             if opts.persister is not None:
                 await opts.persister.throttle()
             for c in run.drain():

@@ -236,12 +236,12 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
         loop.start(saved)
         yield from run.drain()
         while loop.tick():
+            if boundary is not None:  # a leased run another run asked to stop
+                boundary()
             cache_lookup(loop)
             yield from run.run_step()
             cache_store(loop)
             loop.after_tick()
-            if boundary is not None:  # a leased run another run asked to stop
-                boundary()
             yield from run.drain()
     except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
         _finish(run, exc, lambda: opts.persister.flush())
