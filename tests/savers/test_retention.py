@@ -104,6 +104,24 @@ async def test_prune_dry_run_changes_nothing(saver) -> None:
     assert await saver.raw_counts() == before
 
 
+@pytest.mark.parametrize(
+    "strategy, options",
+    [("keep_latest", {}), ("keep_last_n", {"keep_last": 3}), ("delete", {})],
+)
+async def test_prune_dry_run_reports_what_the_real_run_frees(saver, strategy, options) -> None:
+    """Blobs and bytes included, across namespaces and threads sharing values."""
+    configs = await grow(saver, 20, "a")  # > compact_every: segments and manifests
+    await grow(saver, 4, "a", ns="sub:1", parents={"": configs[3]["configurable"]["checkpoint_id"]})
+    await grow(saver, 6, "b")  # same large "doc" value as thread a
+    await saver.put_writes(configs[5], [("x", BIG + "w"), ("y", 1)], "task", "~p")
+    await saver.copy_thread("b", "c")
+    threads = ["a", "b", "c"]
+    dry = await saver.prune(threads, strategy=strategy, dry_run=True, **options)
+    real = await saver.prune(threads, strategy=strategy, **options)
+    assert dry == real._replace(dry_run=True)
+    assert real.blobs > 0 and real.bytes_freed > 0
+
+
 async def test_prune_keeps_subgraph_parents_and_open_interrupts(saver) -> None:
     root = await grow(saver, 2)
     # an older fork tip still waiting on an interrupt

@@ -134,6 +134,8 @@ class MemoryExecutor:
 
     def _load_blobs(self, op: o.LoadBlobs) -> dict[bytes, o.BlobRow]:
         blobs = self.blobs
+        if op.refcounts:
+            return {h: (blobs[h][0], blobs[h][1]) for h in op.hashes if h in blobs}
         return {h: blobs[h][0] for h in op.hashes if h in blobs}
 
     def _load_writes(self, op: o.LoadWrites) -> list[o.WriteRow]:

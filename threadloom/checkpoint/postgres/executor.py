@@ -217,6 +217,12 @@ def _load_thread_refs(op: ops.LoadThreadRefs, sql: SQL) -> Plan:
 def _load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: {}
+    if op.refcounts:
+        query = sql.load_blobs.replace("children FROM", "children, refs FROM")
+        stmt = Stmt(query, (list(set(op.hashes)),), "all")
+        return [stmt], lambda r: {
+            bytes(row[0]): (BlobRow(*map(_b, row[:4])), int(row[4])) for row in r[0]
+        }
     stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
     return [stmt], lambda r: {bytes(row[0]): BlobRow(*map(_b, row)) for row in r[0]}
 

@@ -196,7 +196,12 @@ class RedisPlanner:
     def _LoadBlobs(self, op: ops.LoadBlobs, scope: Scope) -> Plan:
         if not op.hashes:
             return {}
-        return (yield from self._blobs_of(_scoped(scope, op), list(dict.fromkeys(op.hashes))))
+        thread_id, hashes = _scoped(scope, op), list(dict.fromkeys(op.hashes))
+        found = yield from self._blobs_of(thread_id, hashes)
+        if not op.refcounts or not found:
+            return found
+        (counts,) = yield [Call(("HMGET", self.key(thread_id, "rc"), *found))]
+        return {h: (row, int(c or 0)) for (h, row), c in zip(found.items(), counts)}
 
     def _LoadWrites(self, op: ops.LoadWrites, scope: Scope) -> Plan:
         scope.thread = thread_id = op.thread_id

@@ -98,6 +98,8 @@ class _RedisSaverBase(StorageSaver):
             :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
     """
 
+    shares_blobs_across_threads = False  # per-thread blobs: one slot per thread
+
     def __init__(
         self,
         client: Any,

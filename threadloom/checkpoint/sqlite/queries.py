@@ -229,11 +229,12 @@ def _thread_refs(op: o.LoadThreadRefs) -> Plan:
 
 
 def _load_blobs(op: o.LoadBlobs) -> Plan:
-    found: dict[bytes, o.BlobRow] = {}
+    found: dict[bytes, Any] = {}
+    cols = "hash, tag, data, children, refs" if op.refcounts else "hash, tag, data, children"
     for part in _chunks(op.hashes):
-        sql = f"SELECT hash, tag, data, children FROM tl_blobs WHERE hash IN ({_marks(len(part))})"
+        sql = f"SELECT {cols} FROM tl_blobs WHERE hash IN ({_marks(len(part))})"
         for r in (yield Stmt(sql, part)):
-            found[r[0]] = o.BlobRow(*r)
+            found[r[0]] = (o.BlobRow(*r[:4]), r[4]) if op.refcounts else o.BlobRow(*r)
     return found
 
 

@@ -32,6 +32,10 @@ class StorageSaver(BaseCheckpointSaver):
         cache_bytes: budget of the decoded-chunk cache (default 64 MiB).
     """
 
+    shares_blobs_across_threads = True
+    """Identical large values of different threads are stored once (False on
+    Redis, whose blobs live with their thread for cluster slot locality)."""
+
     def __init__(
         self,
         *,
@@ -107,7 +111,10 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
     ) -> Any:
         ids = [str(t) for t in thread_ids]
-        flow = retention.prune_flow(self.codec, ids, strategy, keep_last, before, dry_run)
+        per_thread = not self.shares_blobs_across_threads
+        flow = retention.prune_flow(
+            self.codec, ids, strategy, keep_last, before, dry_run, per_thread
+        )
         return self._run(flow, not dry_run)
 
     def stats(self, thread_id: str | None = None) -> dict[str, Any]:
@@ -160,7 +167,10 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
     ) -> Any:
         ids = [str(t) for t in thread_ids]
-        flow = retention.prune_flow(self.codec, ids, strategy, keep_last, before, dry_run)
+        per_thread = not self.shares_blobs_across_threads
+        flow = retention.prune_flow(
+            self.codec, ids, strategy, keep_last, before, dry_run, per_thread
+        )
         return await self._arun(flow, not dry_run)
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:

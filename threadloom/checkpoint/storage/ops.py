@@ -280,9 +280,12 @@ class LoadThreadRefs(Op):
 
 @dataclass(frozen=True, slots=True)
 class LoadBlobs(Op):
-    """-> ``dict[bytes, BlobRow]`` for the hashes that exist."""
+    """-> ``dict[bytes, BlobRow]`` for the hashes that exist; with ``refcounts``,
+    ``dict[bytes, tuple[BlobRow, int]]`` (the row and its reference count: a
+    dry-run prune computes what a real one would free)."""
 
     hashes: tuple[bytes, ...]
+    refcounts: bool = False
 
 
 @dataclass(frozen=True, slots=True)

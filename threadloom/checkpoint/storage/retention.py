@@ -27,6 +27,7 @@ from threadloom.checkpoint.storage.ops import (
     FindRunCheckpoints,
     InsertRows,
     ListCheckpoints,
+    LoadBlobs,
     LoadThreadRefs,
     LoadWrites,
 )
@@ -69,19 +70,29 @@ def delete_thread_flow(codec: ValueCodec, thread_id: str) -> Flow:
 
 
 def _remove(
-    codec: ValueCodec, thread_id: str, ns: str, rows: list[CheckpointRow], doomed: set[str]
+    codec: ValueCodec,
+    thread_id: str,
+    ns: str,
+    rows: list[CheckpointRow],
+    doomed: set[str],
+    dry: _DryRun | None = None,
 ) -> Flow:
     """Delete ``doomed`` checkpoints of one namespace (``rows`` = all of it):
     rebase survivors whose diff chain crosses a doomed row into keyframes,
     drop the writes and the refs nothing names any more, release blobs.
-    Returns (blobs dropped, bytes freed)."""
+    Returns (blobs dropped, bytes freed). With ``dry``, only reads and
+    returns what the real run would report."""
     if not doomed:
         return 0, 0
     resolved = yield from resolve_states(codec, rows)
     by_id = {r.checkpoint_id: r for r in rows}
     rebased = []
     for row in rows:
-        if row.checkpoint_id not in doomed and _crosses(row, resolved, by_id, doomed):
+        if (
+            dry is None
+            and row.checkpoint_id not in doomed
+            and _crosses(row, resolved, by_id, doomed)
+        ):
             state, core, extra = resolved[row.checkpoint_id]
             keyframe = record.State(state.cv, state.vs, state.iv, 0, state.names, state.versions)
             data = record.encode(core, extra, keyframe, None)
@@ -91,7 +102,8 @@ def _remove(
         yield InsertRows(tuple(rebased))
     ids = tuple(doomed)
     writes = yield LoadWrites(thread_id, ns, ids)
-    yield DeleteCheckpoints(thread_id, ns, ids)
+    if dry is None:
+        yield DeleteCheckpoints(thread_id, ns, ids)
     used = {
         (channel, version_key(record.unpack_version(version)))
         for cid, (state, _, _) in resolved.items()
@@ -100,11 +112,48 @@ def _remove(
     }
     refs = yield LoadThreadRefs(thread_id, ns)
     unused = [r for r in refs if (r.channel, r.version) not in used]
-    if unused:
+    if unused and dry is None:
         yield DeleteRefs(thread_id, ns, tuple((r.channel, r.version) for r in unused))
-    blobs, freed = yield from release(_held(unused) + _held(writes))
+    counts = _held(unused) + _held(writes)
+    if dry is None:
+        blobs, freed = yield from release(counts)
+    else:
+        blobs, freed = yield from dry.release(thread_id, counts)
     freed += sum(len(r.data) + 60 for r in unused) + sum(len(w.data) + 60 for w in writes)
     return blobs, freed
+
+
+class _DryRun:
+    """What :func:`release` would drop, without writing: reference counts are
+    read once and decremented here, across namespaces and threads, exactly as
+    the real run would leave them (keyed per thread when blobs are per thread)."""
+
+    def __init__(self, per_thread_blobs: bool) -> None:
+        self.per_thread = per_thread_blobs
+        self.counts: dict[tuple[str | None, bytes], list[Any]] = {}  # -> [row, refs, gone]
+
+    def release(self, thread_id: str, counts: Counter[bytes]) -> Flow:
+        scope = thread_id if self.per_thread else None
+        dropped_blobs = dropped_bytes = 0
+        todo = Counter({h: c for h, c in counts.items() if c})
+        while todo:
+            missing = tuple(h for h in todo if (scope, h) not in self.counts)
+            found = (yield LoadBlobs(missing, refcounts=True)) if missing else {}
+            for h, (row, refs) in found.items():
+                self.counts[(scope, h)] = [row, refs, False]
+            nxt: Counter[bytes] = Counter()
+            for h, c in todo.items():
+                entry = self.counts.get((scope, h))
+                if entry is None or entry[2]:
+                    continue
+                entry[1] -= c
+                if entry[1] <= 0:
+                    entry[2] = True
+                    dropped_blobs += 1
+                    dropped_bytes += len(entry[0].data)
+                    nxt.update(unpack(entry[0].children))
+            todo = nxt
+        return dropped_blobs, dropped_bytes
 
 
 def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) -> bool:
@@ -202,8 +251,13 @@ def prune_flow(
     keep_last: int | None,
     before: str | None,
     dry_run: bool,
+    per_thread_blobs: bool = False,
 ) -> Flow:
-    """Delete old checkpoints of each thread, never what kept ones need."""
+    """Delete old checkpoints of each thread, never what kept ones need.
+
+    A dry run reads what the real run would and reports the same numbers
+    (blobs and bytes freed included), writing nothing. ``per_thread_blobs``:
+    the backend stores blobs per thread (Redis), not shared by all threads."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
     if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
@@ -211,6 +265,7 @@ def prune_flow(
     if strategy == "before" and not before:
         raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
     totals: Counter[str] = Counter()
+    dry = _DryRun(per_thread_blobs) if dry_run else None
     for thread_id in dict.fromkeys(thread_ids):
         codec.forget_thread(thread_id)
         rows = yield ListCheckpoints(thread_id, None)
@@ -231,9 +286,9 @@ def prune_flow(
                 1 for w in writes if w.checkpoint_ns == ns and w.checkpoint_id in doomed
             )
             totals["bytes"] += sum(len(r.data) + len(r.metadata) + 100 for r in gone)
-            if dry_run or not doomed:
+            if not doomed:
                 continue
-            blobs, freed = yield from _remove(codec, thread_id, ns, ns_rows, doomed)
+            blobs, freed = yield from _remove(codec, thread_id, ns, ns_rows, doomed, dry)
             totals["blobs"] += blobs
             totals["bytes"] += freed
     return PruneReport(
