@@ -73,7 +73,8 @@ def run(args: dict[str, Any], saver: Any) -> Any:
     graph = build(args["effects"], args["seed"]).compile(checkpointer=saver)
     cfg = {"configurable": {"thread_id": args["thread"]}}
     start = None if saver.get_tuple(cfg) is not None else {"log": []}
-    for chunk in graph.stream(start, cfg, stream_mode="updates", durability="sync"):
+    durability = args.get("durability", "sync")
+    for chunk in graph.stream(start, cfg, stream_mode="updates", durability=durability):
         for node in chunk:
             if not node.startswith("__"):  # "__metadata__": replayed, not run
                 _append(args["reported"], node)
