@@ -150,8 +150,8 @@ def _pg(pool: bool = False, pipeline: bool = False, async_: bool = False) -> Fac
 
 async def _redis_counts(saver: Any) -> dict[str, int]:
     """Rows under the saver's prefix. Redis keeps blobs per thread (cluster slot
-    locality, docs/redis.md): ``blobs`` counts distinct contents, as the other
-    backends do, and ``blob_copies`` the per-thread copies actually stored."""
+    locality, docs/redis.md; ``shares_blobs_across_threads`` is False): ``blobs``
+    counts the per-thread copies actually stored."""
     import redis
 
     parts = {"checkpoints": ":row", "refs": ":ref", "writes": ":w"}
@@ -162,8 +162,7 @@ async def _redis_counts(saver: Any) -> dict[str, int]:
             name: sum(client.hlen(k) for k in keys if k.endswith(suffix))
             for name, suffix in parts.items()
         }
-        hashes = [h for k in keys if k.endswith(":blob") for h in client.hkeys(k)]
-        counts["blobs"], counts["blob_copies"] = len(set(hashes)), len(hashes)
+        counts["blobs"] = sum(client.hlen(k) for k in keys if k.endswith(":blob"))
         return counts
 
 
