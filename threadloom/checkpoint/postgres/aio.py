@@ -26,9 +26,9 @@ from threadloom.checkpoint.postgres.executor import PgExecutor
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.queries import SQL, setup_flow
 from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
-from threadloom.errors import StorageError
 
 __all__ = ["AsyncPostgresSaver"]
 
@@ -124,20 +124,9 @@ class AsyncPostgresSaver(StorageSaver):
         return iter(self._sync(collect()))
 
     def _sync(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Run ``coro`` on the saver's loop from another thread."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None and (self.loop is None or running is self.loop):
-            coro.close()
-            raise StorageError(
-                "AsyncPostgresSaver's sync methods were called from its own event loop, "
-                "which would deadlock: use the a* methods (await saver.aget_tuple(...))"
-            )
-        if self.loop is None or self.loop.is_closed():
-            return asyncio.run(coro)
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        """Run ``coro`` on the saver's loop from another thread (in a fresh loop
+        when the saver was made outside a running one)."""
+        return run_sync(coro, self.loop, "AsyncPostgresSaver", standalone=True)
 
 
 async def open_async_connection(

@@ -23,6 +23,7 @@ from redis.exceptions import NoScriptError, RedisError
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
 from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.errors import ConfigError, StorageError
@@ -299,20 +300,4 @@ class AsyncRedisSaver(_RedisSaverBase):
 
     def _sync(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the saver's loop from another thread; never on the loop itself."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is not None and (self.loop is None or running is self.loop):
-            coro.close()
-            raise StorageError(
-                "AsyncRedisSaver's sync methods were called from its own event loop, "
-                "which would deadlock: use the a* methods (await saver.aget_tuple(...))"
-            )
-        if self.loop is None or not self.loop.is_running():
-            coro.close()
-            raise StorageError(
-                "AsyncRedisSaver's sync methods need its event loop running in another "
-                "thread; otherwise use the a* methods or RedisSaver"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return run_sync(coro, self.loop, "AsyncRedisSaver")

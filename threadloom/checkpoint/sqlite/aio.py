@@ -12,9 +12,9 @@ import aiosqlite
 from threadloom.checkpoint.sqlite.executor import AsyncSqliteExecutor, Tracer
 from threadloom.checkpoint.sqlite.saver import pragmas
 from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
-from threadloom.errors import StorageError
 
 __all__ = ["AsyncSqliteSaver"]
 
@@ -102,15 +102,4 @@ class AsyncSqliteSaver(StorageSaver):
 
     def _bridge(self, coro: Any) -> Any:
         """Run ``coro`` on the saver's loop from another thread, never on it."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop or not self.loop.is_running():
-            coro.close()
-            raise StorageError(
-                "AsyncSqliteSaver's sync methods must be called from another thread while"
-                " its event loop runs; on the loop itself use the async methods"
-                " (await saver.aget_tuple(...), saver.alist(...), await saver.aput(...))"
-            )
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        return run_sync(coro, self.loop, "AsyncSqliteSaver")

@@ -1,0 +1,45 @@
+"""run_sync: the one bridge from an async saver's sync methods to its loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from threadloom.checkpoint.storage.bridge import run_sync
+from threadloom.errors import StorageError
+
+
+async def _answer() -> int:
+    await asyncio.sleep(0)
+    return 42
+
+
+async def test_on_the_saver_loop_it_refuses_instead_of_deadlocking() -> None:
+    loop = asyncio.get_running_loop()
+    coro = _answer()
+    with pytest.raises(StorageError, match="own event loop.*async methods"):
+        run_sync(coro, loop, "AsyncXSaver")
+    assert coro.cr_frame is None  # closed, never left pending
+
+
+async def test_from_another_thread_it_runs_on_the_saver_loop() -> None:
+    loop = asyncio.get_running_loop()
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(run_sync(_answer(), loop, "AsyncXSaver")))
+    thread.start()
+    while thread.is_alive():
+        await asyncio.sleep(0.01)
+    assert box == [42]
+
+
+def test_without_a_running_loop() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        with pytest.raises(StorageError, match="another thread while its event loop runs"):
+            run_sync(_answer(), loop, "AsyncXSaver")
+        assert run_sync(_answer(), loop, "AsyncXSaver", standalone=True) == 42
+        assert run_sync(_answer(), None, "AsyncXSaver", standalone=True) == 42
+    finally:
+        loop.close()

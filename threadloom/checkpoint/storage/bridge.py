@@ -1,0 +1,62 @@
+"""The sync methods of an async saver: run the coroutine on the saver's loop.
+
+An async saver's connection belongs to the event loop it was opened on, so
+its sync methods (``get_tuple``, ``put``, ... which LangGraph's API also has on
+async savers) hand the work to that loop from another thread and wait. Called
+*on* that loop, waiting would block the very loop that has to do the work:
+LangGraph deadlocks there (issue 7857); we raise :class:`StorageError` saying
+to use the ``a*`` methods. Shared by the SQLite, Postgres and Redis async savers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any
+
+from threadloom.errors import StorageError
+
+__all__ = ["run_sync"]
+
+
+def run_sync(
+    coro: Coroutine[Any, Any, Any],
+    loop: asyncio.AbstractEventLoop | None,
+    saver: str,
+    standalone: bool = False,
+) -> Any:
+    """Run ``coro`` on ``loop`` (the saver's) from the calling thread and return its result.
+
+    Args:
+        coro: the async work (closed unrun when refused).
+        loop: the loop the saver was created on (None: created outside any loop).
+        saver: the saver's class name, for the error message.
+        standalone: when ``loop`` is None or not running, run ``coro`` in a fresh
+            loop of this thread (a saver whose connections are not tied to a
+            running loop, e.g. created before ``asyncio.run``); otherwise refuse.
+
+    Raises:
+        StorageError: called on the saver's own loop (it would deadlock), or the
+            loop is not running and ``standalone`` is False.
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None and (loop is None or running is loop):
+        coro.close()
+        raise StorageError(
+            f"{saver}'s sync methods were called from its own event loop, which would"
+            " deadlock: call them from another thread while its event loop runs, or use"
+            " the async methods (await saver.aget_tuple(...), saver.alist(...),"
+            " await saver.aput(...))"
+        )
+    if loop is None or not loop.is_running():
+        if standalone:
+            return asyncio.run(coro)
+        coro.close()
+        raise StorageError(
+            f"{saver}'s sync methods must be called from another thread while its event"
+            " loop runs; otherwise use the async methods (await saver.aget_tuple(...))"
+        )
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
