@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ from threadloom.checkpoint.lease.lease import (
     alease_backend,
     lease_backend,
 )
-from threadloom.errors import ConfigError, LeaseLostError, ThreadBusyError
+from threadloom.errors import ConfigError, LeaseLostError, StorageError, ThreadBusyError
 
 __all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "astate_lease", "astream", "state_lease", "stream"]
 
@@ -148,6 +149,28 @@ async def _aacquire(spec: _Spec) -> Lease:
             return lease
 
 
+def _release(lease: Lease) -> None:
+    """Release; a storage failure here must not turn the run's outcome into an error
+    (the lease then simply expires after its TTL)."""
+    if lease.lost:
+        return
+    try:
+        lease.release()
+    except StorageError as exc:
+        msg = f"could not release the lease on thread {lease.thread_id!r}: {exc}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+
+async def _arelease(lease: Lease) -> None:
+    if lease.lost:
+        return
+    try:
+        await lease.arelease()
+    except StorageError as exc:
+        msg = f"could not release the lease on thread {lease.thread_id!r}: {exc}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+
+
 def stream(
     graph: Any, input: Any, config: Any, kwargs: dict[str, Any], inner: Callable[..., Any]
 ) -> Iterator[Any]:
@@ -172,8 +195,7 @@ def stream(
             raise
     finally:
         lease.halt()
-        if not lease.lost:
-            lease.release()
+        _release(lease)
 
 
 async def astream(
@@ -201,8 +223,7 @@ async def astream(
             raise
     finally:
         await lease.ahalt()
-        if not lease.lost:
-            await lease.arelease()
+        await _arelease(lease)
 
 
 @contextmanager
@@ -224,8 +245,7 @@ def state_lease(graph: Any, config: Any) -> Iterator[Any]:
     try:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
-        if not lease.lost:
-            lease.release()
+        _release(lease)
 
 
 @asynccontextmanager
@@ -241,5 +261,4 @@ async def astate_lease(graph: Any, config: Any) -> AsyncIterator[Any]:
     try:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
-        if not lease.lost:
-            await lease.arelease()
+        await _arelease(lease)
