@@ -60,16 +60,22 @@ def _encode_values(
     values: Mapping[str, Any],
     new_versions: Mapping[str, Any],
     prev: State | None,
+    changed: Mapping[str, Any] | None,
 ) -> _Encoded:
     """Small values inline (carried from the parent when unchanged), large ones
     as refs + blobs. A channel not in ``new_versions`` is re-encoded only when
-    its version differs from the parent's (a copy/fork put) and its value is given."""
+    its version differs from the parent's (``changed``: a copy/fork put) and its
+    value is given."""
     out = _Encoded({}, [], {}, [])
+    if prev is None or changed is None:
+        changed, carried_iv = cv, {}
+    else:
+        carried_iv = prev.iv
     for channel, packed in cv.items():
-        carried = prev is not None and prev.cv.get(channel) == packed
-        if channel not in new_versions and (carried or channel not in values):
-            if carried and channel in prev.iv:  # type: ignore[union-attr]
-                out.iv[channel] = prev.iv[channel]  # type: ignore[union-attr]
+        if channel not in changed and channel not in new_versions:
+            entry = carried_iv.get(channel)
+            if entry is not None:
+                out.iv[channel] = entry
             continue
         if channel not in values:
             continue
@@ -113,6 +119,7 @@ def put_flow(
         checkpoint["channel_values"],
         new_versions,
         prev,
+        changes[0] if changes is not None else None,
     )
     depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
     state = State(cv, vs, iv, depth, raw=raw)

@@ -7,6 +7,8 @@ import json
 import re
 from collections.abc import Mapping
 from hashlib import blake2b
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring as _encode_str
 from typing import Any
 
 from threadloom.checkpoint.base import get_checkpoint_metadata
@@ -75,7 +77,7 @@ def _version_key(version: str | int | float) -> str:
 def dump_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     """Stored metadata (JSON text) and its run_id, after the contract's filtering."""
     md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
-    text = _ENCODER.encode(md)
+    text = "".join(_encoder()(md, 0))
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)
 
@@ -84,6 +86,14 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return str(value)
+
+
+def _encoder() -> Any:
+    """The C JSON encoder ``json.dumps(..., ensure_ascii=False, separators=(",",
+    ":"))`` builds, made directly (no per-call Python layers)."""
+    if _c_make_encoder is None:  # pragma: no cover  (no C accelerator)
+        return lambda obj, _: [_ENCODER.encode(obj)]
+    return _c_make_encoder({}, _json_default, _encode_str, None, ":", ",", False, False, True)
 
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
