@@ -31,11 +31,18 @@ def _counter(version: Any) -> int:
     return int(version or 0)
 
 
-def stored(saver: Any, config: dict[str, Any] = CFG) -> list[dict[str, Any]]:
+async def astored(saver: Any, config: dict[str, Any] = CFG) -> list[dict[str, Any]]:
+    """:func:`stored` through the async API: an async saver's sync methods refuse its own loop."""
+    return stored(saver, config, [t async for t in saver.alist(config)])
+
+
+def stored(
+    saver: Any, config: dict[str, Any] = CFG, listed: list[Any] | None = None
+) -> list[dict[str, Any]]:
     """Every stored checkpoint of the thread (root namespace first, then oldest first), versions as counters."""
     out = []
     tuples = sorted(
-        saver.list(config),
+        saver.list(config) if listed is None else listed,
         key=lambda t: (
             t.config["configurable"].get("checkpoint_ns", "") != "",
             t.config["configurable"]["checkpoint_id"],
@@ -352,7 +359,7 @@ async def sc_async_graph(lib, saver, durability):
         ("values", chunks),
         ("ainvoke", await g.ainvoke({"log": ["again"]}, CFG)),
         ("state", await g.aget_state(CFG)),
-        ("stored", stored(saver)),
+        ("stored", await astored(saver)),
     ]
 
 
