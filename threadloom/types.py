@@ -107,11 +107,15 @@ class RetryPolicy(NamedTuple):
             return isinstance(exc, on)
         if callable(on):
             return bool(on(exc))
-        raise TypeError(f"retry_on must be an exception class, a sequence of them or a callable, got {on!r}")
+        raise TypeError(
+            f"retry_on must be an exception class, a sequence of them or a callable, got {on!r}"
+        )
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before retry number ``attempt`` (1-based)."""
-        interval = min(self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1))
+        interval = min(
+            self.max_interval, self.initial_interval * self.backoff_factor ** (attempt - 1)
+        )
         return interval + (random.uniform(0, 1) if self.jitter else 0)
 
 
