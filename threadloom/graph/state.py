@@ -364,3 +364,13 @@ class StateGraph:
             debug=debug,
             name=name,
         )
+
+
+def __getattr__(name: str) -> object:
+    # LangGraph code imports CompiledStateGraph from graph.state; it lives in compile.py
+    # (which imports this module), so it is resolved lazily.
+    if name == "CompiledStateGraph":
+        from threadloom.graph.compile import CompiledStateGraph
+
+        return CompiledStateGraph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
