@@ -287,13 +287,32 @@ def encode(
         for key, gone in (("cx", cx), ("vx", vx), ("ix", ix)):
             if gone:
                 rec[key] = [nref(c) for c in gone]
+    # hits in the parent's tables are looked up inline (no call): the common case
+    ni, vi = names_index, versions_index
     if cv:
-        rec["cv"] = [x for c, v in cv.items() for x in (nref(c), vref(v))]
+        rec["cv"] = [
+            x
+            for c, v in cv.items()
+            for x in (
+                ni[c] if c in ni else nref(c),
+                vi[v] if type(v) is tuple and v in vi else vref(v),
+            )
+        ]
     if vs:
         rec["vs"] = [
             x
             for n, seen in vs.items()
-            for x in (nref(n), [y for c, v in seen.items() for y in (nref(c), vref(v))])
+            for x in (
+                ni[n] if n in ni else nref(n),
+                [
+                    y
+                    for c, v in seen.items()
+                    for y in (
+                        ni[c] if c in ni else nref(c),
+                        vi[v] if type(v) is tuple and v in vi else vref(v),
+                    )
+                ],
+            )
         ]
     if iv:
         rec["iv"] = [
@@ -304,7 +323,7 @@ def encode(
         ]
     uc = core.get("updated_channels")
     if type(uc) is list and all(type(c) is str for c in uc):
-        rec["u"] = [nref(c) for c in uc]
+        rec["u"] = [ni[c] if c in ni else nref(c) for c in uc]
     elif "updated_channels" in core:
         rec["U"] = uc
     rec["v"], rec["ts"] = core.get("v", 1), core.get("ts")
