@@ -127,15 +127,18 @@ class BaseCheckpointSaver:
 
     # -- retention ------------------------------------------------------------
 
-    def delete_thread(self, thread_id: str) -> None:
-        """Delete every checkpoint and write of a thread, and blobs only it used."""
+    def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
+        """Delete every checkpoint and write of a thread, and blobs only it used.
+        Refused (ThreadBusyError) while a run holds the thread's lease, unless ``force``."""
         raise self._missing("delete_thread")
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+    def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
         """Delete the checkpoints (and their writes) that the given runs created."""
         raise self._missing("delete_for_runs")
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    def copy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
         """Copy a thread's whole history under a new thread id."""
         raise self._missing("copy_thread")
 
@@ -147,6 +150,7 @@ class BaseCheckpointSaver:
         keep_last: int | None = None,
         before: str | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> PruneReport:
         """Drop old checkpoints, keeping what the kept ones still need."""
         raise self._missing("prune")
@@ -193,13 +197,15 @@ class BaseCheckpointSaver:
     ) -> None:
         raise self._missing("aput_writes")
 
-    async def adelete_thread(self, thread_id: str) -> None:
+    async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
         raise self._missing("adelete_thread")
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+    async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
         raise self._missing("adelete_for_runs")
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+    async def acopy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
         raise self._missing("acopy_thread")
 
     async def aprune(
@@ -210,6 +216,7 @@ class BaseCheckpointSaver:
         keep_last: int | None = None,
         before: str | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> PruneReport:
         raise self._missing("aprune")
 

@@ -91,14 +91,17 @@ class StorageSaver(BaseCheckpointSaver):
     ) -> None:
         self._run(puts.put_writes_flow(self.codec, config, writes, task_id, task_path), True)
 
-    def delete_thread(self, thread_id: str) -> None:
-        self._run(retention.delete_thread_flow(self.codec, str(thread_id)), True)
+    def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
+        self._run(retention.delete_thread_flow(self.codec, str(thread_id), force), True)
 
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self._run(retention.delete_for_runs_flow(self.codec, list(run_ids)), True)
+    def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
+        self._run(retention.delete_for_runs_flow(self.codec, list(run_ids), force), True)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        flow = retention.copy_thread_flow(self.codec, str(source_thread_id), str(target_thread_id))
+    def copy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
+        source, target = str(source_thread_id), str(target_thread_id)
+        flow = retention.copy_thread_flow(self.codec, source, target, force)
         self._run(flow, True)
 
     def prune(
@@ -109,11 +112,12 @@ class StorageSaver(BaseCheckpointSaver):
         keep_last: int | None = None,
         before: str | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> Any:
         ids = [str(t) for t in thread_ids]
         per_thread = not self.shares_blobs_across_threads
         flow = retention.prune_flow(
-            self.codec, ids, strategy, keep_last, before, dry_run, per_thread
+            self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
         )
         return self._run(flow, not dry_run)
 
@@ -147,14 +151,17 @@ class StorageSaver(BaseCheckpointSaver):
         flow = puts.put_writes_flow(self.codec, config, writes, task_id, task_path)
         await self._arun(flow, True)
 
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self._arun(retention.delete_thread_flow(self.codec, str(thread_id)), True)
+    async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
+        await self._arun(retention.delete_thread_flow(self.codec, str(thread_id), force), True)
 
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self._arun(retention.delete_for_runs_flow(self.codec, list(run_ids)), True)
+    async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
+        await self._arun(retention.delete_for_runs_flow(self.codec, list(run_ids), force), True)
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        flow = retention.copy_thread_flow(self.codec, str(source_thread_id), str(target_thread_id))
+    async def acopy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
+        source, target = str(source_thread_id), str(target_thread_id)
+        flow = retention.copy_thread_flow(self.codec, source, target, force)
         await self._arun(flow, True)
 
     async def aprune(
@@ -165,11 +172,12 @@ class StorageSaver(BaseCheckpointSaver):
         keep_last: int | None = None,
         before: str | None = None,
         dry_run: bool = False,
+        force: bool = False,
     ) -> Any:
         ids = [str(t) for t in thread_ids]
         per_thread = not self.shares_blobs_across_threads
         flow = retention.prune_flow(
-            self.codec, ids, strategy, keep_last, before, dry_run, per_thread
+            self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
         )
         return await self._arun(flow, not dry_run)
 

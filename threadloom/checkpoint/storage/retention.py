@@ -16,6 +16,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
+from threadloom.checkpoint.lease.ops import ReadLease
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states
 from threadloom.checkpoint.storage.ops import (
@@ -36,9 +37,10 @@ from threadloom.checkpoint.storage.rows import unpack, version_key
 from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.checkpoint.storage.writes import decode_entries
 from threadloom.constants import INTERRUPT
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, ThreadBusyError
 
 __all__ = [
+    "guard_flow",
     "copy_thread_flow",
     "delete_for_runs_flow",
     "delete_thread_flow",
@@ -58,8 +60,28 @@ def _held(rows: Sequence[Any]) -> Counter[bytes]:
     return counts
 
 
-def delete_thread_flow(codec: ValueCodec, thread_id: str) -> Flow:
+def guard_flow(what: str, thread_ids: Sequence[str], force: bool) -> Flow:
+    """Refuse ``what`` on a thread a run holds the lease of (ThreadBusyError naming
+    the holder): deleting or overwriting its history would pull state out from
+    under the run. Runs inside the operation's write transaction, before any
+    write, so a refused operation changes nothing; ``force`` skips the check."""
+    if force:
+        return
+    for thread_id in dict.fromkeys(thread_ids):
+        live = yield ReadLease(thread_id)
+        if live is not None:
+            raise ThreadBusyError(
+                thread_id,
+                live.holder,
+                f"thread {thread_id!r} is busy: run {live.holder!r} holds its lease;"
+                f" {what} would change its state under the run (wait for the run to"
+                " end, or pass force=True)",
+            )
+
+
+def delete_thread_flow(codec: ValueCodec, thread_id: str, force: bool = False) -> Flow:
     """Every checkpoint, write and ref of the thread; blobs only it held."""
+    yield from guard_flow("delete_thread", [thread_id], force)
     codec.forget_thread(thread_id)
     refs = yield LoadThreadRefs(thread_id, None)
     writes = yield LoadWrites(thread_id, None, None)
@@ -167,12 +189,13 @@ def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) 
     return False
 
 
-def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str]) -> Flow:
+def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str], force: bool = False) -> Flow:
     """Checkpoints whose metadata ``run_id`` is listed, with their writes."""
     if not run_ids:
         return
     codec.forget_thread(None)
     found = yield FindRunCheckpoints(tuple(str(r) for r in run_ids))
+    yield from guard_flow("delete_for_runs", [row.thread_id for row in found], force)
     groups: dict[tuple[str, str], set[str]] = defaultdict(set)
     for row in found:
         groups[(row.thread_id, row.checkpoint_ns)].add(row.checkpoint_id)
@@ -181,10 +204,12 @@ def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str]) -> Flow:
         yield from _remove(codec, thread_id, ns, rows, ids)
 
 
-def copy_thread_flow(codec: ValueCodec, source: str, target: str) -> Flow:
-    """Copy the whole history under ``target``; blobs are shared, not copied."""
+def copy_thread_flow(codec: ValueCodec, source: str, target: str, force: bool = False) -> Flow:
+    """Copy the whole history under ``target``; blobs are shared, not copied.
+    Only the target is guarded: reading a running source is like ``get_state``."""
     if source == target:
         raise ConfigError(f"copy_thread: source and target are the same thread {source!r}")
+    yield from guard_flow("copy_thread (target)", [target], force)
     rows = yield ListCheckpoints(source, None)
     refs = yield LoadThreadRefs(source, None)
     writes = yield LoadWrites(source, None, None)
@@ -252,18 +277,22 @@ def prune_flow(
     before: str | None,
     dry_run: bool,
     per_thread_blobs: bool = False,
+    force: bool = False,
 ) -> Flow:
     """Delete old checkpoints of each thread, never what kept ones need.
 
     A dry run reads what the real run would and reports the same numbers
     (blobs and bytes freed included), writing nothing. ``per_thread_blobs``:
-    the backend stores blobs per thread (Redis), not shared by all threads."""
+    the backend stores blobs per thread (Redis), not shared by all threads.
+    A real run refuses threads a run holds the lease of unless ``force``."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
     if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
         raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
     if strategy == "before" and not before:
         raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
+    if not dry_run:
+        yield from guard_flow("prune", thread_ids, force)
     totals: Counter[str] = Counter()
     dry = _DryRun(per_thread_blobs) if dry_run else None
     for thread_id in dict.fromkeys(thread_ids):
