@@ -1,0 +1,80 @@
+"""Postgres: a schema written by an earlier threadloom (migrations before ``tl_leases``)
+is upgraded in place by ``setup()`` with nothing lost, and resumes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
+from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
+
+psycopg = pytest.importorskip("psycopg")
+
+# migrations 0 .. OLD_VERSION - 1 existed before the lease table
+OLD_VERSION = MIGRATIONS.index(LEASE_TABLE)
+
+
+def _old_schema(url: str, schema: str) -> None:
+    """Create the earlier schema exactly as that threadloom's setup() left it."""
+    s = quote_ident(schema)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        for v in range(OLD_VERSION):
+            conn.execute(MIGRATIONS[v].format(s=s))
+            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
+
+
+def _state(url: str, schema: str) -> tuple[list, list, dict[str, list]]:
+    """(columns of every table, applied versions, sorted rows of every table)."""
+    s = quote_ident(schema)
+    with psycopg.connect(url, autocommit=True) as conn:
+        columns = conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = %s ORDER BY 1, 2",
+            (schema,),
+        ).fetchall()
+        tables = sorted({c[0] for c in columns})
+        versions = [r[0] for r in conn.execute(f"SELECT v FROM {s}.checkpoint_migrations")]
+        rows = {
+            t: sorted(conn.execute(f"SELECT * FROM {s}.{t}").fetchall(), key=repr)
+            for t in tables
+            if t != "checkpoint_migrations"
+        }
+    return columns, sorted(versions), rows
+
+
+def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
+    _old_schema(pg_url, fresh_schema)
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as old:  # no setup()
+        write_history(old)
+        before = snapshot(old)
+    _, versions, raw_before = _state(pg_url, fresh_schema)
+    assert versions == list(range(OLD_VERSION)) and "tl_leases" not in raw_before
+    assert raw_before["checkpoint_blobs"] and raw_before["checkpoint_writes"]
+
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        columns, upgraded, raw_after = _state(pg_url, fresh_schema)
+        assert upgraded == list(range(len(MIGRATIONS))) and "tl_leases" in raw_after
+        for table, rows in raw_before.items():  # raw rows untouched by the migration
+            assert raw_after[table] == rows, table
+        assert snapshot(saver) == before
+        for thread, snap in before.items():
+            assert snap["next"] and snap["interrupts"], thread  # each waits on an interrupt
+            assert any(t[4] for t in snap["tuples"]), thread  # pending writes survived
+            assert len(snap["history"]) > 10 and has_fork(snap), thread
+
+        saver.setup()  # a second setup() is a no-op
+        assert _state(pg_url, fresh_schema) == (columns, upgraded, raw_after)
+
+        finals = resume_all(saver)  # leases on: the upgraded schema has the lease table
+        for thread, values in finals.items():
+            assert f"{thread}-after-upgrade" in values["answers"]
+            assert f"{thread}-second" in values["answers"]
+            assert (
+                values["log"][: len(before[thread]["values"]["log"])]
+                == (before[thread]["values"]["log"])
+            )
+            assert "post-upgrade run" in values["log"]
+        assert _state(pg_url, fresh_schema)[2]["tl_leases"] == []  # every lease released
