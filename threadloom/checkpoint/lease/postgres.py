@@ -13,12 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
-from threadloom.checkpoint.postgres.connection import Stmt
 
 __all__ = ["PLANNERS", "TABLE"]
 
 NOW = "(extract(epoch from clock_timestamp()) * 1000)"
 COLS = f"holder, token, (expires_at - {NOW})::bigint, stop"
+
+
+def Stmt(*args: Any) -> Any:  # stands in for the class
+    """``postgres.connection.Stmt``, imported on use: importing it at module level
+    would cycle (postgres package -> executor -> this module) when this module is
+    imported first."""
+    from threadloom.checkpoint.postgres.connection import Stmt as _Stmt
+
+    return _Stmt(*args)
 
 
 def _t(sql: Any) -> str:
