@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from threadloom.checkpoint.lease.memory import handlers as lease_handlers
+from threadloom.checkpoint.memory.ttl import handlers as ttl_handlers
 from threadloom.checkpoint.storage import ops as o
 
 __all__ = ["MemoryExecutor"]
@@ -52,6 +53,7 @@ class MemoryExecutor:
             o.CollectStats: self._stats,
         }
         self._dispatch.update(lease_handlers(self))  # thread leases: checkpoint/lease
+        self._dispatch.update(ttl_handlers(self))  # per-thread TTL clocks: memory/ttl.py
 
     # -- driver interface -------------------------------------------------------
 

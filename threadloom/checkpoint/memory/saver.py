@@ -9,11 +9,12 @@ from threadloom.checkpoint.memory.executor import MemoryExecutor
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["InMemorySaver", "MemorySaver"]
 
 
-class InMemorySaver(StorageSaver):
+class InMemorySaver(ThreadTTL, StorageSaver):
     """Keeps checkpoints in process memory; for tests, demos and short jobs.
 
     Thread-safe (one lock). The async methods run inline: a dict never blocks.

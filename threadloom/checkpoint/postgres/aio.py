@@ -29,11 +29,12 @@ from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["AsyncPostgresSaver"]
 
 
-class AsyncPostgresSaver(StorageSaver):
+class AsyncPostgresSaver(ThreadTTL, StorageSaver):
     """Checkpoints in PostgreSQL from asyncio code (AsyncConnection, pool or pipeline).
 
     Args: as :class:`~threadloom.checkpoint.postgres.PostgresSaver`, with the

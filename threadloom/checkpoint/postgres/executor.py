@@ -18,6 +18,7 @@ from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
+from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE, BlobRow, CheckpointRow, RefRow, WriteRow
 
@@ -439,4 +440,5 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.DeleteRefs: _delete_refs,
     ops.CollectStats: plan_stats,
     **LEASE_PLANNERS,  # thread leases: checkpoint/lease/postgres.py
+    **TTL_PLANNERS,  # per-thread TTL clocks: postgres/ttl.py
 }

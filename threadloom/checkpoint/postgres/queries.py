@@ -29,6 +29,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
 from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
 __all__ = ["MIGRATIONS", "SQL", "quote_ident", "setup_flow"]
@@ -90,6 +91,8 @@ MIGRATIONS: list[str] = [
     " ON {s}.checkpoints (run_id) WHERE run_id IS NOT NULL",
     # thread leases (checkpoint/lease/postgres.py)
     LEASE_TABLE,
+    # per-thread TTL clocks (postgres/ttl.py)
+    CLOCK_TABLE,
 ]
 
 

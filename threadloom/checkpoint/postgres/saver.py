@@ -27,11 +27,12 @@ from threadloom.checkpoint.postgres.queries import SQL, setup_flow
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["PostgresSaver"]
 
 
-class PostgresSaver(StorageSaver):
+class PostgresSaver(ThreadTTL, StorageSaver):
     """Checkpoints in PostgreSQL; works with a Connection, a ConnectionPool or a Pipeline.
 
     Args:

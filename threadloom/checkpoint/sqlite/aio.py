@@ -15,11 +15,12 @@ from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["AsyncSqliteSaver"]
 
 
-class AsyncSqliteSaver(StorageSaver):
+class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     """Async checkpoints in SQLite; same file format as :class:`SqliteSaver`.
 
     Bound to the event loop it was created on. Its sync methods work from

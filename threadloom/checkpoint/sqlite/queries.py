@@ -13,6 +13,7 @@ from collections.abc import Generator, Sequence
 from typing import Any, NamedTuple
 
 from threadloom.checkpoint.lease.sqlite import PLANS as LEASE_PLANS
+from threadloom.checkpoint.sqlite.ttl import PLANS as TTL_PLANS
 from threadloom.checkpoint.storage import ops as o
 
 __all__ = ["Stmt", "plan", "CHUNK"]
@@ -372,6 +373,7 @@ _PLANS = {
     o.DeleteCheckpoints: _delete_checkpoints,
     o.DeleteRefs: _delete_refs,
     **LEASE_PLANS,  # thread leases: checkpoint/lease/sqlite.py
+    **TTL_PLANS,  # per-thread TTL clocks: sqlite/ttl.py
 }
 
 

@@ -12,6 +12,7 @@ from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer, storag
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
+from threadloom.checkpoint.storage.expiry import ThreadTTL
 from threadloom.errors import ConfigError
 
 __all__ = ["SqliteSaver", "pragmas"]
@@ -32,7 +33,7 @@ def pragmas(synchronous: str, busy_timeout: float) -> list[str]:
     ]
 
 
-class SqliteSaver(StorageSaver):
+class SqliteSaver(ThreadTTL, StorageSaver):
     """Checkpoints in one SQLite file (or ``:memory:``), safe across threads and processes.
 
     Args:

@@ -9,6 +9,7 @@ LangGraph's ``checkpoints``/``writes`` tables (migration tools read both).
 from __future__ import annotations
 
 from threadloom.checkpoint.lease.sqlite import TABLE as LEASE_TABLE
+from threadloom.checkpoint.sqlite.ttl import TABLE as CLOCK_TABLE
 
 __all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "PRAGMAS"]
 
@@ -77,6 +78,7 @@ MIGRATIONS: list[tuple[str, ...]] = [
         ),
     ),
     (LEASE_TABLE,),  # 2: thread leases (checkpoint/lease/sqlite.py)
+    (CLOCK_TABLE,),  # 3: per-thread TTL clocks (sqlite/ttl.py)
 ]
 
 PRAGMAS = ("PRAGMA busy_timeout = {busy_timeout}", "PRAGMA synchronous = {synchronous}")

@@ -1,0 +1,203 @@
+"""``ThreadTTL``: per-thread expiry for the memory, SQLite and Postgres savers.
+
+Same meaning as Redis's ``ttl=``: a thread expires ``ttl`` seconds after its
+last write or read. Reads of an expired thread see nothing (``get_tuple`` ->
+None, ``list`` -> empty) whether or not :meth:`ThreadTTL.sweep_expired` has
+erased it yet, so expiry does not depend on when the sweep runs; a write to an
+expired thread erases what is left of it first, so old history never returns.
+
+The clock lives in one small row per thread (see :mod:`.ttl`). The hot path
+stays cheap: the saver caches each thread's deadline and touches its row at
+most once per ``ttl_touch_every`` seconds (a thread may therefore expire up to
+that much before ``ttl`` after its very last access).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from threadloom.checkpoint.base import PruneReport
+from threadloom.checkpoint.storage import ttl as t
+from threadloom.errors import ConfigError
+
+__all__ = ["ThreadTTL"]
+
+_CACHE_MAX = 100_000
+
+
+def _seconds(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{what} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
+def _thread(config: Any) -> str | None:
+    tid = ((config or {}).get("configurable") or {}).get("thread_id")
+    return None if tid in (None, "") else str(tid)
+
+
+class ThreadTTL:
+    """Mixin (before ``StorageSaver``) adding ``ttl=``, :meth:`set_thread_ttl`
+    and :meth:`sweep_expired` / :meth:`asweep_expired`.
+
+    Args:
+        ttl: seconds a thread lives after its last write or read (default None:
+            forever). With None, only threads given their own TTL through
+            :meth:`set_thread_ttl` on this saver expire.
+        ttl_touch_every: how often (seconds) a thread's clock row is refreshed
+            at most (default ``min(60, ttl / 100)``).
+        clock: ``() -> seconds`` (default ``time.time``); injectable for tests.
+    """
+
+    def __init__(
+        self,
+        *,
+        ttl: float | None = None,
+        ttl_touch_every: float | None = None,
+        clock: Callable[[], float] | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(**options)
+        self.ttl = _seconds(ttl, "ttl")
+        every = _seconds(ttl_touch_every, "ttl_touch_every")
+        if every is None:
+            every = min(60.0, self.ttl / 100) if self.ttl is not None else 60.0
+        self.ttl_touch_every = every
+        self.clock = clock or time.time
+        self._ttl_on = self.ttl is not None
+        self._deadlines: dict[str, tuple[float, float]] = {}  # thread -> (deadline, synced)
+
+    # -- the clock --------------------------------------------------------------
+
+    def _fresh(self, thread_id: str, now: float) -> bool:
+        entry = self._deadlines.get(thread_id)
+        return entry is not None and now < entry[0] and now - entry[1] < self.ttl_touch_every
+
+    def _remember(self, thread_id: str, now: float, until: float | None) -> bool:
+        if until is None:
+            self._deadlines.pop(thread_id, None)
+            return False
+        if len(self._deadlines) >= _CACHE_MAX:
+            self._deadlines.clear()
+        self._deadlines[thread_id] = (until, now)
+        return True
+
+    def _clock_flow(self, thread_id: str, now: float, write: bool) -> Any:
+        return t.sync_flow(self.codec, thread_id, now, self.ttl, write)  # type: ignore[attr-defined]
+
+    def _alive(self, thread_id: str | None, write: bool = False) -> bool:
+        """Whether the thread lives (touching its clock when due)."""
+        if not self._ttl_on or thread_id is None:
+            return True
+        now = self.clock()
+        if self._fresh(thread_id, now):
+            return True
+        until = self._run(self._clock_flow(thread_id, now, write), True)  # type: ignore[attr-defined]
+        return self._remember(thread_id, now, until)
+
+    async def _aalive(self, thread_id: str | None, write: bool = False) -> bool:
+        if not self._ttl_on or thread_id is None:
+            return True
+        now = self.clock()
+        if self._fresh(thread_id, now):
+            return True
+        until = await self._arun(self._clock_flow(thread_id, now, write), True)  # type: ignore[attr-defined]
+        return self._remember(thread_id, now, until)
+
+    # -- reads and writes -------------------------------------------------------
+
+    def get_tuple(self, config: dict[str, Any]) -> Any:
+        if not self._alive(_thread(config)):
+            return None
+        return super().get_tuple(config)  # type: ignore[misc]
+
+    def list(self, config: dict[str, Any] | None, **kwargs: Any) -> Iterator[Any]:
+        if not self._ttl_on:
+            return super().list(config, **kwargs)  # type: ignore[misc]
+        tid = _thread(config)
+        if tid is not None:
+            return super().list(config, **kwargs) if self._alive(tid) else iter(())  # type: ignore[misc]
+        return (
+            item
+            for item in super().list(config, **kwargs)  # type: ignore[misc]
+            if self._alive(item.config["configurable"]["thread_id"])
+        )
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        self._alive(_thread(config), write=True)
+        return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        self._alive(_thread(config), write=True)
+        super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+
+    async def aget_tuple(self, config: dict[str, Any]) -> Any:
+        if not await self._aalive(_thread(config)):
+            return None
+        return await super().aget_tuple(config)  # type: ignore[misc]
+
+    async def alist(self, config: dict[str, Any] | None, **kwargs: Any) -> AsyncIterator[Any]:
+        tid = _thread(config)
+        if tid is not None and not await self._aalive(tid):
+            return
+        async for item in super().alist(config, **kwargs):  # type: ignore[misc]
+            if tid is not None or await self._aalive(item.config["configurable"]["thread_id"]):
+                yield item
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        await self._aalive(_thread(config), write=True)
+        return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        await self._aalive(_thread(config), write=True)
+        await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+
+    # -- operator API -----------------------------------------------------------
+
+    def _override(self, thread_id: str, seconds: float | None) -> tuple[str, float]:
+        self._ttl_on = True
+        self._deadlines.pop(str(thread_id), None)
+        ttl = _seconds(seconds, "set_thread_ttl seconds")
+        return str(thread_id), t.FOREVER if ttl is None else ttl
+
+    def set_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        """Give one thread its own TTL (``None``: it never expires), counted from
+        now. Overrides the saver's ``ttl`` until the thread expires."""
+        tid, ttl = self._override(thread_id, seconds)
+        self._run(t.set_ttl_flow(tid, ttl, self.clock()), True)  # type: ignore[attr-defined]
+
+    async def aset_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        tid, ttl = self._override(thread_id, seconds)
+        await self._arun(t.set_ttl_flow(tid, ttl, self.clock()), True)  # type: ignore[attr-defined]
+
+    def sweep_expired(self, now: float | None = None) -> PruneReport:
+        """Delete every expired thread like ``delete_thread`` does (blobs only it
+        used are erased); threads whose lease a running run holds are skipped.
+        ``bytes_freed`` counts the blob bytes released."""
+        now = self.clock() if now is None else now
+        totals = [0, 0, 0, 0]
+        for tid in self._run(t.expired_flow(now, self.ttl)):  # type: ignore[attr-defined]
+            done = self._run(t.sweep_one_flow(self.codec, tid, now, self.ttl), True)  # type: ignore[attr-defined]
+            self._count(tid, done, totals)
+        return PruneReport(*totals)
+
+    async def asweep_expired(self, now: float | None = None) -> PruneReport:
+        """Async twin of :meth:`sweep_expired`."""
+        now = self.clock() if now is None else now
+        totals = [0, 0, 0, 0]
+        for tid in await self._arun(t.expired_flow(now, self.ttl)):  # type: ignore[attr-defined]
+            flow = t.sweep_one_flow(self.codec, tid, now, self.ttl)  # type: ignore[attr-defined]
+            self._count(tid, await self._arun(flow, True), totals)  # type: ignore[attr-defined]
+        return PruneReport(*totals)
+
+    def _count(self, thread_id: str, done: Any, totals: list[int]) -> None:
+        if done is not None:
+            self._deadlines.pop(thread_id, None)
+            for i, n in enumerate(done):
+                totals[i] += n
