@@ -214,11 +214,17 @@ def _load_refs(op: o.LoadRefs) -> Plan:
     found = []
     for part in _chunks(op.keys, CHUNK // 2):
         values = ", ".join(["(?, ?)"] * len(part))
+        # a join on a VALUES list, not `(channel, version) IN (VALUES ...)`: SQLite
+        # answers the IN form with a scan of every ref of the thread, the join with
+        # one primary-key lookup per key, so reads stay flat as a thread grows
+        cols = ", ".join(f"r.{c.strip()}" for c in REF_COLS.split(","))
         sql = (
-            f"SELECT {REF_COLS} FROM v_refs WHERE thread_id = ? AND checkpoint_ns = ?"
-            f" AND (channel, version) IN (VALUES {values})"
+            f"WITH k(channel, version) AS (VALUES {values})"
+            f" SELECT {cols} FROM k JOIN v_refs r"
+            " ON r.channel = k.channel AND r.version = k.version"
+            " WHERE r.thread_id = ? AND r.checkpoint_ns = ?"
         )
-        params = [op.thread_id, op.checkpoint_ns, *(x for key in part for x in key)]
+        params = [*(x for key in part for x in key), op.thread_id, op.checkpoint_ns]
         found.extend(o.RefRow(*r) for r in (yield Stmt(sql, params)))
     return found
 
