@@ -119,6 +119,19 @@ async def test_reads_refresh_the_clock_and_an_expired_thread_reads_as_gone(opene
         assert await saver.list(None) == []
 
 
+async def test_listing_every_thread_does_not_keep_them_alive(opener) -> None:
+    clock = Clock()
+    async with opener(ttl=100, clock=clock) as saver:
+        await grow(saver, 2, "a")
+        await grow(saver, 2, "b")
+        clock.now += 60
+        assert len(await saver.list(None)) == 4
+        assert await saver.get_tuple(cfg("b")) is not None  # a real read refreshes "b"
+        clock.now += 41
+        assert {t.config["configurable"]["thread_id"] for t in await saver.list(None)} == {"b"}
+        assert await saver.get_tuple(cfg("a")) is None
+
+
 async def test_sweep_erases_expired_threads_like_delete_thread(opener) -> None:
     clock = Clock()
     async with opener(ttl=100, clock=clock) as saver:

@@ -108,6 +108,23 @@ class ThreadTTL:
         until = await self._arun(self._clock_flow(thread_id, now, write), True)  # type: ignore[attr-defined]
         return self._remember(thread_id, now, until)
 
+    def _peek(self, thread_id: str, now: float) -> Any:
+        entry = self._deadlines.get(thread_id)
+        if entry is not None and now < entry[0]:
+            return None
+        return t.peek_flow(thread_id, now, self.ttl)
+
+    def _visible(self, thread_id: str) -> bool:
+        """Whether the thread lives, without touching it (cross-thread listing)."""
+        now = self.clock()
+        flow = self._peek(thread_id, now)
+        return flow is None or self._run(flow) is not None  # type: ignore[attr-defined]
+
+    async def _avisible(self, thread_id: str) -> bool:
+        now = self.clock()
+        flow = self._peek(thread_id, now)
+        return flow is None or await self._arun(flow) is not None  # type: ignore[attr-defined]
+
     # -- reads and writes -------------------------------------------------------
 
     def get_tuple(self, config: dict[str, Any]) -> Any:
@@ -121,11 +138,15 @@ class ThreadTTL:
         tid = _thread(config)
         if tid is not None:
             return super().list(config, **kwargs) if self._alive(tid) else iter(())  # type: ignore[misc]
-        return (
-            item
-            for item in super().list(config, **kwargs)  # type: ignore[misc]
-            if self._alive(item.config["configurable"]["thread_id"])
-        )
+        seen: dict[str, bool] = {}
+
+        def visible(item: Any) -> bool:
+            tid = item.config["configurable"]["thread_id"]
+            if tid not in seen:
+                seen[tid] = self._visible(tid)
+            return seen[tid]
+
+        return (item for item in super().list(config, **kwargs) if visible(item))  # type: ignore[misc]
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         self._alive(_thread(config), write=True)
@@ -144,8 +165,15 @@ class ThreadTTL:
         tid = _thread(config)
         if tid is not None and not await self._aalive(tid):
             return
+        seen: dict[str, bool] = {}
         async for item in super().alist(config, **kwargs):  # type: ignore[misc]
-            if tid is not None or await self._aalive(item.config["configurable"]["thread_id"]):
+            if tid is not None or not self._ttl_on:
+                yield item
+                continue
+            other = item.config["configurable"]["thread_id"]
+            if other not in seen:
+                seen[other] = await self._avisible(other)
+            if seen[other]:
                 yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:

@@ -38,6 +38,7 @@ __all__ = [
     "TTL_OPS",
     "deadline",
     "sync_flow",
+    "peek_flow",
     "set_ttl_flow",
     "expired_flow",
     "sweep_one_flow",
@@ -141,6 +142,13 @@ def sync_flow(
             return deadline(None, default, now)
     yield TouchClock(thread_id, now)
     return deadline((now, None if row is None else row[1]), default, now)
+
+
+def peek_flow(thread_id: str, now: float, default: float | None) -> Flow:
+    """The thread's deadline (None: expired) without touching it: listing many
+    threads must not keep them all alive."""
+    until = deadline((yield ReadClock(thread_id)), default, now)
+    return None if until <= now else until
 
 
 def set_ttl_flow(thread_id: str, ttl: float | None, now: float) -> Flow:
