@@ -273,6 +273,7 @@ class FencedSaver(BaseCheckpointSaver):
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if not self._ours(config):
             return self.inner.put(config, checkpoint, metadata, new_versions)
+        self._touch(False)
         codec = self.inner.codec
         out = self._guard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
         self._created(config, checkpoint)
@@ -282,12 +283,14 @@ class FencedSaver(BaseCheckpointSaver):
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         if not self._ours(config):
             return self.inner.put_writes(config, writes, task_id, task_path)
+        self._touch(False)
         codec = self.inner.codec
         self._guard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if not self._ours(config):
             return await self.inner.aput(config, checkpoint, metadata, new_versions)
+        await self._touch(True)
         codec = self.inner.codec
         out = await self._aguard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
         self._created(config, checkpoint)
@@ -299,8 +302,17 @@ class FencedSaver(BaseCheckpointSaver):
     ) -> None:
         if not self._ours(config):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
+        await self._touch(True)
         codec = self.inner.codec
         await self._aguard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+
+    def _touch(self, is_async: bool) -> Any:
+        """Per-thread TTL (storage/expiry.py): a fenced write restarts the thread's
+        clock (and erases an expired thread first), as an unfenced one does."""
+        alive = getattr(self.inner, "_aalive" if is_async else "_alive", None)
+        if alive is not None:
+            return alive(self.lease.thread_id, True)
+        return _done() if is_async else None
 
     def _created(self, config: Any, checkpoint: Any) -> None:
         ns = (config.get("configurable") or {}).get("checkpoint_ns") or ""
@@ -345,3 +357,7 @@ class FencedSaver(BaseCheckpointSaver):
     def _polled(self, info: lo.LeaseInfo | None) -> None:
         if info is not None and info.token == self.lease.token:
             self.lease.seen(info.stop)
+
+
+async def _done() -> None:
+    return None

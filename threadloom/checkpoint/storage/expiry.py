@@ -81,6 +81,8 @@ class ThreadTTL:
         if until is None:
             self._deadlines.pop(thread_id, None)
             return False
+        if until == t.UNTRACKED:
+            return True
         if len(self._deadlines) >= _CACHE_MAX:
             self._deadlines.clear()
         self._deadlines[thread_id] = (until, now)

@@ -30,6 +30,7 @@ from threadloom.checkpoint.storage.values import ValueCodec
 
 __all__ = [
     "FOREVER",
+    "UNTRACKED",
     "ReadClock",
     "TouchClock",
     "SetClockTTL",
@@ -48,6 +49,10 @@ Flow = Generator[Any, Any, Any]
 
 FOREVER = -1.0
 """Stored TTL override meaning "this thread never expires"."""
+
+UNTRACKED = -math.inf
+"""``sync_flow`` result for a read of a thread that has no clock and no data:
+alive (an empty thread), but nothing was touched, so nothing may be cached."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,7 @@ def sync_flow(
     if row is None and not write:
         # written before TTL was on (or absent): start its clock only if it exists
         if (yield GetCheckpoint(thread_id, "", None)) is None:
-            return deadline(None, default, now)
+            return UNTRACKED
     yield TouchClock(thread_id, now)
     return deadline((now, None if row is None else row[1]), default, now)
 
