@@ -3,6 +3,7 @@ SQLite and Postgres savers, sync and async, with an injected clock (no sleeping)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -219,3 +220,16 @@ def test_ttl_must_be_positive() -> None:
         InMemorySaver(ttl=0)
     with pytest.raises(ConfigError):
         InMemorySaver(ttl=10).set_thread_ttl("t", -1)
+
+
+def test_a_thread_written_before_ttl_was_enabled_gets_a_clock(tmp_path: Any) -> None:
+    path = str(tmp_path / "old.db")
+    with SqliteSaver.from_conn_string(path) as plain:
+        asyncio.run(grow(Api(plain, "sync", None), 2, "old"))
+    clock = Clock()
+    with SqliteSaver.from_conn_string(path, ttl=100, clock=clock) as saver:
+        assert saver.sweep_expired().checkpoints == 0  # no clock yet: never swept blindly
+        assert saver.get_tuple(cfg("old")) is not None  # the first read starts its clock
+        clock.now += 101
+        assert saver.get_tuple(cfg("old")) is None
+        assert saver.sweep_expired().checkpoints == 2
