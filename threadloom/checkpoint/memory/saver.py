@@ -19,7 +19,8 @@ class InMemorySaver(ThreadTTL, StorageSaver):
 
     Thread-safe (one lock). The async methods run inline: a dict never blocks.
     Same options as every threadloom saver (``serde``, ``delta``,
-    ``compact_every``, ``cache_bytes``).
+    ``compact_every``, ``cache_bytes``), plus a per-thread TTL (``ttl``, ``clock``:
+    :class:`~threadloom.checkpoint.storage.expiry.ThreadTTL`).
     """
 
     def __init__(self, **options: Any) -> None:

@@ -47,6 +47,8 @@ class PostgresSaver(ThreadTTL, StorageSaver):
         pipeline: also pipeline reads (writes are always pipelined).
         delta, compact_every, cache_bytes: see
             :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
+        ttl, ttl_touch_every, clock: per-thread TTL, see
+            :class:`~threadloom.checkpoint.storage.expiry.ThreadTTL`.
 
     Call :meth:`setup` before first use; it is cheap and safe to run on every
     start, from several processes at once, or inside your own transaction.

@@ -44,7 +44,8 @@ class SqliteSaver(ThreadTTL, StorageSaver):
             an OS crash may lose the last transactions) or ``"FULL"``.
         busy_timeout: seconds a writer waits for another process's write lock.
         tracer: ``tracer(sql, params)`` is called for every statement.
-        **options: ``serde``, ``delta``, ``compact_every``, ``cache_bytes``.
+        **options: ``serde``, ``delta``, ``compact_every``, ``cache_bytes``; per-thread
+            TTL ``ttl``, ``clock`` (:class:`~threadloom.checkpoint.storage.expiry.ThreadTTL`).
 
     Raises:
         StorageError: the file is not a SQLite database, or its schema is newer.
