@@ -216,17 +216,32 @@ class FencedSaver(BaseCheckpointSaver):
         self.serde = inner.serde
         self.created: list[tuple[str, str]] = []  # (ns, checkpoint id) this run stored
         self._inline: int | None = None  # who ran the last fenced put (thread / task id)
+        self._check: lo.CheckLease | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def _ours(self, config: Any) -> bool:
-        return str((config.get("configurable") or {}).get("thread_id")) == self.lease.thread_id
+        tid = (config.get("configurable") or {}).get("thread_id")
+        mine = self.lease.thread_id
+        return tid == mine if type(tid) is str else str(tid) == mine
+
+    def _check_op(self) -> lo.CheckLease:
+        """The fence op, built once per (token, TTL): it is yielded by every write."""
+        lease = self.lease
+        op = self._check
+        if op is None or op.token != lease.token or op.ttl_ms != lease.ttl_ms:
+            op = self._check = lo.CheckLease(lease.thread_id, lease.token, lease.ttl_ms)
+        return op
 
     def _fenced(self, flow: Any) -> Generator[Any, Any, Any]:
+        """``flow`` preceded by the fence (what ``lo.check_flow`` does, inlined: hot path)."""
         lease = self.lease
-        stop = yield from lo.check_flow(lease.thread_id, lease.token, lease.ttl_ms, lease.holder)
-        lease.seen(stop)
+        stop = yield self._check_op()
+        if stop is None:
+            raise lo.lost(lease.thread_id, lease.holder)
+        if stop and not lease.stop:
+            lease.stop = stop
         lease.touch()
         return (yield from flow)
 

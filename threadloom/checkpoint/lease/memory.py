@@ -65,11 +65,14 @@ def handlers(ex: Any) -> dict[type, Any]:
         row[3] = row[3] or op.mode
         return _info(row)
 
-    def check(op: lo.CheckLease) -> str | None:
-        row = _live(ex, op.thread_id)
+    def check(op: lo.CheckLease) -> str | None:  # every fenced write: kept lean
+        row = _table(ex).get(op.thread_id)
         if row is None or row[1] != op.token:
             return None
-        row[2] = _now() + op.ttl_ms
+        now = time.monotonic() * 1000.0
+        if row[2] <= now:
+            return None
+        row[2] = now + op.ttl_ms
         return row[3]
 
     def read(op: lo.ReadLease) -> lo.LeaseInfo | None:
