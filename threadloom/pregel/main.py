@@ -246,7 +246,12 @@ class Pregel(StateMixin):
             )
         out = InvokeResult()
         for chunk in self.stream(
-            input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
+            input,
+            config,
+            stream_mode=["updates", "values"],
+            output_keys=output_keys,
+            _invoke=True,  # its sink skips task-result updates (InvokeResult drops them)
+            **kwargs,
         ):
             out.add(chunk)
         return out.result()
@@ -271,7 +276,12 @@ class Pregel(StateMixin):
             ]
         out = InvokeResult()
         async for chunk in self.astream(
-            input, config, stream_mode=["updates", "values"], output_keys=output_keys, **kwargs
+            input,
+            config,
+            stream_mode=["updates", "values"],
+            output_keys=output_keys,
+            _invoke=True,  # its sink skips task-result updates (InvokeResult drops them)
+            **kwargs,
         ):
             out.add(chunk)
         return out.result()

@@ -119,7 +119,8 @@ def prepare(
     stream_mode = kw.get("stream_mode") or ("values" if parent is not None else graph.stream_mode)
     if kw.get("debug") or graph.debug:  # as LangGraph: debug prints updates and values
         kw["print_mode"] = ["updates", "values"]
-    modes = set(normalize_modes(stream_mode)) | set(normalize_modes(kw.get("print_mode") or []))
+    printed = normalize_modes(kw.get("print_mode") or [])
+    modes = set(normalize_modes(stream_mode)) | set(printed)
     checkpointer = _checkpointer(graph, parent)
     if checkpointer is not None and run.thread_id is None:
         raise ConfigError(
@@ -127,7 +128,7 @@ def prepare(
             'pass config={"configurable": {"thread_id": "..."}}'
         )
     durability = kw.get("durability") or (parent.durability if parent is not None else "async")
-    own_sink = StreamSink(modes, put)
+    own_sink = StreamSink(modes, put, not kw.get("_invoke") or "updates" in printed)
     parent_sink = parent.stream if parent is not None else None
     ns = run.checkpoint_ns
     output_keys = kw.get("output_keys")

@@ -64,7 +64,7 @@ def emit_task_writes(
                 emitter.emit("values", [current], loop.step)
             else:
                 emitter.emit("values", [{INTERRUPT: interrupts}], loop.step)
-    elif writes[0][0] != ERROR and emitter.wants("updates"):
+    elif writes[0][0] != ERROR and emitter.results:
         emitter.emit(
             "updates", map_output_updates(loop.o.output_keys, [(task, writes)], cached), loop.step
         )

@@ -20,11 +20,16 @@ Event = tuple[tuple[str, ...], str, Any]
 class StreamSink:
     """A consumer's queue of events, filtered to the modes it wants."""
 
-    __slots__ = ("modes", "put")
+    __slots__ = ("modes", "put", "results")
 
-    def __init__(self, modes: Iterable[str], put: Callable[[Event], None]) -> None:
+    def __init__(
+        self, modes: Iterable[str], put: Callable[[Event], None], results: bool = True
+    ) -> None:
         self.modes = frozenset(modes)
         self.put = put
+        # False for invoke()'s own sink: it reads only interrupts from ``updates``,
+        # so the per-task result updates need not be built for it
+        self.results = results
 
 
 def normalize_modes(stream_mode: str | Sequence[str]) -> list[str]:
@@ -34,13 +39,15 @@ def normalize_modes(stream_mode: str | Sequence[str]) -> list[str]:
 class Emitter:
     """Emits one loop's events to its sinks (its own, and maybe its parent's)."""
 
-    __slots__ = ("ns", "sinks", "modes", "debug")
+    __slots__ = ("ns", "sinks", "modes", "debug", "results")
 
     def __init__(self, ns: tuple[str, ...], sinks: Sequence[StreamSink]) -> None:
         self.ns = ns
         self.sinks = [s for s in sinks if s.modes]
         self.modes: frozenset[str] = frozenset().union(*(s.modes for s in self.sinks))
         self.debug = "debug" in self.modes
+        self.results = any(s.results and "updates" in s.modes for s in self.sinks)
+        """Whether a sink reads the ``updates`` of task results (not only interrupts)."""
 
     def wants(self, mode: str) -> bool:
         return mode in self.modes or (self.debug and mode in ("checkpoints", "tasks"))
