@@ -25,13 +25,27 @@ __all__ = ["AsyncPersister", "SyncPersister", "accepts_task_path"]
 MAX_PENDING = 16
 
 
+_TASK_PATH: dict[Any, bool] = {}  # plain function of a saver method -> its answer
+
+
 def accepts_task_path(saver: Any, method: str = "put_writes") -> bool:
-    """Whether the saver's ``put_writes`` takes a 4th ``task_path`` argument."""
+    """Whether the saver's ``put_writes`` takes a 4th ``task_path`` argument.
+
+    Asked once per run; ``inspect.signature`` costs as much as several saves, so the
+    answer is kept per underlying function (a bound method's ``__func__``).
+    """
+    bound = getattr(saver, method)
+    func = getattr(bound, "__func__", None)
+    if func is not None and func in _TASK_PATH:
+        return _TASK_PATH[func]
     try:
-        params = inspect.signature(getattr(saver, method)).parameters
+        params = inspect.signature(bound).parameters
     except (TypeError, ValueError):
         return False
-    return "task_path" in params or len(params) >= 4
+    answer = "task_path" in params or len(params) >= 4
+    if func is not None:
+        _TASK_PATH[func] = answer
+    return answer
 
 
 class SyncPersister:
