@@ -86,7 +86,10 @@ def max_concurrency(config: Any) -> int:
     """Tasks of one step running at once: ``config["max_concurrency"]`` or, as
     LangGraph's default executor, ``min(32, cpus + 4)``."""
     limit = config.get("max_concurrency")
-    return int(limit) if limit else min(32, (os.cpu_count() or 1) + 4)
+    return int(limit) if limit else _DEFAULT_CONCURRENCY
+
+
+_DEFAULT_CONCURRENCY = min(32, (os.cpu_count() or 1) + 4)  # cpu_count() is a syscall: once
 
 
 def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:

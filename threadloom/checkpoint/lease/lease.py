@@ -66,7 +66,7 @@ class Lease:
         self.ttl_ms = max(1, int(ttl * 1000))
         self.stop = ""  # "interrupt" / "rollback" once another run asked us to stop
         self.lost = False
-        self._halt = threading.Event()
+        self.halted = False  # renewal stopped (a plain flag: nothing waits on it)
         self.due = 0.0
         self._task: asyncio.Task[None] | None = None
 
@@ -134,7 +134,7 @@ class Lease:
     def halt(self) -> None:
         from threadloom.checkpoint.lease.renewer import RENEWER
 
-        self._halt.set()
+        self.halted = True
         RENEWER.remove(self)
 
     def astart_renewal(self) -> None:
@@ -150,7 +150,7 @@ class Lease:
                 pass
 
     async def ahalt(self) -> None:
-        self._halt.set()
+        self.halted = True
         if self._task is not None:
             self._task.cancel()
             try:

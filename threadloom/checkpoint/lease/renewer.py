@@ -22,6 +22,9 @@ class Renewer:
         self._cond = threading.Condition()
         self._leases: set[Any] = set()
         self._thread: threading.Thread | None = None
+        # when the waiting thread wakes next (inf: not waiting); add() wakes it only
+        # when the new lease falls due before that: no thread switch per run
+        self._wake_at = float("inf")
 
     def add(self, lease: Any) -> None:
         with self._cond:
@@ -31,7 +34,8 @@ class Renewer:
                     target=self._loop, name="threadloom-lease-renewer", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if lease.due < self._wake_at:
+                self._cond.notify()
 
     def remove(self, lease: Any) -> None:
         with self._cond:
@@ -43,8 +47,10 @@ class Renewer:
                 now = time.monotonic()
                 due = [x for x in self._leases if x.due <= now]
                 if not due:
-                    wait = min((x.due for x in self._leases), default=now + 5.0) - now
-                    self._cond.wait(max(0.001, wait))
+                    wait = max(0.001, min((x.due for x in self._leases), default=now + 5.0) - now)
+                    self._wake_at = now + wait
+                    self._cond.wait(wait)
+                    self._wake_at = float("inf")
                     continue
             for lease in due:
                 lease.touch()  # next renewal a period from now, whatever happens
