@@ -6,6 +6,12 @@ several hosts agree. The fence (:class:`~.ops.CheckLease`) reads our row
 ``FOR SHARE`` inside the write transaction: a takeover (an ``UPDATE`` of that
 row) waits until the checkpoint is committed, and a checkpoint whose fence
 failed is rolled back with its transaction.
+
+Acquiring runs in a writing transaction, whose first statement on the thread
+takes the thread's advisory lock (``postgres/executor.py`` ``_thread_lock``):
+retention holds that lock from its lease check to its commit, so a run
+acquiring meanwhile waits and then reads the finished result
+(``tests/concurrency/test_retention_race.py``).
 """
 
 from __future__ import annotations

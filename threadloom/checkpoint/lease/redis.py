@@ -4,6 +4,11 @@ The key shares the thread's hash tag, so a lease check and a checkpoint write
 can run in ONE Lua script (Redis Cluster safe): :data:`FENCE` is prepended to
 the saver's ``save``/``writes`` scripts when the flow carries a token, and
 raises ``THREADLOOM_LEASE_LOST`` before anything is written.
+
+Retention runs as several scripts, not one transaction, so its lease check
+(``ReadLease`` in a writing flow) *takes* a short guard lease (holder
+``"retention"``) that the saver drops when the flow ends: a run acquiring the
+thread meanwhile is refused like by any holder and then sees the finished result.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ __all__ = [
     "handlers",
     "lease_key",
     "register_lease_plans",
+    "release_guards",
 ]
 
 LOST_MARKER = "THREADLOOM_LEASE_LOST"
@@ -69,6 +75,9 @@ return info()
 
 Plan = Generator[list[Any], list[Any], Any]
 
+GUARD_HOLDER = "retention"  # what a run refused during retention is told holds the thread
+GUARD_TTL_MS = 120_000  # a guard outlives a crashed retention call at most this long
+
 
 def lease_key(planner: Any, thread_id: str) -> str:
     return planner.key(thread_id, "lease")
@@ -112,7 +121,25 @@ def handlers(call_cls: Any) -> dict[str, Any]:
         return _text(reply[1] or b"") if int(reply[0]) else None
 
     def read(self: Any, op: lo.ReadLease, scope: Any) -> Plan:
-        return _info((yield from run(self, op.thread_id, "read")))
+        if not scope.write:
+            return _info((yield from run(self, op.thread_id, "read")))
+        return (yield from guard(self, op.thread_id, scope))
+
+    def guard(self: Any, thread_id: str, scope: Any) -> Plan:
+        """A writing flow's lease check (retention): take a short guard lease
+        instead of only reading, so a run cannot acquire the thread between this
+        check and the flow's last script. Released when the flow's scope ends."""
+        from threadloom.checkpoint.lease.lease import new_token  # lease.py imports this module
+
+        key = lease_key(self, thread_id)
+        if key in scope.guards:
+            return None
+        token = new_token()
+        reply = yield from run(self, thread_id, "acquire", GUARD_HOLDER, token, GUARD_TTL_MS, "")
+        info = _info(reply)
+        if info is None:
+            scope.guards[key] = token
+        return info
 
     return {
         "_AcquireLease": acquire,
@@ -122,6 +149,12 @@ def handlers(call_cls: Any) -> dict[str, Any]:
         "_CheckLease": check,
         "_ReadLease": read,
     }
+
+
+def release_guards(guards: dict[str, str], call_cls: Any) -> list[Any]:
+    """The calls dropping a flow's guard leases (lease key -> token), each only
+    while it is still ours."""
+    return [call_cls(("EVAL", _SCRIPT, 1, key, "release", token)) for key, token in guards.items()]
 
 
 FENCED = ("save", "writes")  # the scripts that store checkpoints and task writes

@@ -57,6 +57,8 @@ class Scope:
     thread: str | None = None
     held: Counter[tuple[str, bytes]] = field(default_factory=Counter)
     lease: tuple[str, str] | None = None  # (lease key, token) once the flow ran CheckLease
+    write: bool = False  # a writing flow: its ReadLease takes a guard lease (retention)
+    guards: dict[str, str] = field(default_factory=dict)  # lease key -> guard token
 
 
 Plan = Generator[list[Call], list[Any], Any]

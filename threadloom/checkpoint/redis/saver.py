@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any
 
@@ -20,6 +20,7 @@ import redis.asyncio as aredis
 import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
+from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
 from threadloom.checkpoint.storage import drive
@@ -154,11 +155,15 @@ class RedisSaver(_RedisSaverBase):
 
     @contextmanager
     def transaction(self, write: bool) -> Iterator[None]:
-        token = self._scope.set(Scope())
+        scope = Scope(write=write)
+        token = self._scope.set(scope)
         try:
             yield
         finally:
             self._scope.reset(token)
+            if scope.guards:  # retention's guard leases (lease/redis.py), even on failure
+                with suppress(StorageError):  # unreleased, a guard expires after its TTL
+                    self._send(release_guards(scope.guards, Call))
 
     def execute(self, op: Any) -> Any:
         plan = self.planner.plan(op, self._current())
@@ -244,11 +249,15 @@ class AsyncRedisSaver(_RedisSaverBase):
 
     @asynccontextmanager
     async def atransaction(self, write: bool) -> AsyncIterator[None]:
-        token = self._scope.set(Scope())
+        scope = Scope(write=write)
+        token = self._scope.set(scope)
         try:
             yield
         finally:
             self._scope.reset(token)
+            if scope.guards:
+                with suppress(StorageError):
+                    await self._send(release_guards(scope.guards, Call))
 
     async def aexecute(self, op: Any) -> Any:
         plan = self.planner.plan(op, self._current())
