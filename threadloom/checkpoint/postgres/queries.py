@@ -7,8 +7,7 @@ Tables (all in one schema, ``public`` unless ``schema=`` says otherwise):
                        (inline bytes, one blob, or list chunks)
 ``checkpoint_blobs``   content-addressed bytes keyed by hash, written once
                        (``ON CONFLICT DO NOTHING``), shared by every thread, with
-                       a reference count (in ``checkpoint_blob_refs``) so retention
-                       can drop what nobody holds
+                       a reference count so retention can drop what nobody holds
 ``checkpoint_writes``  pending writes against a checkpoint, one row per task
 ``checkpoint_migrations``  applied migration versions
 
@@ -94,15 +93,6 @@ MIGRATIONS: list[str] = [
     LEASE_TABLE,
     # per-thread TTL clocks (postgres/ttl.py)
     CLOCK_TABLE,
-    # 9-11: reference counts move to their own narrow table. Counting in the blob
-    # row made every count change copy the whole ~600-byte row (value included):
-    # a 1,000-turn conversation left ~3x its live blob bytes as dead row copies.
-    # The blob rows are now written once and never updated.
-    "CREATE TABLE IF NOT EXISTS {s}.checkpoint_blob_refs ("
-    " hash BYTEA PRIMARY KEY, refs BIGINT NOT NULL DEFAULT 0)",
-    "INSERT INTO {s}.checkpoint_blob_refs (hash, refs)"
-    " SELECT hash, refs FROM {s}.checkpoint_blobs ON CONFLICT (hash) DO NOTHING",
-    "ALTER TABLE {s}.checkpoint_blobs DROP COLUMN IF EXISTS refs",
 ]
 
 
@@ -167,14 +157,9 @@ _STATEMENTS: dict[str, str] = {
     "select_refs": """SELECT {ref_cols} FROM {refs}""",
     "select_writes": """SELECT {write_cols} FROM {writes}""",
     "insert_blobs": """
-            WITH ins AS (
-                INSERT INTO {blobs} (hash, tag, data, children)
-                SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
-                ON CONFLICT (hash) DO NOTHING RETURNING hash
-            ), cnt AS (
-                INSERT INTO {counts} (hash) SELECT hash FROM ins ON CONFLICT (hash) DO NOTHING
-            )
-            SELECT hash FROM ins""",
+            INSERT INTO {blobs} (hash, tag, data, children)
+            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
+            ON CONFLICT (hash) DO NOTHING RETURNING hash""",
     # insert refs not present yet; each inserted row adds one reference per
     # hash occurrence (blobs of this batch were inserted by the statement
     # before, so they are visible here)
@@ -191,7 +176,7 @@ _STATEMENTS: dict[str, str] = {
                 FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
                 GROUP BY 1
             ), upd AS (
-                UPDATE {counts} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
+                UPDATE {blobs} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
             )
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """
@@ -224,18 +209,11 @@ _STATEMENTS: dict[str, str] = {
             )
             SELECT {ckpt_cols} FROM chain ORDER BY depth""",
     "adjust": """
-            UPDATE {counts} b SET refs = b.refs + d.delta
+            UPDATE {blobs} b SET refs = b.refs + d.delta
             FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash""",
     "drop_unreferenced": """
-            WITH gone AS (
-                DELETE FROM {counts} WHERE hash = ANY(%s::bytea[]) AND refs <= 0 RETURNING hash
-            )
-            DELETE FROM {blobs} b USING gone WHERE b.hash = gone.hash
-            RETURNING b.hash, b.tag, b.data, b.children""",
-    "load_blob_counts": """
-            SELECT b.hash, b.tag, b.data, b.children, coalesce(c.refs, 0)
-            FROM {blobs} b LEFT JOIN {counts} c ON c.hash = b.hash
-            WHERE b.hash = ANY(%s::bytea[])""",
+            DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0
+            RETURNING hash, tag, data, children""",
     "lock_blobs": """
             SELECT 1 FROM {blobs} WHERE hash = ANY(%s::bytea[]) ORDER BY hash FOR UPDATE""",
     "load_blobs": """
@@ -281,7 +259,6 @@ class SQL:
     adjust: str
     drop_unreferenced: str
     load_blobs: str
-    load_blob_counts: str
     lock_blobs: str
     thread_blobs: str
 
@@ -291,13 +268,11 @@ class SQL:
         self.ckpt = f"{s}.checkpoints"
         self.refs = f"{s}.checkpoint_refs"
         self.blobs = f"{s}.checkpoint_blobs"
-        self.counts = f"{s}.checkpoint_blob_refs"
         self.writes = f"{s}.checkpoint_writes"
         names = {
             "ckpt": self.ckpt,
             "refs": self.refs,
             "blobs": self.blobs,
-            "counts": self.counts,
             "writes": self.writes,
             "ckpt_cols": self.CKPT_COLS,
             "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
