@@ -15,6 +15,7 @@ from typing import Any
 from xxhash import xxh3_128_hexdigest
 
 from threadloom.constants import NS_SEP
+from threadloom.types import interrupt_id  # one definition, shared with Interrupt.from_ns
 
 __all__ = [
     "checkpoint_id_bytes",
@@ -58,11 +59,6 @@ def task_path_str(tup: Any) -> str:
     if isinstance(tup, int):
         return f"{tup:010d}"
     return str(tup)
-
-
-def interrupt_id(task_ns: str, answered: int = 0) -> str:
-    """Id of the interrupt filling answer slot ``answered`` of the task at ``task_ns``."""
-    return xxh3_128_hexdigest((f"{task_ns}{NS_SEP}{answered}" if answered else task_ns).encode())
 
 
 def recast_checkpoint_ns(ns: str) -> str:
