@@ -13,6 +13,10 @@ psycopg = pytest.importorskip("psycopg")
 
 # migrations 0 .. OLD_VERSION - 1 existed before the lease table
 OLD_VERSION = MIGRATIONS.index(LEASE_TABLE)
+# the first migration of the separate blob reference-count table
+BLOB_REFS = next(
+    i for i, m in enumerate(MIGRATIONS) if "TABLE IF NOT EXISTS {s}.checkpoint_blob_refs" in m
+)
 
 
 def _old_schema(url: str, schema: str) -> None:
@@ -23,6 +27,30 @@ def _old_schema(url: str, schema: str) -> None:
         for v in range(OLD_VERSION):
             conn.execute(MIGRATIONS[v].format(s=s))
             conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
+
+
+def _write_old(url: str, schema: str) -> dict:
+    """History written as that earlier threadloom would have left it.
+
+    Today's code writes reference counts to ``checkpoint_blob_refs`` (a later
+    migration), so it writes into that table and then folds the counts back into
+    the old ``checkpoint_blobs.refs`` column (left at 0) and drops the table the
+    old schema lacked.
+    """
+    _old_schema(url, schema)
+    s = quote_ident(schema)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
+    with PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
+        write_history(old)
+        before = snapshot(old)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {s}.checkpoint_blobs b SET refs = r.refs"
+            f" FROM {s}.checkpoint_blob_refs r WHERE r.hash = b.hash"
+        )
+        conn.execute(f"DROP TABLE {s}.checkpoint_blob_refs")
+    return before
 
 
 def _state(url: str, schema: str) -> tuple[list, list, dict[str, list]]:
@@ -45,10 +73,7 @@ def _state(url: str, schema: str) -> tuple[list, list, dict[str, list]]:
 
 
 def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
-    _old_schema(pg_url, fresh_schema)
-    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as old:  # no setup()
-        write_history(old)
-        before = snapshot(old)
+    before = _write_old(pg_url, fresh_schema)
     _, versions, raw_before = _state(pg_url, fresh_schema)
     assert versions == list(range(OLD_VERSION)) and "tl_leases" not in raw_before
     assert raw_before["checkpoint_blobs"] and raw_before["checkpoint_writes"]
@@ -57,6 +82,11 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         saver.setup()
         columns, upgraded, raw_after = _state(pg_url, fresh_schema)
         assert upgraded == list(range(len(MIGRATIONS))) and "tl_leases" in raw_after
+        counts = raw_before.pop("checkpoint_blobs")  # refs moved to their own table
+        assert raw_after["checkpoint_blobs"] == [r[:-1] for r in counts]
+        assert raw_after["checkpoint_blob_refs"] == sorted(
+            [(r[0], r[-1]) for r in counts], key=repr
+        )
         for table, rows in raw_before.items():  # raw rows untouched by the migration
             assert raw_after[table] == rows, table
         assert snapshot(saver) == before

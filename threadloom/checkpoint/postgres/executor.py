@@ -219,8 +219,7 @@ def _load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: {}
     if op.refcounts:
-        query = sql.load_blobs.replace("children FROM", "children, refs FROM")
-        stmt = Stmt(query, (list(set(op.hashes)),), "all")
+        stmt = Stmt(sql.load_blob_counts, (list(set(op.hashes)),), "all")
         return [stmt], lambda r: {
             bytes(row[0]): (BlobRow(*map(_b, row[:4])), int(row[4])) for row in r[0]
         }
@@ -267,8 +266,9 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         sent = sorted({b.hash for b in op.blobs})
         batch.append(
             Stmt(
-                f"DELETE FROM {sql.blobs} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
-                f" AND NOT ({guard})",
+                f"WITH gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[])"
+                f" AND refs = 0 AND NOT ({guard}) RETURNING hash)"
+                f" DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash",
                 (sent, *gparams),
             )
         )

@@ -7,7 +7,8 @@ Tables (all in one schema, ``public`` unless ``schema=`` says otherwise):
                        (inline bytes, one blob, or list chunks)
 ``checkpoint_blobs``   content-addressed bytes keyed by hash, written once
                        (``ON CONFLICT DO NOTHING``), shared by every thread, with
-                       a reference count so retention can drop what nobody holds
+                       a reference count (in ``checkpoint_blob_refs``) so retention
+                       can drop what nobody holds
 ``checkpoint_writes``  pending writes against a checkpoint, one row per task
 ``checkpoint_migrations``  applied migration versions
 
@@ -32,7 +33,7 @@ from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
-__all__ = ["MIGRATIONS", "SQL", "quote_ident", "setup_flow"]
+__all__ = ["MIGRATIONS", "SQL", "as_do_block", "quote_ident", "setup_flow"]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 
@@ -93,6 +94,15 @@ MIGRATIONS: list[str] = [
     LEASE_TABLE,
     # per-thread TTL clocks (postgres/ttl.py)
     CLOCK_TABLE,
+    # 9-11: reference counts move to their own narrow table. Counting in the blob
+    # row made every count change copy the whole ~600-byte row (value included):
+    # a 1,000-turn conversation left ~3x its live blob bytes as dead row copies.
+    # The blob rows are now written once and never updated.
+    "CREATE TABLE IF NOT EXISTS {s}.checkpoint_blob_refs ("
+    " hash BYTEA PRIMARY KEY, refs BIGINT NOT NULL DEFAULT 0)",
+    "INSERT INTO {s}.checkpoint_blob_refs (hash, refs)"
+    " SELECT hash, refs FROM {s}.checkpoint_blobs ON CONFLICT (hash) DO NOTHING",
+    "ALTER TABLE {s}.checkpoint_blobs DROP COLUMN IF EXISTS refs",
 ]
 
 
@@ -145,11 +155,26 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
         )
     batch = []
     for v in range(current + 1, len(MIGRATIONS)):
-        batch.append(Stmt(MIGRATIONS[v].format(s=s)))
+        batch.append(Stmt(as_do_block(MIGRATIONS[v].format(s=s))))
         batch.append(Stmt(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,)))
     if batch:
         yield batch
     return latest
+
+
+def as_do_block(ddl: str) -> str:
+    """``ddl`` run inside an anonymous ``DO`` block, so its command tag is ``DO``.
+
+    psycopg (3.3) drops its whole prepared-statement cache when a result's tag
+    is ``ALTER``/``DROP`` and sends ``DEALLOCATE ALL`` only after the *next*
+    statement. In a pipeline (setup's batch is one) that next statement is the
+    following transaction's ``BEGIN``, already re-prepared by then: the server
+    forgets it, psycopg does not, and every later save on a caller's
+    ``prepare_threshold=0`` connection fails with "prepared statement _pg3_N
+    does not exist". The server itself re-plans prepared statements after DDL,
+    so hiding the tag loses nothing.
+    """
+    return f"DO $threadloom$ BEGIN {ddl}; END $threadloom$"
 
 
 _STATEMENTS: dict[str, str] = {
@@ -157,9 +182,14 @@ _STATEMENTS: dict[str, str] = {
     "select_refs": """SELECT {ref_cols} FROM {refs}""",
     "select_writes": """SELECT {write_cols} FROM {writes}""",
     "insert_blobs": """
-            INSERT INTO {blobs} (hash, tag, data, children)
-            SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
-            ON CONFLICT (hash) DO NOTHING RETURNING hash""",
+            WITH ins AS (
+                INSERT INTO {blobs} (hash, tag, data, children)
+                SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
+                ON CONFLICT (hash) DO NOTHING RETURNING hash
+            ), cnt AS (
+                INSERT INTO {counts} (hash) SELECT hash FROM ins ON CONFLICT (hash) DO NOTHING
+            )
+            SELECT hash FROM ins""",
     # insert refs not present yet; each inserted row adds one reference per
     # hash occurrence (blobs of this batch were inserted by the statement
     # before, so they are visible here)
@@ -176,7 +206,7 @@ _STATEMENTS: dict[str, str] = {
                 FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
                 GROUP BY 1
             ), upd AS (
-                UPDATE {blobs} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
+                UPDATE {counts} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
             )
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """
@@ -209,11 +239,18 @@ _STATEMENTS: dict[str, str] = {
             )
             SELECT {ckpt_cols} FROM chain ORDER BY depth""",
     "adjust": """
-            UPDATE {blobs} b SET refs = b.refs + d.delta
+            UPDATE {counts} b SET refs = b.refs + d.delta
             FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) WHERE b.hash = d.hash""",
     "drop_unreferenced": """
-            DELETE FROM {blobs} WHERE hash = ANY(%s::bytea[]) AND refs <= 0
-            RETURNING hash, tag, data, children""",
+            WITH gone AS (
+                DELETE FROM {counts} WHERE hash = ANY(%s::bytea[]) AND refs <= 0 RETURNING hash
+            )
+            DELETE FROM {blobs} b USING gone WHERE b.hash = gone.hash
+            RETURNING b.hash, b.tag, b.data, b.children""",
+    "load_blob_counts": """
+            SELECT b.hash, b.tag, b.data, b.children, coalesce(c.refs, 0)
+            FROM {blobs} b LEFT JOIN {counts} c ON c.hash = b.hash
+            WHERE b.hash = ANY(%s::bytea[])""",
     "lock_blobs": """
             SELECT 1 FROM {blobs} WHERE hash = ANY(%s::bytea[]) ORDER BY hash FOR UPDATE""",
     "load_blobs": """
@@ -259,6 +296,7 @@ class SQL:
     adjust: str
     drop_unreferenced: str
     load_blobs: str
+    load_blob_counts: str
     lock_blobs: str
     thread_blobs: str
 
@@ -268,11 +306,13 @@ class SQL:
         self.ckpt = f"{s}.checkpoints"
         self.refs = f"{s}.checkpoint_refs"
         self.blobs = f"{s}.checkpoint_blobs"
+        self.counts = f"{s}.checkpoint_blob_refs"
         self.writes = f"{s}.checkpoint_writes"
         names = {
             "ckpt": self.ckpt,
             "refs": self.refs,
             "blobs": self.blobs,
+            "counts": self.counts,
             "writes": self.writes,
             "ckpt_cols": self.CKPT_COLS,
             "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
