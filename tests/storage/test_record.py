@@ -75,8 +75,18 @@ def test_rewritten_keyframe_keeps_tables_for_children() -> None:
 def test_packing_is_exact_or_identity() -> None:
     for version in (next_version(None), next_version(41), "1.0.5", "x" * 40, 7, 2.5):
         assert record.unpack_version(record.pack_version(version)) == version
-    odd = f"{7:032}.0.10"  # trailing zero: does not re-format identically
+    for version in (
+        f"{7:032}.0.10",
+        f"{7:032}.0.0012",
+        f"{7:032}.{5e-06:016}",
+        f"{7:032}.{0.25:016}",
+    ):
+        packed = record.pack_version(version)
+        assert type(packed) is tuple and record.unpack_version(packed) == version
+    odd = f"{7:032}.1.50"  # trailing zero: does not re-format identically
     assert record.pack_version(odd) == odd
+    assert record.pack_version(f"{7:032}.0.1x") == f"{7:032}.0.1x"
+    assert record.unpack_version((7, 0.25)) == f"{7:032}.{0.25:016}"  # older records
     for ts in ("2026-11-21T23:34:40.183440+00:00", "2026-11-21T23:34:40+00:00", "not a ts"):
         assert record.unpack_ts(record.pack_ts(ts)) == ts
     assert type(record.pack_ts("2026-11-21T23:34:40.183440+00:00")) is int

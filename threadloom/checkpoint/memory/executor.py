@@ -1,7 +1,9 @@
 """Executes storage operations against plain dicts (the in-memory backend).
 
 Layout (all keyed by strings/bytes, values are immutable rows):
-``checkpoints[(thread, ns)][checkpoint_id] -> CheckpointRow``,
+``checkpoints[(thread, ns)][checkpoint_id] -> CheckpointRow`` with
+``order[(thread, ns)]`` its ids sorted (latest last: ``list`` bisects instead
+of sorting the thread per call),
 ``refs[(thread, ns)][(channel, version)] -> RefRow``,
 ``blobs[hash] -> [BlobRow, refs]``,
 ``writes[(thread, ns, checkpoint_id)][task_id] -> WriteRow``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,7 +33,7 @@ class MemoryExecutor:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.checkpoints: dict[tuple[str, str], dict[str, o.CheckpointRow]] = {}
-        self.latest: dict[tuple[str, str], str] = {}
+        self.order: dict[tuple[str, str], list[str]] = {}
         self.refs: dict[tuple[str, str], dict[tuple[str, str], o.RefRow]] = {}
         self.blobs: dict[bytes, list[Any]] = {}
         self.writes: dict[tuple[str, str, str], dict[str, o.WriteRow]] = {}
@@ -78,8 +81,8 @@ class MemoryExecutor:
         rows = self.checkpoints.get(key)
         if not rows:
             return None
-        cid = op.checkpoint_id if op.checkpoint_id is not None else self.latest.get(key)
-        return rows.get(cid)  # type: ignore[arg-type]
+        cid = op.checkpoint_id if op.checkpoint_id is not None else self.order[key][-1]
+        return rows.get(cid)
 
     def _ancestors(self, op: o.LoadAncestors) -> list[o.CheckpointRow]:
         rows = self.checkpoints.get((op.thread_id, op.checkpoint_ns)) or {}
@@ -91,6 +94,8 @@ class MemoryExecutor:
         return found
 
     def _list(self, op: o.ListCheckpoints) -> list[o.CheckpointRow]:
+        if op.thread_id is not None and op.checkpoint_ns is not None:
+            return self._list_one(op)
         found = []
         for (thread_id, ns), rows in self.checkpoints.items():
             if op.thread_id is not None and thread_id != op.thread_id:
@@ -110,6 +115,28 @@ class MemoryExecutor:
         if op.limit is not None:
             found = found[: op.limit]
         return [row for _, row in found]
+
+    def _list_one(self, op: o.ListCheckpoints) -> list[o.CheckpointRow]:
+        """One thread/namespace: walk its sorted ids down from the cursor."""
+        key = (op.thread_id, op.checkpoint_ns)
+        ids, rows = self.order.get(key), self.checkpoints.get(key)  # type: ignore[arg-type]
+        if not ids or not rows:
+            return []
+        hi = len(ids) if op.before is None else bisect_left(ids, op.before)
+        if op.after is not None:
+            # strictly after (id, thread, ns) in DESC order; ties on id compare (thread, ns)
+            after_id, tail = op.after[0], op.after[1:]
+            cut = bisect_right if key < tail else bisect_left  # type: ignore[operator]
+            hi = min(hi, cut(ids, after_id))
+        found: list[o.CheckpointRow] = []
+        limit = op.limit
+        for i in range(hi - 1, -1, -1):
+            if limit is not None and len(found) >= limit:
+                break
+            row = rows[ids[i]]
+            if not op.filter or _match(row.metadata, op.filter):
+                found.append(row)
+        return found
 
     def _find_runs(self, op: o.FindRunCheckpoints) -> list[o.CheckpointRow]:
         wanted = set(op.run_ids)
@@ -193,10 +220,14 @@ class MemoryExecutor:
 
     def _put_row(self, row: o.CheckpointRow) -> None:
         key = (row.thread_id, row.checkpoint_ns)
-        self.checkpoints.setdefault(key, {})[row.checkpoint_id] = row
-        latest = self.latest.get(key)
-        if latest is None or row.checkpoint_id > latest:
-            self.latest[key] = row.checkpoint_id
+        rows, cid = self.checkpoints.setdefault(key, {}), row.checkpoint_id
+        if cid not in rows:
+            ids = self.order.setdefault(key, [])
+            if not ids or cid > ids[-1]:
+                ids.append(cid)  # ids are time-ordered: the usual case
+            else:
+                insort(ids, cid)
+        rows[cid] = row
 
     def _save_writes(self, op: o.SaveWrites) -> frozenset[bytes]:
         new = []
@@ -252,9 +283,9 @@ class MemoryExecutor:
                 self.writes.pop((key[0], key[1], cid), None)
             if not rows:
                 del self.checkpoints[key]
-                self.latest.pop(key, None)
-            elif self.latest.get(key) not in rows:
-                self.latest[key] = max(rows)
+                self.order.pop(key, None)
+            else:
+                self.order[key] = sorted(rows)
         if op.checkpoint_ids is None:
             for wkey in [k for k in self.writes if k[0] == op.thread_id]:
                 if op.checkpoint_ns is None or wkey[1] == op.checkpoint_ns:

@@ -11,7 +11,8 @@ A checkpoint row's ``data`` is a msgpack map (tag ``"tl1"``):
   keyframe holds them whole; a diff holds what changed since the parent plus
   ``cx``/``vx``/``ix``, the keys that disappeared.
 
-Standard versions ``"<32-digit counter>.<float>"`` are packed as ``[n, f]`` and
+Standard versions ``"<32-digit counter>.0.<digits>"`` are packed as ``[n, d, len]``
+(other ``"<counter>.<float>"`` ones as ``[n, f]``) and
 ``ts`` as integer microseconds when that re-formats to the identical string.
 A 4-checkpoints-per-turn agent then writes ~150 bytes per checkpoint instead of
 the whole state, and every version of a small channel costs no extra row.
@@ -80,19 +81,27 @@ def pack_version(version: Any) -> Any:
 
 
 def _pack_version(version: Any) -> Any:
+    """``(counter, digits, len(digits))`` for a ``"<counter>.0.<digits>"``
+    version (what ``next_version`` makes: parsed, no float formatting, exact
+    by construction); ``(counter, float)`` when the tail is a float that
+    re-formats identically; else the version itself."""
     if type(version) is str and len(version) > 33 and version[32] == ".":
         head, tail = version[:32], version[33:]
-        if head.isdigit():
+        if head.isascii() and head.isdigit() and (counter := int(head)) < _MAX_INT:
+            digits = tail[2:]
+            if tail[:2] == "0." and 0 < len(digits) < 20 and digits.isascii() and digits.isdigit():
+                return (counter, int(digits), len(digits))
             try:
                 rnd = float(tail)
             except ValueError:
                 return version
-            if f"{int(head):032}.{rnd:016}" == version:
-                return (int(head), rnd)
+            if f"{rnd:016}" == tail:
+                return (counter, rnd)
     return version
 
 
-_UNPACKED: dict[tuple[int, float], str] = {}
+_MAX_INT = 1 << 63
+_UNPACKED: dict[tuple[Any, ...], str] = {}
 
 
 def unpack_version(packed: Any) -> Any:
@@ -101,7 +110,11 @@ def unpack_version(packed: Any) -> Any:
         if text is None:
             if len(_UNPACKED) > 65536:
                 _UNPACKED.clear()
-            text = _UNPACKED[packed] = f"{packed[0]:032}.{packed[1]:016}"
+            if len(packed) == 3:
+                text = f"{packed[0]:032}.0.{packed[1]:0{packed[2]}}"
+            else:
+                text = f"{packed[0]:032}.{packed[1]:016}"
+            _UNPACKED[packed] = text
         return text
     return packed
 

@@ -64,6 +64,13 @@ class ListState:
     logical: int
 
 
+def _has_list(value: dict[Any, Any]) -> bool:
+    for field in value.values():
+        if type(field) is list:
+            return True
+    return False
+
+
 class ValueCodec:
     """Encodes and decodes channel values for one saver (holds its caches)."""
 
@@ -102,7 +109,7 @@ class ValueCodec:
             last = self.lists.get((thread_id, ns, channel))
             if last is not None and last.items and len(last.items) <= len(value):
                 return (None, *self._encode_list(thread_id, ns, channel, vkey, value, last))
-        if type(value) is dict and value and self.delta:
+        if type(value) is dict and value and self.delta and _has_list(value):
             split = self._encode_dict(thread_id, ns, channel, vkey, value)
             if split is not None:
                 return None, split[0], split[1], None
@@ -157,7 +164,14 @@ class ValueCodec:
     def _encode_dict(
         self, thread_id: str, ns: str, channel: str, vkey: str, value: dict[Any, Any]
     ) -> tuple[RefRow, list[BlobRow]] | None:
-        """Field by field when some field is large (None: store the dict whole)."""
+        """Field by field when some field is large (None: store the dict whole).
+
+        Only tried for a dict holding a list (:func:`_has_list`): the list an
+        input dict carries is the bytes the list channel's next chunk stores, so
+        splitting shares them. Any other dict is one value, serialized and
+        hashed once (splitting it costs a serializer call and a hash per field
+        and shares nothing the whole blob would not).
+        """
         if not all(type(k) is str for k in value):
             return None
         fields, blobs, logical = [], [], 0
