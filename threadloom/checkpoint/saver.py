@@ -1,8 +1,8 @@
 """``BaseCheckpointSaver``: the one interface the runtime talks to.
 
 Every backend implements the sync methods and their ``a*`` twins. The runtime
-only ever calls ``get_tuple``, ``list``, ``put``, ``put_writes`` and
-``get_next_version``; retention (``delete_thread``, ``delete_for_runs``,
+only ever calls ``get_tuple``, ``list``, ``put``, ``put_writes``, ``put_step``
+and ``get_next_version``; retention (``delete_thread``, ``delete_for_runs``,
 ``copy_thread``, ``prune``) and ``stats`` are for operators.
 
 Savers are context managers: ``with SqliteSaver.from_conn_string(path) as saver``
@@ -121,6 +121,29 @@ class BaseCheckpointSaver:
         """
         raise self._missing("put_writes")
 
+    def put_step(
+        self,
+        writes: Sequence[tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]],
+        checkpoint: tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+        | None = None,
+    ) -> RunnableConfig | None:
+        """Store a step's pending writes, then (optionally) the checkpoint that follows.
+
+        ``writes`` holds ``(config, writes, task_id, task_path)`` entries (the
+        arguments of :meth:`put_writes`); ``checkpoint`` is ``(config, checkpoint,
+        metadata, new_versions)`` (those of :meth:`put`) or None. Returns what
+        ``put`` returns, or None without a checkpoint.
+
+        Why: the runtime saves a step's last writes and its checkpoint together,
+        so a saver that can run both in one transaction (threadloom's storage
+        savers) pays one commit per step instead of two. This default calls
+        ``put_writes`` for each entry and then ``put``: a saver overriding only
+        those keeps working, one transaction per call as before.
+        """
+        for config, task_writes, task_id, task_path in writes:
+            self.put_writes(config, task_writes, task_id, task_path)
+        return self.put(*checkpoint) if checkpoint is not None else None
+
     def get_next_version(self, current: str | int | float | None, channel: Any = None) -> str:
         """The version a channel gets when it changes."""
         return next_version(current)
@@ -196,6 +219,17 @@ class BaseCheckpointSaver:
         task_path: str = "",
     ) -> None:
         raise self._missing("aput_writes")
+
+    async def aput_step(
+        self,
+        writes: Sequence[tuple[RunnableConfig, Sequence[tuple[str, Any]], str, str]],
+        checkpoint: tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+        | None = None,
+    ) -> RunnableConfig | None:
+        """Async twin of :meth:`put_step` (default: ``aput_writes`` each, then ``aput``)."""
+        for config, task_writes, task_id, task_path in writes:
+            await self.aput_writes(config, task_writes, task_id, task_path)
+        return await self.aput(*checkpoint) if checkpoint is not None else None
 
     async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
         raise self._missing("adelete_thread")

@@ -78,11 +78,17 @@ class _AsyncRun:
             raise TimeoutError(f"step {step} did not finish within step_timeout") from None
 
     async def run_step(self) -> AsyncIterator[Any]:
+        """Run the step's unfinished tasks; committed writes are saved as in the sync
+        driver: before waiting or yielding while tasks run, the last ones with the
+        step's checkpoint."""
         loop, persister = self.loop, self.opts.persister
         todo = [t for t in loop.tasks.values() if not t.writes]
         results: list[tuple[Any, BaseException | None]] = []
         timeout = loop.graph.step_timeout
         deadline = self.aloop.time() + timeout if timeout else None
+        if todo and persister is not None:
+            persister.save_writes()  # writes from before the tasks (cache hits, a resume)
+            await persister.throttle()
         if len(todo) == 1 and deadline is None:
             exc = await arun_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
@@ -97,10 +103,16 @@ class _AsyncRun:
             remaining = len(todo)
             while remaining:
                 if not self.done:
+                    if persister is not None and self.aq.empty():
+                        persister.save_writes()  # nothing ready: save while we wait
+                        await persister.throttle()
                     ev = await self._get(deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
                     else:
+                        if persister is not None:
+                            persister.save_writes()
+                            await persister.throttle()
                         ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
                         if ok:
                             yield chunk
@@ -110,10 +122,8 @@ class _AsyncRun:
                 exc = item.result.result()
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
-                if persister is not None:
-                    await persister.throttle()
         if persister is not None and persister.inline:
-            await persister.flush()
+            await persister.throttle()
         raise_step_errors(results)
 
     async def finish(self, exc: BaseException | None) -> bool:

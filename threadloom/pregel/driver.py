@@ -161,12 +161,20 @@ class _SyncRun:
             raise TimeoutError(f"step {step} did not finish within step_timeout") from None
 
     def run_step(self) -> Iterator[Any]:
-        """Run the step's unfinished tasks (a lone one inline), committing each as it ends."""
+        """Run the step's unfinished tasks (a lone one inline), committing each as it ends.
+
+        Committed writes are buffered by the persister: they are saved before the
+        driver waits or yields while tasks still run, and the last ones go with
+        the step's checkpoint (``after_tick``) in one ``put_step``.
+        """
         loop = self.loop
+        save = self.opts.persister.save_writes if self.opts.persister is not None else _nothing
         todo = [t for t in loop.tasks.values() if not t.writes]
         results: list[tuple[Any, BaseException | None]] = []
         timeout = loop.graph.step_timeout
         deadline = time.monotonic() + timeout if timeout else None
+        if todo:
+            save()  # writes from before the tasks (cache hits, a resume): saved first
         if len(todo) == 1 and deadline is None:
             exc = run_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
@@ -178,10 +186,15 @@ class _SyncRun:
             remaining = len(todo)
             while remaining:
                 if not self.done:
-                    ev = self._get(deadline, loop.step)
+                    try:
+                        ev = self.q.get_nowait()
+                    except queue.Empty:
+                        save()  # nothing ready: save what finished while we wait
+                        ev = self._get(deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
                     else:
+                        save()
                         ok, chunk = self.shape(ev)
                         if ok:
                             yield chunk
@@ -189,6 +202,7 @@ class _SyncRun:
                 item = self.done.pop(0)
                 remaining -= 1
                 if waiting:
+                    save()
                     self._submit(waiting.pop())
                 exc = item.result.result()
                 loop.commit(item.scope.task, exc)
@@ -199,6 +213,10 @@ class _SyncRun:
         scope = make_scope(self.loop, task)
         fut = POOL.submit(contextvars.copy_context().run, run_task, scope)
         fut.add_done_callback(lambda f, s=scope: self.q.put(Done(s, f)))
+
+
+def _nothing() -> None:
+    return None
 
 
 def _finish(run: Any, exc: BaseException | None, flush: Callable[[], None]) -> bool:

@@ -7,6 +7,15 @@
   slow saver cannot grow memory without limit.
 - ``exit``: the loop submits nothing until it exits.
 
+Writes are buffered, not sent one call each: ``put`` sends the buffered writes
+with the checkpoint as one ``saver.put_step`` (one transaction on threadloom's
+savers, so a ``sync`` step costs one commit instead of two), and
+``save_writes()`` sends them alone. The driver calls ``save_writes()`` whenever
+the buffer must not wait for a checkpoint: before a step's tasks start, while
+some are still running (before it blocks or yields a chunk), and ``flush()``
+does at exit, so nothing buffered outlives a wait, an error, an interrupt or
+the run. Savers without ``put_step`` (LangGraph's) get ``put_writes``/``put``.
+
 The first error a background save raises is re-raised by ``flush()``.
 """
 
@@ -20,7 +29,7 @@ from typing import Any
 
 from threadloom.pregel.pool import POOL
 
-__all__ = ["AsyncPersister", "SyncPersister", "accepts_task_path"]
+__all__ = ["AsyncPersister", "SyncPersister", "accepts_task_path", "uses_put_step"]
 
 MAX_PENDING = 16
 
@@ -48,36 +57,105 @@ def accepts_task_path(saver: Any, method: str = "put_writes") -> bool:
     return answer
 
 
-class SyncPersister:
-    """Runs saver calls inline (``sync``) or on a background FIFO (``async``)."""
+_PUT_STEP: dict[tuple[type, bool], bool] = {}  # saver class, async -> answer
 
-    def __init__(self, saver: Any, durability: str, max_pending: int = MAX_PENDING) -> None:
+
+def uses_put_step(saver: Any, is_async: bool = False) -> bool:
+    """Whether the persister may call the saver's ``put_step`` instead of
+    ``put_writes``/``put``.
+
+    Only when the class that defines ``put_step`` is not below a class overriding
+    ``put``/``put_writes`` in the MRO: a subclass (or a ``__getattr__`` wrapper)
+    that customises ``put`` would otherwise be bypassed. The owner of
+    ``put_step`` may list classes whose overrides it honours (``put_step_honours``:
+    StorageSaver's covers the per-thread TTL mixin). Cached per class.
+    """
+    cls = type(saver)
+    key = (cls, is_async)
+    answer = _PUT_STEP.get(key)
+    if answer is None:
+        names = (
+            ("aput_step", "aput", "aput_writes") if is_async else ("put_step", "put", "put_writes")
+        )
+        mro = cls.__mro__
+        owners = [next((k for k in mro if n in k.__dict__), None) for n in names]
+        step = owners[0]
+        honours = getattr(step, "put_step_honours", ())
+        answer = step is not None and all(
+            o is None or o in honours or mro.index(o) >= mro.index(step) for o in owners[1:]
+        )
+        _PUT_STEP[key] = answer
+    return answer
+
+
+class _Buffer:
+    """What both persisters share: the writes buffer and how one op is called."""
+
+    saver: Any
+    _task_path: bool
+    _step: bool
+
+    def _setup(self, saver: Any, durability: str, is_async: bool) -> None:
         self.saver = saver
         self.inline = durability != "async"
-        self._task_path = accepts_task_path(saver)
-        self._queue: deque[tuple[Any, ...]] = deque()
-        self._cond = threading.Condition()
-        self._draining = False
-        self._max = max_pending
+        self._step = uses_put_step(saver, is_async)
+        self._task_path = accepts_task_path(saver, "aput_writes" if is_async else "put_writes")
+        self._writes: list[tuple[Any, Any, str, str]] = []
+        self._queue: deque[tuple[list[Any], Any]] = deque()
         self._error: BaseException | None = None
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
-        self._submit(("put", config, checkpoint, metadata, new_versions))
+        """The checkpoint, with every write buffered before it."""
+        writes, self._writes = self._writes, []
+        self._submit((writes, (config, checkpoint, metadata, new_versions)))
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str) -> None:
-        self._submit(("writes", config, writes, task_id, task_path))
+        """Buffered until the next ``put`` or ``save_writes()``."""
+        self._writes.append((config, writes, task_id, task_path))
 
-    def _call(self, op: tuple[Any, ...]) -> None:
-        if op[0] == "put":
-            self.saver.put(*op[1:])
-        elif self._task_path:
-            self.saver.put_writes(*op[1:])
-        else:
-            self.saver.put_writes(*op[1:4])
+    def save_writes(self) -> None:
+        """Send the buffered writes now (no checkpoint follows yet)."""
+        if self._writes:
+            writes, self._writes = self._writes, []
+            self._submit((writes, None))
 
-    def _submit(self, op: tuple[Any, ...]) -> None:
+    def _submit(self, op: tuple[list[Any], Any]) -> None:
+        raise NotImplementedError
+
+    def _take(self) -> tuple[int, list[Any], Any]:
+        """Coalesce the queue's head: writes-only ops join the op after them."""
+        writes: list[Any] = []
+        n, checkpoint = 0, None
+        for op_writes, checkpoint in self._queue:
+            writes.extend(op_writes)
+            n += 1
+            if checkpoint is not None:
+                break
+        return n, writes, checkpoint
+
+
+class SyncPersister(_Buffer):
+    """Runs saver calls inline (``sync``) or on a background FIFO (``async``)."""
+
+    def __init__(self, saver: Any, durability: str, max_pending: int = MAX_PENDING) -> None:
+        self._setup(saver, durability, False)
+        self._cond = threading.Condition()
+        self._draining = False
+        self._max = max_pending
+
+    def _call(self, writes: list[Any], checkpoint: Any) -> None:
+        saver = self.saver
+        if self._step:
+            saver.put_step(writes, checkpoint)
+            return
+        for w in writes:
+            saver.put_writes(*w) if self._task_path else saver.put_writes(*w[:3])
+        if checkpoint is not None:
+            saver.put(*checkpoint)
+
+    def _submit(self, op: tuple[list[Any], Any]) -> None:
         if self.inline:
-            self._call(op)
+            self._call(*op)
             return
         with self._cond:
             while len(self._queue) >= self._max and self._error is None:
@@ -94,18 +172,25 @@ class SyncPersister:
                     self._draining = False
                     self._cond.notify_all()
                     return
-                op = self._queue[0]
+                n, writes, checkpoint = self._take()
             try:
                 if self._error is None:
-                    self._call(op)
+                    self._call(writes, checkpoint)
             except BaseException as exc:
                 self._error = exc
             with self._cond:
-                self._queue.popleft()
+                for _ in range(n):
+                    self._queue.popleft()
                 self._cond.notify_all()
 
     def flush(self) -> None:
-        """Wait until every submitted save reached the saver; raise the first failure."""
+        """Save the buffered writes, wait until every save reached the saver; raise
+        the first failure."""
+        try:
+            self.save_writes()
+        except BaseException as exc:
+            if self._error is None:
+                self._error = exc
         if not self.inline:
             with self._cond:
                 while self._queue or self._draining:
@@ -115,53 +200,47 @@ class SyncPersister:
             raise error
 
 
-class AsyncPersister:
-    """Async twin: ``aput``/``aput_writes`` run by one drain task, in order."""
+class AsyncPersister(_Buffer):
+    """Async twin: ``aput_step`` (or ``aput_writes``/``aput``) run by one drain task, in order."""
 
     def __init__(self, saver: Any, durability: str, max_pending: int = MAX_PENDING) -> None:
-        self.saver = saver
-        self.inline = durability != "async"
-        self._task_path = accepts_task_path(saver, "aput_writes")
-        self._queue: deque[tuple[Any, ...]] = deque()
+        self._setup(saver, durability, True)
         self._drainer: asyncio.Task[None] | None = None
         self._max = max_pending
-        self._error: BaseException | None = None
 
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
-        self._submit(("put", config, checkpoint, metadata, new_versions))
-
-    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str) -> None:
-        self._submit(("writes", config, writes, task_id, task_path))
-
-    def _submit(self, op: tuple[Any, ...]) -> None:
+    def _submit(self, op: tuple[list[Any], Any]) -> None:
         self._queue.append(op)
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
 
-    async def _call(self, op: tuple[Any, ...]) -> None:
-        if op[0] == "put":
-            await self.saver.aput(*op[1:])
-        elif self._task_path:
-            await self.saver.aput_writes(*op[1:])
-        else:
-            await self.saver.aput_writes(*op[1:4])
+    async def _call(self, writes: list[Any], checkpoint: Any) -> None:
+        saver = self.saver
+        if self._step:
+            await saver.aput_step(writes, checkpoint)
+            return
+        for w in writes:
+            await (saver.aput_writes(*w) if self._task_path else saver.aput_writes(*w[:3]))
+        if checkpoint is not None:
+            await saver.aput(*checkpoint)
 
     async def _drain(self) -> None:
         while self._queue:
-            op = self._queue[0]
+            n, writes, checkpoint = self._take()
             try:
                 if self._error is None:
-                    await self._call(op)
+                    await self._call(writes, checkpoint)
             except BaseException as exc:
                 self._error = exc
-            self._queue.popleft()
+            for _ in range(n):
+                self._queue.popleft()
 
     async def throttle(self) -> None:
-        """Wait for the saves: all of them (sync), or enough to get under the bound (async)."""
+        """Wait for the submitted saves: all of them (sync), or enough to get under
+        the bound (async). Buffered writes stay buffered."""
         if self.inline or len(self._queue) > self._max:
-            await self.flush()
+            await self._wait()
 
-    async def flush(self) -> None:
+    async def _wait(self) -> None:
         if self._drainer is not None:
             if not self._drainer.done():
                 await asyncio.shield(self._drainer)
@@ -170,3 +249,8 @@ class AsyncPersister:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+
+    async def flush(self) -> None:
+        """Save the buffered writes and wait for every save; raise the first failure."""
+        self.save_writes()
+        await self._wait()

@@ -24,7 +24,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.saver import BaseCheckpointSaver
-from threadloom.checkpoint.storage import puts
+from threadloom.checkpoint.storage import puts, step
 from threadloom.errors import LeaseLostError, StorageError
 
 __all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
@@ -320,6 +320,33 @@ class FencedSaver(BaseCheckpointSaver):
         await self._touch(True)
         codec = self.inner.codec
         await self._aguard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+
+    def _all_ours(self, writes: Any, checkpoint: Any) -> bool:
+        return (checkpoint is None or self._ours(checkpoint[0])) and all(
+            self._ours(w[0]) for w in writes
+        )
+
+    def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
+        """A step's writes and checkpoint in one transaction, fenced once."""
+        if not self._all_ours(writes, checkpoint):
+            return BaseCheckpointSaver.put_step(self, writes, checkpoint)
+        self._touch(False)
+        out = self._guard(step.put_step_flow(self.inner.codec, writes, checkpoint))
+        if checkpoint is not None:
+            self._created(checkpoint[0], checkpoint[1])
+            self._inline = threading.get_ident()
+        return out
+
+    async def aput_step(self, writes: Any, checkpoint: Any = None) -> Any:
+        """Async twin of :meth:`put_step`."""
+        if not self._all_ours(writes, checkpoint):
+            return await BaseCheckpointSaver.aput_step(self, writes, checkpoint)
+        await self._touch(True)
+        out = await self._aguard(step.put_step_flow(self.inner.codec, writes, checkpoint))
+        if checkpoint is not None:
+            self._created(checkpoint[0], checkpoint[1])
+            self._inline = id(asyncio.current_task())
+        return out
 
     def _touch(self, is_async: bool) -> Any:
         """Per-thread TTL (storage/expiry.py): a fenced write restarts the thread's
