@@ -29,7 +29,6 @@ from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import (
     filter_pairs,
     load_metadata,
-    version_key,
 )
 from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.checkpoint.storage.writes import decode_entries
@@ -66,11 +65,22 @@ def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
     """``{checkpoint_id: (State, core fields, extra)}`` for rows of ONE
     thread/namespace, fetching diff bases with :class:`LoadAncestors` only when
     they are neither in the page nor cached."""
-    known = {r.checkpoint_id: r for r in rows}
-    recs = {r.checkpoint_id: _decode(r) for r in rows}
-    states: dict[str, State] = {}
     out: dict[str, tuple[State, dict[str, Any], Any]] = {}
-    for row in sorted(rows, key=lambda r: r.checkpoint_id):
+    todo = []
+    for row in rows:  # a cached state of the very same record bytes is current
+        cached = codec.states.get((row.thread_id, row.checkpoint_ns, row.checkpoint_id))
+        if cached is not None and cached.data == row.data and cached.core is not None:
+            out[row.checkpoint_id] = (cached, cached.core, cached.extra)
+        else:
+            todo.append(row)
+    if not todo:
+        return out
+    known = {r.checkpoint_id: r for r in rows}
+    recs = {r.checkpoint_id: _decode(r) for r in todo}
+    states: dict[str, State] = {}
+    for row in sorted(todo, key=lambda r: r.checkpoint_id):
+        if row.checkpoint_id in out:
+            continue
         tid, ns = row.thread_id, row.checkpoint_ns
         chain, cur, base = [], row, None
         while True:
@@ -93,6 +103,7 @@ def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
                 base, core, extra = record.apply(recs[link.checkpoint_id], base)
             except (KeyError, IndexError, ValueError, TypeError) as exc:
                 raise _corrupt(link, f"checkpoint record is inconsistent ({exc!r})") from exc
+            base.data, base.core, base.extra = link.data, core, extra
             states[link.checkpoint_id] = base
             codec.states.put((tid, ns, link.checkpoint_id), base)
             out[link.checkpoint_id] = (base, core, extra)
@@ -162,10 +173,7 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         resolved = yield from resolve_states(codec, group)
         keys = set()
         for state, _, _ in resolved.values():
-            for channel, version in state.cv.items():
-                inline = state.iv.get(channel)
-                if inline is None or inline[0] != version:
-                    keys.add((channel, version_key(record.unpack_version(version))))
+            keys.update(record.ref_keys(state).items())
         refs = (yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []
         values = yield from codec.load(thread_id, group[0].checkpoint_id, refs, remember)
         writes = yield from load_writes(codec, thread_id, ns, [r.checkpoint_id for r in group])
@@ -188,14 +196,14 @@ def _tuple(
     extra = _loads(codec, extra_typed, row, None) if extra_typed else None
     checkpoint = record.to_checkpoint(row.checkpoint_id, core, extra, state)
     channel_values = checkpoint["channel_values"]
-    for channel, version in state.cv.items():
-        inline = state.iv.get(channel)
-        if inline is not None and inline[0] == version:
-            channel_values[channel] = _loads(codec, inline[1:], row, channel)
+    keys = record.ref_keys(state)
+    for channel in state.cv:
+        vkey = keys.get(channel)
+        if vkey is None:
+            channel_values[channel] = _loads(codec, state.iv[channel][1:], row, channel)
             continue
-        key = (channel, version_key(record.unpack_version(version)))
-        if key in values:
-            value = values[key]
+        value = values.get((channel, vkey), _ABSENT)
+        if value is not _ABSENT:
             channel_values[channel] = list(value) if type(value) is list else value
     base = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
     parent = None
@@ -208,6 +216,9 @@ def _tuple(
         parent_config=parent,
         pending_writes=writes.get(row.checkpoint_id, []),
     )
+
+
+_ABSENT: Any = object()
 
 
 def _loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | None) -> Any:

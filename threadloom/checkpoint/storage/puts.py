@@ -126,6 +126,7 @@ def put_flow(
     core, extra = record.core_fields(checkpoint)  # type: ignore[arg-type]
     extra_typed = list(codec.serde.dumps_typed(extra)) if extra else None
     data = record.encode(core, extra_typed, state, prev if depth else None, changes)
+    state.data, state.core, state.extra = data, core, extra_typed
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
     row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)

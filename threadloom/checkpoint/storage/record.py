@@ -11,9 +11,7 @@ A checkpoint row's ``data`` is a msgpack map (tag ``"tl1"``):
   keyframe holds them whole; a diff holds what changed since the parent plus
   ``cx``/``vx``/``ix``, the keys that disappeared.
 
-Standard versions ``"<32-digit counter>.0.<digits>"`` are packed as ``[n, d, len]``
-(other ``"<counter>.<float>"`` ones as ``[n, f]``) and
-``ts`` as integer microseconds when that re-formats to the identical string.
+Versions and ``ts`` are stored packed (:mod:`.packing`: exact, compact).
 A 4-checkpoints-per-turn agent then writes ~150 bytes per checkpoint instead of
 the whole state, and every version of a small channel costs no extra row.
 """
@@ -21,10 +19,12 @@ the whole state, and every version of a small channel costs no extra row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import ormsgpack
+
+from threadloom.checkpoint.storage.packing import pack_ts, pack_version, unpack_ts, unpack_version
+from threadloom.checkpoint.storage.rows import version_key
 
 __all__ = [
     "RECORD_TAG",
@@ -34,13 +34,13 @@ __all__ = [
     "decode",
     "encode",
     "pack_version",
+    "raw_versions",
+    "ref_keys",
     "to_checkpoint",
     "unpack_version",
 ]
 
 RECORD_TAG = "tl1"
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_MICROSECOND = timedelta(microseconds=1)
 _CORE = ("v", "ts", "updated_channels")
 _NOT_EXTRA = frozenset({"id", "channel_values", "channel_versions", "versions_seen", *_CORE})
 
@@ -62,112 +62,37 @@ class State:
     versions: list[Any] = field(default_factory=list)
     index: tuple[dict[Any, int], dict[Any, int]] | None = None  # lookups for the tables
     raw: tuple[dict[str, Any], dict[str, dict[str, Any]]] | None = None  # versions as given
+    # what a reader needs besides the tables, kept with a cached state so a
+    # re-read of the same record (``data`` equal) skips decoding it again:
+    data: bytes | None = None
+    core: dict[str, Any] | None = None
+    extra: Any = None
+    keys: dict[str, str] | None = None  # channel -> version key, for ref'd values
 
 
-_PACKED: dict[str, Any] = {}
+def raw_versions(state: State) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``state``'s versions unpacked (computed once per state; never mutate)."""
+    raw = state.raw
+    if raw is None:
+        raw = state.raw = (
+            {c: unpack_version(v) for c, v in state.cv.items()},
+            {n: {c: unpack_version(v) for c, v in seen.items()} for n, seen in state.vs.items()},
+        )
+    return raw
 
 
-def pack_version(version: Any) -> Any:
-    """``[counter, float]`` for a standard version string (memoized: the same
-    versions recur in every checkpoint's versions_seen), else the version."""
-    if type(version) is str:
-        packed = _PACKED.get(version)
-        if packed is None:
-            if len(_PACKED) > 65536:
-                _PACKED.clear()
-            packed = _PACKED[version] = _pack_version(version)
-        return packed
-    return version
-
-
-def _pack_version(version: Any) -> Any:
-    """``(counter, digits, len(digits))`` for a ``"<counter>.0.<digits>"``
-    version (what ``next_version`` makes: parsed, no float formatting, exact
-    by construction); ``(counter, float)`` when the tail is a float that
-    re-formats identically; else the version itself."""
-    if type(version) is str and len(version) > 33 and version[32] == ".":
-        head, tail = version[:32], version[33:]
-        if head.isascii() and head.isdigit() and (counter := int(head)) < _MAX_INT:
-            digits = tail[2:]
-            if tail[:2] == "0." and 0 < len(digits) < 20 and digits.isascii() and digits.isdigit():
-                return (counter, int(digits), len(digits))
-            try:
-                rnd = float(tail)
-            except ValueError:
-                return version
-            if f"{rnd:016}" == tail:
-                return (counter, rnd)
-    return version
-
-
-_MAX_INT = 1 << 63
-_UNPACKED: dict[tuple[Any, ...], str] = {}
-
-
-def unpack_version(packed: Any) -> Any:
-    if type(packed) is tuple:
-        text = _UNPACKED.get(packed)
-        if text is None:
-            if len(_UNPACKED) > 65536:
-                _UNPACKED.clear()
-            if len(packed) == 3:
-                text = f"{packed[0]:032}.0.{packed[1]:0{packed[2]}}"
-            else:
-                text = f"{packed[0]:032}.{packed[1]:016}"
-            _UNPACKED[packed] = text
-        return text
-    return packed
-
-
-def pack_ts(ts: Any) -> Any:
-    """Integer microseconds when that re-formats to the identical string.
-
-    The common form (``YYYY-MM-DDTHH:MM:SS.ffffff+00:00``, non-zero micros)
-    costs a dict lookup: the epoch offset of each whole second seen is
-    memoized (checkpoints come many per second). Anything else goes through
-    ``datetime`` and is packed only if it round-trips exactly.
-    """
-    if type(ts) is not str:
-        return ts
-    if len(ts) == 32 and ts[19] == "." and ts[26:] == "+00:00":
-        base = _SECONDS.get(ts[:19])
-        frac = ts[20:26]
-        if base is not None and frac.isascii() and frac.isdigit() and frac != "000000":
-            return base + int(frac)
-    if ts.endswith("+00:00"):
-        try:
-            dt = datetime.fromisoformat(ts)
-        except ValueError:
-            return ts
-        if dt.isoformat() == ts and dt.tzinfo == timezone.utc:
-            micros = (dt - _EPOCH) // _MICROSECOND
-            if len(ts) == 32 and micros % 1_000_000:  # the memoizable form
-                if len(_SECONDS) > 65536:
-                    _SECONDS.clear()
-                _SECONDS[ts[:19]] = micros - micros % 1_000_000
-            return micros
-    return ts
-
-
-def unpack_ts(packed: Any) -> Any:
-    if type(packed) is int:
-        seconds, micros = divmod(packed, 1_000_000)
-        prefix = _SECOND_TEXT.get(seconds)
-        if prefix is None:
-            text = (_EPOCH + timedelta(microseconds=packed)).isoformat()
-            if len(text) != 32 or not micros:
-                return text
-            if len(_SECOND_TEXT) > 65536:
-                _SECOND_TEXT.clear()
-            prefix = _SECOND_TEXT[seconds] = text[:19]
-        if micros:
-            return f"{prefix}.{micros:06}+00:00"
-        return f"{prefix}+00:00"
-    return packed
-
-
-_SECONDS: dict[str, int] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch microseconds
-_SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:MM:SS"
+def ref_keys(state: State) -> dict[str, str]:
+    """Version keys of the channels whose value is not inline in the record
+    (what a reader looks up in refs), computed once per state."""
+    keys = state.keys
+    if keys is None:
+        keys, iv = {}, state.iv
+        for channel, version in state.cv.items():
+            inline = iv.get(channel)
+            if inline is None or inline[0] != version:
+                keys[channel] = version_key(unpack_version(version))
+        state.keys = keys
+    return keys
 
 
 def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -199,12 +124,7 @@ def pack_state(
         cv = {c: pack_version(v) for c, v in raw_cv.items()}
         vs = {n: {c: pack_version(v) for c, v in seen.items()} for n, seen in raw_vs.items()}
         return cv, vs, (dict(raw_cv), {n: dict(seen) for n, seen in raw_vs.items()}), None
-    if prev.raw is None:
-        prev.raw = (
-            {c: unpack_version(v) for c, v in prev.cv.items()},
-            {n: {c: unpack_version(v) for c, v in seen.items()} for n, seen in prev.vs.items()},
-        )
-    old_cv, old_vs = prev.raw
+    old_cv, old_vs = raw_versions(prev)
     pcv, pvs, missing = prev.cv, prev.vs, _MISSING
     cv, cv_new = {}, {}
     for c, v in raw_cv.items():
@@ -403,8 +323,13 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
 def core_fields(checkpoint: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(small fields stored directly, every other non-state key or None)."""
     core = {k: checkpoint[k] for k in _CORE if k in checkpoint}
-    if "ts" in core:
-        core["ts"] = pack_ts(core["ts"])
+    if "ts" in core:  # a None ts is not stored (as a reader rebuilds it)
+        if core["ts"] is None:
+            del core["ts"]
+        else:
+            core["ts"] = pack_ts(core["ts"])
+    if type(core.get("updated_channels")) is list:  # kept with the cached state
+        core["updated_channels"] = list(core["updated_channels"])
     extra = {k: v for k, v in checkpoint.items() if k not in _NOT_EXTRA}
     return core, (extra or None)
 
@@ -417,12 +342,12 @@ def to_checkpoint(
     if "ts" in core:
         checkpoint["ts"] = unpack_ts(core["ts"])
     checkpoint["channel_values"] = {}
-    checkpoint["channel_versions"] = {c: unpack_version(v) for c, v in state.cv.items()}
-    checkpoint["versions_seen"] = {
-        n: {c: unpack_version(v) for c, v in seen.items()} for n, seen in state.vs.items()
-    }
+    raw_cv, raw_vs = raw_versions(state)
+    checkpoint["channel_versions"] = dict(raw_cv)
+    checkpoint["versions_seen"] = {n: dict(seen) for n, seen in raw_vs.items()}
     if "updated_channels" in core:
-        checkpoint["updated_channels"] = core["updated_channels"]
+        uc = core["updated_channels"]
+        checkpoint["updated_channels"] = list(uc) if type(uc) is list else uc
     if extra:
         checkpoint.update(extra)
     return checkpoint

@@ -1,0 +1,123 @@
+"""Compact, exact forms of channel versions and timestamps (checkpoint records).
+
+Standard versions (``next_version``: ``"<32-digit counter>.0.<digits>"``) pack
+as ``(counter, digits, len)``, parsed without float formatting; other
+``"<counter>.<float>"`` versions as ``(counter, float)`` when that re-formats
+identically; ``ts`` as integer microseconds when that re-formats to the
+identical string. Anything else is kept as is. All memoized: the same values
+recur in every checkpoint's versions_seen and every read.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+__all__ = ["pack_ts", "pack_version", "unpack_ts", "unpack_version"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+_PACKED: dict[str, Any] = {}
+
+
+def pack_version(version: Any) -> Any:
+    """The packed form of a version (see the module doc), memoized."""
+    if type(version) is str:
+        packed = _PACKED.get(version)
+        if packed is None:
+            if len(_PACKED) > 65536:
+                _PACKED.clear()
+            packed = _PACKED[version] = _pack_version(version)
+        return packed
+    return version
+
+
+def _pack_version(version: Any) -> Any:
+    """``(counter, digits, len(digits))`` for a ``"<counter>.0.<digits>"``
+    version (what ``next_version`` makes: parsed, no float formatting, exact
+    by construction); ``(counter, float)`` when the tail is a float that
+    re-formats identically; else the version itself."""
+    if type(version) is str and len(version) > 33 and version[32] == ".":
+        head, tail = version[:32], version[33:]
+        if head.isascii() and head.isdigit() and (counter := int(head)) < _MAX_INT:
+            digits = tail[2:]
+            if tail[:2] == "0." and 0 < len(digits) < 20 and digits.isascii() and digits.isdigit():
+                return (counter, int(digits), len(digits))
+            try:
+                rnd = float(tail)
+            except ValueError:
+                return version
+            if f"{rnd:016}" == tail:
+                return (counter, rnd)
+    return version
+
+
+_MAX_INT = 1 << 63
+_UNPACKED: dict[tuple[Any, ...], str] = {}
+
+
+def unpack_version(packed: Any) -> Any:
+    if type(packed) is tuple:
+        text = _UNPACKED.get(packed)
+        if text is None:
+            if len(_UNPACKED) > 65536:
+                _UNPACKED.clear()
+            if len(packed) == 3:
+                text = f"{packed[0]:032}.0.{packed[1]:0{packed[2]}}"
+            else:
+                text = f"{packed[0]:032}.{packed[1]:016}"
+            _UNPACKED[packed] = text
+        return text
+    return packed
+
+
+def pack_ts(ts: Any) -> Any:
+    """Integer microseconds when that re-formats to the identical string.
+
+    The common form (``YYYY-MM-DDTHH:MM:SS.ffffff+00:00``, non-zero micros)
+    costs a dict lookup: the epoch offset of each whole second seen is
+    memoized (checkpoints come many per second). Anything else goes through
+    ``datetime`` and is packed only if it round-trips exactly.
+    """
+    if type(ts) is not str:
+        return ts
+    if len(ts) == 32 and ts[19] == "." and ts[26:] == "+00:00":
+        base = _SECONDS.get(ts[:19])
+        frac = ts[20:26]
+        if base is not None and frac.isascii() and frac.isdigit() and frac != "000000":
+            return base + int(frac)
+    if ts.endswith("+00:00"):
+        try:
+            dt = datetime.fromisoformat(ts)
+        except ValueError:
+            return ts
+        if dt.isoformat() == ts and dt.tzinfo == timezone.utc:
+            micros = (dt - _EPOCH) // _MICROSECOND
+            if len(ts) == 32 and micros % 1_000_000:  # the memoizable form
+                if len(_SECONDS) > 65536:
+                    _SECONDS.clear()
+                _SECONDS[ts[:19]] = micros - micros % 1_000_000
+            return micros
+    return ts
+
+
+def unpack_ts(packed: Any) -> Any:
+    if type(packed) is int:
+        seconds, micros = divmod(packed, 1_000_000)
+        prefix = _SECOND_TEXT.get(seconds)
+        if prefix is None:
+            text = (_EPOCH + timedelta(microseconds=packed)).isoformat()
+            if len(text) != 32 or not micros:
+                return text
+            if len(_SECOND_TEXT) > 65536:
+                _SECOND_TEXT.clear()
+            prefix = _SECOND_TEXT[seconds] = text[:19]
+        if micros:
+            return f"{prefix}.{micros:06}+00:00"
+        return f"{prefix}+00:00"
+    return packed
+
+
+_SECONDS: dict[str, int] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch microseconds
+_SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:MM:SS"
