@@ -193,16 +193,21 @@ class MemoryExecutor:
             rows = self.checkpoints.get((op.row.thread_id, op.row.checkpoint_ns)) or {}
             if op.base not in rows:
                 return o.SaveResult(frozenset(), (), stale=True)
-        if any(h not in blobs for h in op.needs):
-            return o.SaveResult(frozenset(), (), stale=True)
+        for h in op.needs:
+            if h not in blobs:
+                return o.SaveResult(frozenset(), (), stale=True)
         new = []
         for blob in op.blobs:
             if blob.hash not in blobs:
                 blobs[blob.hash] = [blob, 0]
                 new.append(blob.hash)
         inserted = []
+        table_key, table = None, {}
+        size = o.HASH_SIZE
         for ref in op.refs:
-            table = self.refs.setdefault((ref.thread_id, ref.checkpoint_ns), {})
+            if (ref.thread_id, ref.checkpoint_ns) != table_key:
+                table_key = (ref.thread_id, ref.checkpoint_ns)
+                table = self.refs.setdefault(table_key, {})
             key = (ref.channel, ref.version)
             if key in table:
                 inserted.append(False)
@@ -210,8 +215,13 @@ class MemoryExecutor:
             table[key] = ref
             inserted.append(True)
             hashes = ref.hashes
-            for i in range(0, len(hashes), o.HASH_SIZE):
-                entry = blobs.get(hashes[i : i + o.HASH_SIZE])
+            if len(hashes) == size:
+                entry = blobs.get(hashes)
+                if entry is not None:
+                    entry[1] += 1
+                continue
+            for i in range(0, len(hashes), size):
+                entry = blobs.get(hashes[i : i + size])
                 if entry is not None:
                     entry[1] += 1
         if op.row is not None:

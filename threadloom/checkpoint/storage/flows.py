@@ -140,7 +140,10 @@ def list_flow(
         if row is not None and (limit is None or limit > 0) and _matches(row, pairs, before_id):
             yield Emit((yield from build_tuples(codec, [row])))
         return
-    remaining, after, page = limit, None, 8
+    # an explicit limit up to 32 is one page (one round of reads); lazy
+    # consumers of a long or unbounded history still start with 8
+    remaining, after = limit, None
+    page = limit if limit is not None and 0 < limit <= 32 else 8
     while remaining is None or remaining > 0:
         size = page if remaining is None else min(page, remaining)
         rows = yield ListCheckpoints(thread_id, ns, pairs, before_id, after, size)

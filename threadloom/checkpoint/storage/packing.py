@@ -13,12 +13,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-__all__ = ["pack_ts", "pack_version", "unpack_ts", "unpack_version"]
+__all__ = ["pack_ts", "pack_version", "packed_get", "unpack_ts", "unpack_version"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 
 _PACKED: dict[str, Any] = {}
+packed_get = _PACKED.get
+"""A memo hit without a call (``packed_get(v) or pack_version(v)``): cleared,
+never replaced, so the bound method stays valid."""
 
 
 def pack_version(version: Any) -> Any:

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states, target
 from threadloom.checkpoint.storage.ops import (
+    HASH_SIZE,
     AdjustRefcounts,
     BlobRow,
     CheckpointRow,
@@ -90,7 +91,8 @@ def _encode_values(
             out.iv[channel] = [packed, *inline]
         else:
             out.refs.append(ref)  # type: ignore[arg-type]
-            out.blobs.update((b.hash, b) for b in new_blobs)
+            for blob in new_blobs:
+                out.blobs[blob.hash] = blob
             if state is not None:
                 out.lists.append((channel, state))
     return out
@@ -130,14 +132,15 @@ def put_flow(
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
     row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)
-    needs = {h for ref in refs for h in unpack(ref.hashes)}.difference(blobs)
+    needs = _needs(refs, blobs)
     base = parent_id if depth else None
-    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, tuple(needs))
+    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, needs)
     if result.stale and retry:  # cached bases were deleted by someone else: start over
         codec.forget_thread(thread_id)
         return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False))
-    if result.new_blobs:
-        yield from _settle(blobs, result.new_blobs, all(result.inserted_refs))
+    new = result.new_blobs
+    if new and (not all(result.inserted_refs) or any(blobs[h].children for h in new)):
+        yield from _settle(blobs, new, all(result.inserted_refs))
     inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
     for channel, list_state in lists:
         if channel in inserted:
@@ -146,6 +149,19 @@ def put_flow(
             codec.lists.pop((thread_id, ns, channel))
     codec.states.put((thread_id, ns, cid), state)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _needs(refs: list[RefRow], blobs: dict[bytes, BlobRow]) -> tuple[bytes, ...]:
+    """Hashes the refs hold that this put does not send (they must exist)."""
+    needs: set[bytes] = set()
+    for ref in refs:
+        hashes = ref.hashes
+        if len(hashes) == HASH_SIZE:  # a whole value: one hash, usually just sent
+            if hashes not in blobs:
+                needs.add(hashes)
+        elif hashes:
+            needs.update(h for h in unpack(hashes) if h not in blobs)
+    return tuple(needs)
 
 
 def _settle(blobs: dict[bytes, BlobRow], new: frozenset[bytes], all_held: bool) -> Flow:

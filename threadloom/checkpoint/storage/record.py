@@ -23,7 +23,13 @@ from typing import Any
 
 import ormsgpack
 
-from threadloom.checkpoint.storage.packing import pack_ts, pack_version, unpack_ts, unpack_version
+from threadloom.checkpoint.storage.packing import (
+    pack_ts,
+    pack_version,
+    packed_get,
+    unpack_ts,
+    unpack_version,
+)
 from threadloom.checkpoint.storage.rows import version_key
 
 __all__ = [
@@ -125,6 +131,7 @@ def pack_state(
         vs = {n: {c: pack_version(v) for c, v in seen.items()} for n, seen in raw_vs.items()}
         return cv, vs, (dict(raw_cv), {n: dict(seen) for n, seen in raw_vs.items()}), None
     old_cv, old_vs = raw_versions(prev)
+    known = packed_get
     pcv, pvs, missing = prev.cv, prev.vs, _MISSING
     cv, cv_new = {}, {}
     for c, v in raw_cv.items():
@@ -138,8 +145,8 @@ def pack_state(
         o = old_vs.get(n)
         if o is not None and o == seen:
             vs[n], rvs[n] = pvs[n], o
-        else:
-            vs[n] = vs_new[n] = {c: pack_version(v) for c, v in seen.items()}
+        else:  # mostly versions cv just packed: memo hits, looked up inline
+            vs[n] = vs_new[n] = {c: known(v) or pack_version(v) for c, v in seen.items()}
             rvs[n] = dict(seen)
     cx = [c for c in pcv if c not in cv] if len(pcv) > len(cv) - len(cv_new) else []
     vx = [n for n in pvs if n not in vs] if len(pvs) > len(vs) - len(vs_new) else []

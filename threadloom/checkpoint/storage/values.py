@@ -251,6 +251,10 @@ class ValueCodec:
         while True:
             missing: set[bytes] = set()
             for ref in refs:
+                if ref.kind == KIND_BLOB:  # the common case, inline: one hash, never a chunk
+                    if ref.hashes not in blobs:
+                        missing.add(ref.hashes)
+                    continue
                 for h in self._needed(ref, blobs, missing):
                     if h not in blobs and self.chunks.get(h) is None:
                         missing.add(h)
@@ -267,7 +271,9 @@ class ValueCodec:
                 if ref.tag != EMPTY_TAG:
                     values[key] = self._loads(ref.tag, ref.data, ref, checkpoint_id)
             elif ref.kind == KIND_BLOB:
-                blob = self._blob(blobs, ref.hashes, ref, thread_id, checkpoint_id)
+                blob = blobs.get(ref.hashes) or self._blob(
+                    blobs, ref.hashes, ref, thread_id, checkpoint_id
+                )
                 values[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
             elif ref.kind == KIND_DICT:
                 values[key] = self._assemble_dict(ref, blobs, checkpoint_id)
