@@ -3,10 +3,13 @@ is upgraded in place by ``setup()`` with nothing lost, and resumes."""
 
 from __future__ import annotations
 
+from typing import Any
+from unittest import mock
+
 import pytest
 
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
-from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres import PostgresSaver, blobpack
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -41,7 +44,7 @@ def _write_old(url: str, schema: str) -> dict:
     s = quote_ident(schema)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
-    with PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
+    with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -51,6 +54,11 @@ def _write_old(url: str, schema: str) -> dict:
         )
         conn.execute(f"DROP TABLE {s}.checkpoint_blob_refs")
     return before
+
+
+def unpacked() -> Any:
+    """Blobs written raw, as threadloom did before ``blobpack`` compressed them."""
+    return mock.patch.object(blobpack, "MIN_SIZE", 1 << 62)
 
 
 def _state(url: str, schema: str) -> tuple[list, list, dict[str, list]]:
@@ -108,3 +116,48 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
             )
             assert "post-upgrade run" in values["log"]
         assert _state(pg_url, fresh_schema)[2]["tl_leases"] == []  # every lease released
+
+
+# the first migration after the separate blob reference-count table
+NO_GIN = MIGRATIONS.index("DROP INDEX IF EXISTS {s}.checkpoints_metadata_idx")
+
+
+def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_schema):
+    """A database at the version before the GIN index was dropped, written with
+    raw (uncompressed) blobs: upgraded, it reads back identically and keeps
+    working; new blobs are stored compressed next to the old raw ones."""
+    s = quote_ident(fresh_schema)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        for v in range(NO_GIN):
+            conn.execute(MIGRATIONS[v].format(s=s))
+            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
+    with unpacked(), PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as old:
+        write_history(old)
+        before = snapshot(old)
+    _, versions, raw_before = _state(pg_url, fresh_schema)
+    assert versions == list(range(NO_GIN))
+    assert not any(r[1].startswith(blobpack.PACKED) for r in raw_before["checkpoint_blobs"])
+
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        _, upgraded, raw_after = _state(pg_url, fresh_schema)
+        assert upgraded == list(range(len(MIGRATIONS)))
+        for table, rows in raw_before.items():  # raw rows untouched by the migration
+            assert raw_after[table] == rows, table
+        assert snapshot(saver) == before
+        finals = resume_all(saver)
+        for thread, values in finals.items():
+            assert f"{thread}-after-upgrade" in values["answers"]
+            assert (
+                values["log"][: len(before[thread]["values"]["log"])]
+                == (before[thread]["values"]["log"])
+            )
+        blobs = _state(pg_url, fresh_schema)[2]["checkpoint_blobs"]
+        assert set(raw_before["checkpoint_blobs"]) <= set(blobs)
+        assert any(r[1].startswith(blobpack.PACKED) for r in blobs)  # new ones compressed
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        indexes = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (fresh_schema,)
+        ).fetchall()
+    assert ("checkpoints_metadata_idx",) not in indexes

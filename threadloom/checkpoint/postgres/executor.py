@@ -15,6 +15,7 @@ from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
+from threadloom.checkpoint.postgres.blobpack import pack, unpack
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
@@ -162,7 +163,7 @@ def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
 def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     if op.filter:
-        # `@>` uses the GIN index; `->` equality keeps the match exact for
+        # `@>` is containment; `->` equality keeps the match exact for
         # arrays/objects (containment alone would accept supersets)
         wanted = {key: json.loads(value) for key, value in op.filter}
         where += " AND metadata @> %s::jsonb"
@@ -221,10 +222,10 @@ def _load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
     if op.refcounts:
         stmt = Stmt(sql.load_blob_counts, (list(set(op.hashes)),), "all")
         return [stmt], lambda r: {
-            bytes(row[0]): (BlobRow(*map(_b, row[:4])), int(row[4])) for row in r[0]
+            bytes(row[0]): (unpack(BlobRow(*map(_b, row[:4]))), int(row[4])) for row in r[0]
         }
     stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
-    return [stmt], lambda r: {bytes(row[0]): BlobRow(*map(_b, row)) for row in r[0]}
+    return [stmt], lambda r: {bytes(row[0]): unpack(BlobRow(*map(_b, row))) for row in r[0]}
 
 
 def _b(value: Any) -> Any:
@@ -338,7 +339,8 @@ def _insert_blobs(
     if not unique:
         return []
     stmt = _guarded(sql.insert_blobs, "ON CONFLICT", guard)
-    return [Stmt(stmt, (*columns(unique, 4), *gparams), "all")]
+    rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
+    return [Stmt(stmt, (*columns(rows, 4), *gparams), "all")]
 
 
 def _lock_blobs(hashes: Any, sql: SQL) -> list[Stmt]:
@@ -390,7 +392,9 @@ def _drop(op: ops.DropUnreferenced, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: []
     stmt = Stmt(sql.drop_unreferenced, (sorted(set(op.hashes)),), "all")
-    return [*_lock_blobs(op.hashes, sql), stmt], lambda r: [BlobRow(*map(_b, x)) for x in r[-1]]
+    return [*_lock_blobs(op.hashes, sql), stmt], lambda r: [
+        unpack(BlobRow(*map(_b, x))) for x in r[-1]
+    ]
 
 
 def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:
