@@ -12,10 +12,9 @@ The dict shapes match LangGraph's (``v=4``) so threads, tests and tools port.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
 from typing import Any, Literal, NamedTuple, TypedDict
 
-from threadloom.checkpoint.ids import next_version, uuid6
+from threadloom.checkpoint.ids import next_version, now_iso, uuid6, uuid6_str
 from threadloom.constants import ERROR, INTERRUPT, RESUME, SCHEDULED
 from threadloom.errors import ConfigError, EmptyChannelError
 
@@ -118,8 +117,8 @@ def empty_checkpoint() -> Checkpoint:
     """The checkpoint of a thread that has never run (step -2)."""
     return Checkpoint(
         v=LATEST_VERSION,
-        ts=datetime.now(timezone.utc).isoformat(),
-        id=str(uuid6(clock_seq=-2)),
+        ts=now_iso(),
+        id=uuid6_str(clock_seq=-2),
         channel_values={},
         channel_versions={},
         versions_seen={},
@@ -135,7 +134,7 @@ def copy_checkpoint(checkpoint: Checkpoint) -> Checkpoint:
         id=checkpoint["id"],
         channel_values=dict(checkpoint["channel_values"]),
         channel_versions=dict(checkpoint["channel_versions"]),
-        versions_seen={k: dict(v) for k, v in checkpoint["versions_seen"].items()},
+        versions_seen={k: v.copy() for k, v in checkpoint["versions_seen"].items()},
         updated_channels=checkpoint.get("updated_channels"),
     )
 
@@ -169,8 +168,8 @@ def create_checkpoint(
                 del values[name]
     return Checkpoint(
         v=LATEST_VERSION,
-        ts=datetime.now(timezone.utc).isoformat(),
-        id=id or str(uuid6(clock_seq=step)),
+        ts=now_iso(),
+        id=id or uuid6_str(clock_seq=step),
         channel_values=values,
         channel_versions=checkpoint["channel_versions"],
         versions_seen=checkpoint["versions_seen"],

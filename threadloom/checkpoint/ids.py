@@ -15,8 +15,9 @@ import random
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 
-__all__ = ["uuid6", "next_version", "version_counter"]
+__all__ = ["uuid6", "uuid6_str", "now_iso", "next_version", "version_counter"]
 
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
 _lock = threading.Lock()
@@ -36,6 +37,34 @@ def _ticks() -> int:
 
 def uuid6(clock_seq: int | None = None) -> uuid.UUID:
     """A time-ordered UUIDv6; ``clock_seq`` (the step) fills the clock-sequence field."""
+    return uuid.UUID(int=_uuid6_int(clock_seq))
+
+
+def uuid6_str(clock_seq: int | None = None) -> str:
+    """``str(uuid6(clock_seq))`` without building a ``UUID`` object: every saved
+    checkpoint needs one, and the object costs more than the id's bits."""
+    h = f"{_uuid6_int(clock_seq):032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_ts: tuple[int, str] = (-1, "")  # (second, its "YYYY-MM-DDTHH:MM:SS"): one tuple, swapped whole
+
+
+def now_iso() -> str:
+    """``datetime.now(timezone.utc).isoformat()``, formatting the date part once per
+    second (checkpoint timestamps are taken every step)."""
+    global _ts
+    second, micros = divmod(time.time_ns() // 1000, 1_000_000)
+    cached_second, prefix = _ts
+    if second != cached_second:
+        prefix = datetime.fromtimestamp(second, timezone.utc).isoformat()[:19]
+        _ts = (second, prefix)
+    if micros:
+        return f"{prefix}.{micros:06d}+00:00"
+    return prefix + "+00:00"
+
+
+def _uuid6_int(clock_seq: int | None) -> int:
     ticks = _ticks()
     if clock_seq is None:
         clock_seq = random.getrandbits(14)
@@ -46,7 +75,7 @@ def uuid6(clock_seq: int | None = None) -> uuid.UUID:
     value |= 0x2 << 62  # RFC 4122 variant
     value |= (clock_seq & 0x3FFF) << 48
     value |= node
-    return uuid.UUID(int=value)
+    return value
 
 
 def version_counter(version: str | int | float | None) -> int:
@@ -58,6 +87,14 @@ def version_counter(version: str | int | float | None) -> int:
     return int(version.split(".", 1)[0])
 
 
-def next_version(current: str | int | float | None) -> str:
-    """The version that follows ``current``, as LangGraph's string savers format it."""
-    return f"{version_counter(current) + 1:032}.{random.random():016}"
+def next_version(current: str | int | float | None, channel: object = None) -> str:
+    """The version that follows ``current``, as LangGraph's string savers format it.
+
+    ``channel`` is ignored: it makes this usable where ``get_next_version(current,
+    channel)`` is expected (the runtime calls it directly when a saver keeps the default).
+    """
+    if type(current) is str and current[32:33] == "." and current[:32].isdigit():
+        counter = int(current[:32])  # the usual case: one of ours, parsed without split()
+    else:
+        counter = version_counter(current)
+    return f"{counter + 1:032}.{random.random():016}"

@@ -20,7 +20,8 @@ from threadloom.checkpoint.base import (
     create_checkpoint,
     empty_checkpoint,
 )
-from threadloom.checkpoint.ids import uuid6
+from threadloom.checkpoint.ids import next_version, uuid6_str
+from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.constants import (
     ERROR,
     INPUT,
@@ -52,6 +53,17 @@ from threadloom.types import Send
 __all__ = ["Loop"]
 
 
+def _version_fn(saver: Any) -> Any:
+    """The saver's ``get_next_version``; ``ids.next_version`` itself when the saver
+    keeps the default (no method layers per changed channel per step)."""
+    if saver is None:
+        return increment
+    fn = saver.get_next_version
+    if getattr(fn, "__func__", None) is BaseCheckpointSaver.get_next_version:
+        return next_version
+    return fn
+
+
 class Loop:
     """One run of one graph: checkpoint + channels + pending writes, step by step."""
 
@@ -62,7 +74,7 @@ class Loop:
         run = opts.run
         self.is_nested = run.parent is not None
         self.ns = run.checkpoint_ns
-        self.next_version = opts.checkpointer.get_next_version if opts.checkpointer else increment
+        self.next_version = _version_fn(opts.checkpointer)
         self.untracked = {k for k, c in graph.channels.items() if isinstance(c, UntrackedValue)}
         self.tasks: dict[str, Any] = {}
         self.status = "input"
@@ -74,6 +86,7 @@ class Loop:
         self.is_replaying = False
         self.superseded = False  # an addressed checkpoint that is no longer the latest
         self.replay: Any = opts.replay  # ReplayState while the root replays (time travel)
+        self._wcfg: tuple[str, Any, dict[str, Any]] | None = None  # _writes_config's cache
 
     # -- start ------------------------------------------------------------------
 
@@ -224,15 +237,19 @@ class Loop:
         return value
 
     def _writes_config(self) -> dict[str, Any]:
+        """The config writes are filed under: the current checkpoint's. Built once
+        per checkpoint (a step's tasks all share it; savers only read it)."""
+        cid = self.checkpoint["id"]
+        cached = self._wcfg
+        if cached is not None and cached[0] == cid and cached[1] is self.checkpoint_config:
+            return cached[2]
         cfg = self.checkpoint_config
-        return {
+        out = {
             **cfg,
-            "configurable": {
-                **cfg["configurable"],
-                "checkpoint_ns": self.ns,
-                "checkpoint_id": self.checkpoint["id"],
-            },
+            "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns, "checkpoint_id": cid},
         }
+        self._wcfg = (cid, cfg, out)
+        return out
 
     def emit_values(self, writes: Any) -> None:
         emit_values(self, writes)
@@ -284,7 +301,7 @@ class Loop:
         else:  # nothing is stored: only the id moves on (task ids hash it)
             self.checkpoint = {
                 **self.checkpoint,
-                "id": str(uuid6(clock_seq=self.step)),
+                "id": uuid6_str(clock_seq=self.step),
                 "updated_channels": updated,
             }
         if do_checkpoint:

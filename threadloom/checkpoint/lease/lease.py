@@ -217,6 +217,7 @@ class FencedSaver(BaseCheckpointSaver):
         self.created: list[tuple[str, str]] = []  # (ns, checkpoint id) this run stored
         self._inline: int | None = None  # who ran the last fenced put (thread / task id)
         self._check: lo.CheckLease | None = None
+        self.get_next_version = inner.get_next_version  # type: ignore[method-assign]  # no hop
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -279,9 +280,6 @@ class FencedSaver(BaseCheckpointSaver):
 
     def alist(self, config: Any, **kwargs: Any) -> Any:
         return self.inner.alist(config, **kwargs)
-
-    def get_next_version(self, current: Any, channel: Any = None) -> Any:
-        return self.inner.get_next_version(current, channel)
 
     # -- fenced writes ------------------------------------------------------------
 
