@@ -1,0 +1,176 @@
+"""The SQLite plans' statement shapes: few statements per operation, constant SQL
+text (prepared-statement cache hits), primary-key plans, exact op results."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+
+import pytest
+
+from threadloom.checkpoint.base import empty_checkpoint, uuid6
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadloom.checkpoint.sqlite.executor import AsyncSqliteExecutor
+from threadloom.checkpoint.storage import ops as o
+
+BIG = os.urandom(600).hex()  # incompressible enough to be stored as a blob
+
+
+def _checkpoint(values: dict, versions: dict) -> dict:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=1))
+    cp["channel_values"] = values
+    cp["channel_versions"] = versions
+    return cp
+
+
+def _save(executor, op: o.Op):
+    with executor.transaction(True):
+        return executor.execute(op)
+
+
+def _blob(n: int) -> o.BlobRow:
+    return o.BlobRow(bytes([n]) * 16, "msgpack", b"v%d" % n, b"")
+
+
+def _ref(channel: str, version: str, *hashes: bytes) -> o.RefRow:
+    return o.RefRow("t", "", channel, version, o.KIND_BLOB, "", b"", b"".join(hashes), 0, 1)
+
+
+@pytest.fixture
+def saver():
+    with SqliteSaver.from_conn_string(":memory:") as s:
+        yield s
+
+
+def test_put_of_new_large_values_is_four_statements(saver) -> None:
+    seen: list[str] = []
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver.put(config, _checkpoint({}, {}), {"source": "input", "step": -1}, {})
+    versions = {f"c{i}": str(uuid6()) for i in range(5)}
+    cp = _checkpoint({c: {"text": f"{c} {BIG}", "n": 1} for c in versions}, versions)
+    saver.executor.tracer = lambda sql, params: seen.append(sql)
+    saver.put(config, cp, {"source": "loop", "step": 1}, versions)
+    # thread id, refs (one multi-row insert), blobs (one, with final counts), checkpoint
+    assert len(seen) == 4, seen
+    assert not any(s.startswith("UPDATE") for s in seen)
+    counts = saver.conn.execute("SELECT refs, count(*) FROM tl_blobs GROUP BY refs").fetchall()
+    assert counts == [(1, 5)]
+    tup = saver.get_tuple(config)
+    assert tup.checkpoint["channel_values"] == cp["channel_values"]
+
+
+def test_save_checkpoint_reports_exactly_what_it_inserted(saver) -> None:
+    ex = saver.executor
+    first = _save(ex, o.SaveCheckpoint(None, (_ref("a", "1", _blob(1).hash),), (_blob(1),)))
+    assert first == o.SaveResult(frozenset({_blob(1).hash}), (True,))
+    refs = (
+        _ref("a", "1", _blob(1).hash),  # exists: not inserted, no reference added
+        _ref("a", "2", _blob(1).hash, _blob(2).hash),
+        _ref("a", "2", _blob(2).hash),  # same key twice in one op: the first wins
+        _ref("b", "1", _blob(2).hash),
+    )
+    result = _save(ex, o.SaveCheckpoint(None, refs, (_blob(1), _blob(2), _blob(2))))
+    assert result.new_blobs == frozenset({_blob(2).hash})
+    assert result.inserted_refs == (False, True, False, True)
+    counts = dict(saver.conn.execute("SELECT hash, refs FROM tl_blobs").fetchall())
+    assert counts == {_blob(1).hash: 2, _blob(2).hash: 2}
+
+
+def test_save_checkpoint_over_one_statement_of_rows(saver) -> None:
+    refs = tuple(_ref("c", str(i), _blob(i % 7).hash) for i in range(75))
+    blobs = tuple(_blob(i) for i in range(7))
+    result = _save(saver.executor, o.SaveCheckpoint(None, refs, blobs))
+    assert result.inserted_refs == (True,) * 75 and len(result.new_blobs) == 7
+    total = saver.conn.execute("SELECT sum(refs), count(*) FROM tl_blobs").fetchone()
+    assert total == (75, 7)
+
+
+def test_stale_base_or_missing_blob_writes_nothing(saver) -> None:
+    ex = saver.executor
+    row = o.CheckpointRow("t", "", str(uuid6()), None, "tl1", b"x", "{}", None)
+    assert _save(ex, o.SaveCheckpoint(row, (), (), base=str(uuid6()))).stale
+    assert _save(ex, o.SaveCheckpoint(row, (), (), needs=(_blob(9).hash,))).stale
+    assert saver.conn.execute("SELECT count(*) FROM tl_checkpoints").fetchone()[0] == 0
+    _save(ex, o.SaveCheckpoint(None, (_ref("a", "1", _blob(9).hash),), (_blob(9),)))
+    ok = _save(ex, o.SaveCheckpoint(row, (), (), needs=(_blob(9).hash,)))
+    assert not ok.stale
+    child = row._replace(checkpoint_id=str(uuid6()), parent_checkpoint_id=row.checkpoint_id)
+    assert not _save(ex, o.SaveCheckpoint(child, (), (), base=row.checkpoint_id)).stale
+
+
+def test_variable_lists_reuse_one_sql_text(saver) -> None:
+    seen: list[str] = []
+    ex = saver.executor
+    ex.tracer = lambda sql, params: seen.append(sql)
+    for n in (3, 4):
+        with ex.transaction(False):
+            found = ex.execute(o.LoadBlobs(tuple(_blob(i).hash for i in range(n))))
+        assert found == {}
+    for n in (5, 6, 7):
+        with ex.transaction(False):
+            ex.execute(o.LoadRefs("t", "", tuple(("c", str(i)) for i in range(n))))
+    assert len(set(seen)) == 2, seen
+
+
+def test_drop_unreferenced_deletes_only_unheld(saver) -> None:
+    ex = saver.executor
+    _save(ex, o.SaveCheckpoint(None, (_ref("a", "1", _blob(1).hash),), (_blob(1), _blob(2))))
+    dropped = _save(ex, o.DropUnreferenced((_blob(1).hash, _blob(2).hash, _blob(3).hash)))
+    assert dropped == [_blob(2)]
+    assert saver.conn.execute("SELECT hash FROM tl_blobs").fetchall() == [(_blob(1).hash,)]
+
+
+def test_delete_refs_by_key(saver) -> None:
+    ex = saver.executor
+    refs = (_ref("a", "1"), _ref("a", "2"), _ref("b", "1"))
+    _save(ex, o.SaveCheckpoint(None, refs, ()))
+    _save(ex, o.DeleteRefs("t", "", (("a", "2"), ("b", "1"), ("z", "9"))))
+    left = saver.conn.execute("SELECT channel, version FROM tl_refs").fetchall()
+    assert left == [("a", "1")]
+
+
+def test_hot_reads_use_primary_keys(tmp_path) -> None:
+    plans: list[tuple[str, list[str]]] = []
+    with SqliteSaver.from_conn_string(str(tmp_path / "p.db")) as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for i in range(30):
+            versions = {"a": str(uuid6()), "b": str(uuid6())}
+            cp = _checkpoint({"a": {"text": f"{i} {BIG}"}, "b": i}, versions)
+            config = saver.put(config, cp, {"source": "loop", "step": i}, versions)
+        saver.put_writes(config, [("a", {"text": BIG})], "task")
+        conn = saver.conn
+
+        def explain(sql: str, params) -> None:
+            rows = conn.execute("EXPLAIN QUERY PLAN " + sql, params).fetchall()
+            plans.append((sql, [r[3] for r in rows]))
+
+        saver.executor.tracer = explain
+        saver.codec.states.clear()
+        saver.get_tuple({"configurable": {"thread_id": "t"}})
+        # the runtime's history/replay pages name the namespace; a thread-only list
+        # (every namespace) sorts the thread's rows: no index serves it without growth
+        list(saver.list(config, limit=5))
+        list(saver.list(config, before=config, limit=5))
+    assert len(plans) >= 6 and any("tl_blobs" in sql for sql, _ in plans)
+    for sql, steps in plans:
+        ctes = ("SCAN k", "SCAN chain", "SCAN CONSTANT ROW")  # key lists, ancestor walk
+        scans = [s for s in steps if s.startswith("SCAN") and not s.startswith(ctes)]
+        assert scans == [], (sql, steps)
+        assert not any("TEMP B-TREE" in s for s in steps), (sql, steps)
+
+
+async def test_async_executor_runs_the_same_plans(tmp_path) -> None:
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
+        ex: AsyncSqliteExecutor = saver.executor
+        refs = (_ref("a", "1", _blob(1).hash), _ref("a", "1", _blob(1).hash))
+        async with ex.atransaction(True):
+            result = await ex.aexecute(o.SaveCheckpoint(None, refs, (_blob(1),)))
+        assert result == o.SaveResult(frozenset({_blob(1).hash}), (True, False))
+        async with ex.atransaction(False):
+            found = await asyncio.wait_for(ex.aexecute(o.LoadBlobs((_blob(1).hash,))), 30)
+        assert found == {_blob(1).hash: _blob(1)}
+    conn = sqlite3.connect(str(tmp_path / "a.db"))
+    assert conn.execute("SELECT refs FROM tl_blobs").fetchall() == [(1,)]

@@ -1,0 +1,122 @@
+"""Pieces every SQLite plan module shares: the statement type, column lists,
+id encoding and small SQL builders (kept apart so reads and writes can live in
+separate modules without importing each other)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from functools import cache
+from typing import Any, NamedTuple
+
+from threadloom.checkpoint.storage import ops as o
+
+__all__ = [
+    "CHUNK",
+    "CP_COLS",
+    "REF_COLS",
+    "WRITE_COLS",
+    "THREAD",
+    "Plan",
+    "Stmt",
+    "enc_id",
+    "dec_id",
+    "padded",
+]
+
+CHUNK = 400  # values per IN (...) list, well under SQLite's variable limit
+
+CP_COLS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data, metadata, run_id"
+)
+REF_COLS = "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
+WRITE_COLS = "thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, data, hashes"
+THREAD = "(SELECT id FROM tl_threads WHERE thread_id = ?)"
+
+
+class Stmt(NamedTuple):
+    """One statement. ``mode``: ``all`` (rows), ``one`` (row|None),
+    ``count`` (rowcount), ``many`` (executemany, rowcount)."""
+
+    sql: str
+    params: Any = ()
+    mode: str = "all"
+
+
+Plan = Generator[Stmt, Any, Any]
+
+_HEX = frozenset("0123456789abcdef")
+
+
+def enc_id(value: str | None) -> Any:
+    """A canonical lowercase UUID string as its 16 bytes (BLOB order = text order
+    for these), anything else unchanged; ids are most of a row's key."""
+    if (
+        type(value) is str
+        and len(value) == 36
+        and value[8] == value[13] == value[18] == value[23] == "-"
+    ):
+        hexdigits = value.replace("-", "")
+        if len(hexdigits) == 32 and _HEX.issuperset(hexdigits):
+            return bytes.fromhex(hexdigits)
+    return value
+
+
+def dec_id(value: Any) -> Any:
+    if type(value) is bytes:
+        h = value.hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return value
+
+
+def _cp_row(r: Sequence[Any]) -> o.CheckpointRow:
+    return o.CheckpointRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6], r[7])
+
+
+def _cp_params(row: o.CheckpointRow) -> tuple[Any, ...]:
+    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+
+
+def _w_row(r: Sequence[Any]) -> o.WriteRow:
+    return o.WriteRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6])
+
+
+def _w_params(row: o.WriteRow) -> tuple[Any, ...]:
+    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+
+
+def _chunks(items: Sequence[Any], size: int = CHUNK) -> list[Sequence[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+@cache
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def padded(n: int) -> int:
+    """The power of two >= ``n``: how many items a variable-length list of a
+    statement is padded to, so its SQL text (and sqlite3's cached prepared
+    statement) repeats across calls instead of one text per length."""
+    return 1 << (n - 1).bit_length()
+
+
+def _in_list(part: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``?, ?, ...`` for an ``IN (...)`` list and its parameters, padded with
+    NULLs (which match nothing) to :func:`padded` length."""
+    size = padded(len(part))
+    return _marks(size), [*part, *[None] * (size - len(part))]
+
+
+def _scope(
+    thread_id: str | None, ns: str | None, table: bool = False
+) -> tuple[list[str], list[Any]]:
+    """WHERE parts for a thread/namespace: on a ``v_*`` view by default, on a
+    ``tl_*`` table (integer ``thread``) when ``table``."""
+    where, params = [], []
+    if thread_id is not None:
+        where.append(f"thread = {THREAD}" if table else "thread_id = ?")
+        params.append(thread_id)
+    if ns is not None:
+        where.append("checkpoint_ns = ?")
+        params.append(ns)
+    return where, params

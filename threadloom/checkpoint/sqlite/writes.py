@@ -1,0 +1,232 @@
+"""Write plans of the SQLite backend: as few statements per operation as the
+contract allows.
+
+A checkpoint save is: resolve the thread's integer id (one primary-key read;
+an insert only the first time), one staleness probe when the flow needs one,
+ONE multi-row ``INSERT OR IGNORE ... RETURNING`` for the ref rows (what it
+returns is what was inserted), ONE for the blobs (inserted with their final
+reference count, so new blobs need no ``UPDATE``), an ``UPDATE`` only for
+already stored blobs that gained holders, and the checkpoint row. Multi-row
+statements are padded to a power-of-two row count so their SQL text, hence
+sqlite3's prepared-statement cache entry, repeats across calls.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import cache
+from typing import Any
+
+from threadloom.checkpoint.sqlite.common import (
+    CP_COLS,
+    REF_COLS,
+    THREAD,
+    WRITE_COLS,
+    Plan,
+    Stmt,
+    _chunks,
+    _cp_params,
+    _in_list,
+    _marks,
+    _scope,
+    _w_params,
+    enc_id,
+    padded,
+)
+from threadloom.checkpoint.storage import ops as o
+
+__all__ = ["WRITE_PLANS"]
+
+ROWS = 32  # rows per multi-row INSERT (10 columns: 320 variables, under any limit)
+
+FIND_THREAD = "SELECT id FROM tl_threads WHERE thread_id = ?"
+NEW_THREAD = "INSERT INTO tl_threads (thread_id) VALUES (?) RETURNING id"
+ADD_THREAD = "INSERT OR IGNORE INTO tl_threads (thread_id) VALUES (?)"
+DROP_THREAD = (
+    "DELETE FROM tl_threads WHERE thread_id = ?"
+    " AND NOT EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = tl_threads.id)"
+    " AND NOT EXISTS (SELECT 1 FROM tl_refs WHERE thread = tl_threads.id)"
+    " AND NOT EXISTS (SELECT 1 FROM tl_writes WHERE thread = tl_threads.id)"
+)
+ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
+SAVE_CP = f"INSERT OR REPLACE INTO tl_checkpoints (thread, {CP_COLS[11:]}) VALUES ({_marks(8)})"
+SAVE_WRITE = f"INSERT OR REPLACE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({_marks(7)})"
+UPSERT_REF = (
+    f"INSERT OR REPLACE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({THREAD}, {_marks(9)})"
+)
+UPSERT_CP = (
+    f"INSERT OR REPLACE INTO tl_checkpoints (thread, {CP_COLS[11:]}) VALUES ({THREAD}, {_marks(7)})"
+)
+UPSERT_WRITE = (
+    f"INSERT OR REPLACE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({THREAD}, {_marks(6)})"
+)
+
+
+@cache
+def _insert_sql(head: str, width: int, rows: int, returning: str) -> str:
+    values = ", ".join([f"({_marks(width)})"] * rows)
+    return f"{head} VALUES {values} RETURNING {returning}"
+
+
+def _insert_rows(head: str, rows: Sequence[Sequence[Any]], returning: str) -> Plan:
+    """``INSERT OR IGNORE`` ``rows`` in padded multi-row statements (a padding row
+    repeats the last one, so the ignore clause drops it); returns what
+    ``returning`` yields for the rows really inserted."""
+    found: list[Any] = []
+    for part in _chunks(rows, ROWS):
+        size = padded(len(part))
+        params = [x for row in part for x in row]
+        params.extend(x for _ in range(size - len(part)) for x in part[-1])
+        sql = _insert_sql(head, len(part[0]), size, returning)
+        found.extend((yield Stmt(sql, params)))
+    return found
+
+
+def _thread_ids(names: Iterable[str]) -> Plan:
+    """thread id text -> integer key, inserting a ``tl_threads`` row if missing."""
+    ids: dict[str, int] = {}
+    for name in dict.fromkeys(names):
+        rows = yield Stmt(FIND_THREAD, (name,))
+        if not rows:
+            rows = yield Stmt(NEW_THREAD, (name,))
+        ids[name] = rows[0][0]
+    return ids
+
+
+def _stale(op: o.SaveCheckpoint) -> Plan:
+    """Whether the diff base or a reused blob is gone (see SaveCheckpoint): one
+    statement for the base and the first ``CHUNK`` needed hashes."""
+    parts = _chunks(op.needs)
+    cols, params = [], []
+    if op.base is not None and op.row is not None:
+        cols.append(
+            "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = "
+            f"{THREAD} AND checkpoint_ns = ? AND checkpoint_id = ?)"
+        )
+        params.extend((op.row.thread_id, op.row.checkpoint_ns, enc_id(op.base)))
+    for i, part in enumerate(parts):
+        marks, values = _in_list(part)
+        sql = f"(SELECT count(*) = ? FROM tl_blobs WHERE hash IN ({marks}))"
+        if i == 0:
+            cols.append(sql)
+            params.extend((len(part), *values))
+            continue
+        if not all((yield Stmt(f"SELECT {sql}", (len(part), *values), "one"))):
+            return True
+    if cols:
+        row = yield Stmt("SELECT " + ", ".join(cols), params, "one")
+        return not all(row)
+    return False
+
+
+def _save(op: o.SaveCheckpoint) -> Plan:
+    if (yield from _stale(op)):
+        return o.SaveResult(frozenset(), (), stale=True)
+    names = [op.row.thread_id] if op.row is not None else []
+    ids = yield from _thread_ids([*names, *(r.thread_id for r in op.refs)])
+    head = f"INSERT OR IGNORE INTO tl_refs (thread, {REF_COLS[11:]})"
+    rows = [(ids[r.thread_id], *r[1:]) for r in op.refs]
+    got = set((yield from _insert_rows(head, rows, "thread, checkpoint_ns, channel, version")))
+    inserted = []
+    held: Counter[bytes] = Counter()
+    for ref, key in zip(op.refs, rows):
+        ok = tuple(key[:4]) in got
+        if ok:
+            got.discard(tuple(key[:4]))  # a repeated key in op.refs: only the first wins
+            h = ref.hashes
+            held.update(h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE))
+        inserted.append(ok)
+    new: set[bytes] = set()
+    if op.blobs:
+        head = "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs)"
+        blob_rows = [(*b, held.get(b.hash, 0)) for b in op.blobs]
+        new.update(r[0] for r in (yield from _insert_rows(head, blob_rows, "hash")))
+    rest = [(n, h) for h, n in held.items() if h not in new]
+    if rest:
+        yield Stmt(ADD_REFS, rest, "many")
+    if op.row is not None:
+        yield Stmt(SAVE_CP, (ids[op.row.thread_id], *_cp_params(op.row)[1:]), "count")
+    return o.SaveResult(frozenset(new), tuple(inserted))
+
+
+def _save_writes(op: o.SaveWrites) -> Plan:
+    ids = yield from _thread_ids(r.thread_id for r in op.rows)
+    new: frozenset[bytes] = frozenset()
+    if op.blobs:
+        head = "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs)"
+        rows = [(*b, 0) for b in op.blobs]
+        new = frozenset(r[0] for r in (yield from _insert_rows(head, rows, "hash")))
+    params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
+    yield Stmt(SAVE_WRITE, params, "many")
+    return new
+
+
+def _add_threads(rows: Sequence[Any]) -> Plan:
+    for thread_id in dict.fromkeys(r[0] for r in rows):
+        yield Stmt(ADD_THREAD, (thread_id,), "count")
+
+
+def _insert(op: o.InsertRows) -> Plan:
+    yield from _add_threads([*op.checkpoints, *op.refs, *op.writes])
+    if op.checkpoints:
+        yield Stmt(UPSERT_CP, [_cp_params(r) for r in op.checkpoints], "many")
+    if op.refs:
+        yield Stmt(UPSERT_REF, op.refs, "many")
+    if op.writes:
+        yield Stmt(UPSERT_WRITE, [_w_params(w) for w in op.writes], "many")
+
+
+def _adjust(op: o.AdjustRefcounts) -> Plan:
+    if op.deltas:
+        yield Stmt(ADD_REFS, [(d, h) for h, d in op.deltas], "many")
+
+
+def _drop(op: o.DropUnreferenced) -> Plan:
+    dropped = []
+    for part in _chunks(op.hashes):
+        cond = f"refs <= 0 AND hash IN ({_marks(len(part))})"
+        rows = yield Stmt(
+            f"DELETE FROM tl_blobs WHERE {cond} RETURNING hash, tag, data, children", part
+        )
+        dropped.extend(o.BlobRow(*r) for r in rows)
+    return dropped
+
+
+def _delete_checkpoints(op: o.DeleteCheckpoints) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns, table=True)
+    cond = " AND ".join(where)
+    count = 0
+    if op.checkpoint_ids is None:
+        yield Stmt(f"DELETE FROM tl_writes WHERE {cond}", params, "count")
+        count = yield Stmt(f"DELETE FROM tl_checkpoints WHERE {cond}", params, "count")
+    for part in _chunks([enc_id(i) for i in op.checkpoint_ids or ()]):
+        ids = f" AND checkpoint_id IN ({_marks(len(part))})"
+        yield Stmt(f"DELETE FROM tl_writes WHERE {cond}{ids}", [*params, *part], "count")
+        count += yield Stmt(
+            f"DELETE FROM tl_checkpoints WHERE {cond}{ids}", [*params, *part], "count"
+        )
+    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
+    return count
+
+
+def _delete_refs(op: o.DeleteRefs) -> Plan:
+    where, params = _scope(op.thread_id, op.checkpoint_ns, table=True)
+    cond = " AND ".join(where)
+    if op.keys is None:
+        yield Stmt(f"DELETE FROM tl_refs WHERE {cond}", params, "count")
+    if op.keys:  # one primary-key delete per key (an IN list of pairs scans the thread)
+        sql = f"DELETE FROM tl_refs WHERE {cond} AND channel = ? AND version = ?"
+        yield Stmt(sql, [(*params, *key) for key in op.keys], "many")
+    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
+
+
+WRITE_PLANS = {
+    o.SaveCheckpoint: _save,
+    o.SaveWrites: _save_writes,
+    o.InsertRows: _insert,
+    o.AdjustRefcounts: _adjust,
+    o.DropUnreferenced: _drop,
+    o.DeleteCheckpoints: _delete_checkpoints,
+    o.DeleteRefs: _delete_refs,
+}
