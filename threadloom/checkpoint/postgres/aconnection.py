@@ -21,6 +21,7 @@ from threadloom.checkpoint.postgres.connection import (
     ConnectorBase,
     Stmt,
     Tx,
+    cheap_params,
     connect_kwargs,
     is_dead,
 )
@@ -66,8 +67,7 @@ class AsyncPgConnector(ConnectorBase):
                 if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
                 elif mode == "sql":
-                    await conn.execute("BEGIN")
-                tx.sql_tx = mode == "sql"
+                    stack.push_async_exit(aabort_implicit(conn))
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 await self._discard(tx, exc)
@@ -102,9 +102,7 @@ class AsyncPgConnector(ConnectorBase):
         finally:
             self.current.reset(token)
         try:
-            if tx.sql_tx:
-                await tx.conn.execute("COMMIT")
-            await tx.stack.aclose()
+            await tx.stack.aclose()  # pipeline Sync (commits) or COMMIT
         except (psycopg.Error, PoolTimeout) as exc:
             await self._discard(tx, exc)
             raise self.error(exc, committing=True) from exc
@@ -135,28 +133,52 @@ class AsyncPgConnector(ConnectorBase):
 
     @staticmethod
     async def _send(conn: AsyncConnection, batch: Sequence[Stmt]) -> list[Any]:
-        cursors = []
+        """Run ``batch`` (cursor use as in the sync twin's ``_send``)."""
+        pipelined = conn._pipeline is not None
+        shared = conn.cursor(row_factory=tuple_row)
+        cursors, results = [], []
         for stmt in batch:
-            cur = conn.cursor(row_factory=tuple_row)
+            cur = shared
+            if pipelined and stmt.fetch in ("one", "all"):
+                cur = conn.cursor(row_factory=tuple_row)
             if stmt.fetch != "many":
-                await cur.execute(stmt.sql, stmt.params)
+                await cur.execute(stmt.sql, cheap_params(stmt))
             elif stmt.params:
                 await cur.executemany(stmt.sql, stmt.params)
-            cursors.append(cur)
-        results = []
-        for cur, stmt in zip(cursors, batch):
-            if stmt.fetch == "one":
-                results.append(await cur.fetchone())
-            elif stmt.fetch == "all":
-                results.append(await cur.fetchall())
+            if pipelined:
+                cursors.append(cur)
             else:
-                results.append(None)
+                results.append(await _result(cur, stmt))
+        if pipelined:
+            results = [await _result(cur, stmt) for cur, stmt in zip(cursors, batch)]
         return results
 
     async def aclose(self) -> None:
         """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
             await self.conn.close()
+
+
+async def _result(cur: Any, stmt: Stmt) -> Any:
+    if stmt.fetch == "one":
+        return await cur.fetchone()
+    if stmt.fetch == "all":
+        return await cur.fetchall()
+    return None
+
+
+def aabort_implicit(conn: Any) -> Any:
+    """Async twin of :func:`~threadloom.checkpoint.postgres.connection.abort_implicit`."""
+
+    async def exit_(exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is not None and not conn.closed:
+            try:
+                await conn.execute("ROLLBACK")
+            except Exception:
+                pass  # the pipeline is aborted already: the Sync rolls back
+        return False
+
+    return exit_
 
 
 async def arollback_if_open(conn: Any) -> None:

@@ -9,21 +9,30 @@ poolers.
 The storage core runs each flow in one transaction (``transaction(write)``),
 one batch of :class:`Stmt` per operation. Writing transactions are pipelined
 when libpq supports it: statements whose result nobody needs travel together
-with the next one that needs an answer, or with the COMMIT.
+with the next one that needs an answer, or with the commit. On an autocommit
+connection the transaction is the pipeline's implicit one: no BEGIN or COMMIT
+statement is sent, the closing Sync commits it (a ROLLBACK is queued before
+that Sync when the flow fails), so a put costs its statements plus one Sync.
+
+psycopg's per-statement work is kept small: one cursor per batch for the
+statements whose rows nobody reads, and list parameters cast to an array type
+(``%s::bytea[]``) travel as one array literal built here instead of through
+psycopg's element-by-element list dumper (see :func:`cheap_params`).
 
 When the connection turns out to be dead (``pg_terminate_backend``, a
 restarted server, an idle timeout) and the saver can get another one (a pool,
 or a connection it opened itself), the transaction is reopened on a fresh
 connection and the batches already run in it are replayed; if a replayed read
 returns something different, the operation fails instead of guessing. A
-connection lost during COMMIT is reported (the outcome is unknown), never
+connection lost while committing is reported (the outcome is unknown), never
 retried blindly.
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -48,6 +57,7 @@ __all__ = [
     "Stmt",
     "PgConnector",
     "ConnectorBase",
+    "cheap_params",
     "connect_kwargs",
     "is_dead",
     "pool_kwargs",
@@ -63,13 +73,79 @@ class Stmt:
 
     ``"one"``/``"all"`` return the first row / all rows (and wait for them);
     ``"none"`` returns None without waiting, so in a pipeline the statement
-    travels with the next one that needs an answer (or the COMMIT);
+    travels with the next one that needs an answer (or the closing Sync);
     ``"many"`` runs ``executemany`` over ``params`` (a list of rows), likewise.
     """
 
     sql: str
     params: Any = ()
     fetch: Fetch = "none"
+
+
+# a placeholder followed by a cast to an array type: its list can travel as a literal
+_ARRAY_CAST = re.compile(r"\s*::\s*[A-Za-z_][\w ]*\[\]")
+_array_slots: dict[str, tuple[int, ...]] = {}
+
+
+def array_slots(sql: str) -> tuple[int, ...]:
+    """Indexes of the ``%s`` placeholders of ``sql`` cast to an array type (cached)."""
+    slots = _array_slots.get(sql)
+    if slots is None:
+        parts = sql.split("%s")
+        slots = (
+            ()
+            if "%%" in sql
+            else tuple(i for i, tail in enumerate(parts[1:]) if _ARRAY_CAST.match(tail))
+        )
+        if len(_array_slots) >= 1024:  # generated texts (list filters) stay bounded
+            _array_slots.clear()
+        _array_slots[sql] = slots
+    return slots
+
+
+def array_literal(values: list[Any]) -> str | None:
+    """``values`` as a Postgres array literal, or None for an element type not
+    handled here (the list then goes through psycopg's own dumper).
+
+    psycopg dumps a list element by element in Python, escaping each through a
+    regular expression: for the put's ~20 array parameters that cost more than
+    the rest of the call. One join over ``bytes.hex``/``str.replace`` is exact
+    for the types the savers send (bytes, str, int, None).
+    """
+    out = []
+    for value in values:
+        kind = type(value)
+        if kind is bytes:
+            out.append('"\\\\x' + value.hex() + '"')
+        elif kind is str:
+            out.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        elif value is None:
+            out.append("NULL")
+        elif kind is int:
+            out.append(str(value))
+        else:
+            return None
+    return "{" + ",".join(out) + "}"
+
+
+def cheap_params(stmt: Stmt) -> Any:
+    """``stmt.params`` with each list cast to an array type as one literal string.
+
+    The server reads the literal through the cast exactly as it read the list
+    psycopg would have sent (psycopg sends lists as text literals too).
+    """
+    params = stmt.params
+    if stmt.fetch == "many" or not params or type(params) not in (tuple, list):
+        return params
+    out = None
+    for i in array_slots(stmt.sql):
+        if i < len(params) and type(params[i]) is list:
+            text = array_literal(params[i])
+            if text is not None:
+                if out is None:
+                    out = list(params)
+                out[i] = text
+    return params if out is None else out
 
 
 def connect_kwargs(prepare_threshold: int | None) -> dict[str, Any]:
@@ -122,7 +198,6 @@ class Tx:
     write: bool
     conn: Any = None
     stack: Any = None
-    sql_tx: bool = False
     log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
     locked: set[str] = field(default_factory=set)  # threads whose advisory lock we hold
 
@@ -181,9 +256,9 @@ class ConnectorBase:
     def plan(self, conn: Any, write: bool) -> tuple[bool, str]:
         """(pipelined, how to delimit the transaction) on ``conn``.
 
-        ``"sql"``: BEGIN/COMMIT sent as statements inside the pipeline, so they
-        ride along with the operation's own statements (psycopg's
-        ``transaction()`` would add a sync of its own at each end).
+        ``"sql"``: the pipeline's implicit transaction, committed by its
+        closing Sync (psycopg's ``transaction()`` would add a BEGIN, a COMMIT
+        and a sync of its own at each end).
         ``"psycopg"``: ``conn.transaction()``, which also nests as a SAVEPOINT
         inside a caller's transaction. ``""``: autocommit reads.
         """
@@ -219,6 +294,22 @@ class ConnectorBase:
                 f"lost the connection to {self.target} mid-operation and the data changed "
                 "before it could be replayed; nothing was written, retry the call"
             )
+
+
+def abort_implicit(conn: Any) -> Callable[..., bool]:
+    """An exit callback for the "sql" mode: when the flow fails, queue a ROLLBACK
+    before the pipeline's closing Sync, which would otherwise commit what the
+    flow already sent (inside an implicit transaction ROLLBACK aborts it)."""
+
+    def exit_(exc_type: Any, exc: Any, tb: Any) -> bool:
+        if exc_type is not None and not conn.closed:
+            try:
+                conn.execute("ROLLBACK")
+            except Exception:
+                pass  # the pipeline is aborted already: the Sync rolls back
+        return False
+
+    return exit_
 
 
 def rollback_if_open(conn: Any) -> None:
@@ -274,8 +365,7 @@ class PgConnector(ConnectorBase):
                 if mode == "psycopg":
                     stack.enter_context(conn.transaction())
                 elif mode == "sql":
-                    conn.execute("BEGIN")
-                tx.sql_tx = mode == "sql"
+                    stack.push(abort_implicit(conn))
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 self._discard(tx, exc)
@@ -311,9 +401,7 @@ class PgConnector(ConnectorBase):
         finally:
             self.current.reset(token)
         try:
-            if tx.sql_tx:
-                tx.conn.execute("COMMIT")
-            tx.stack.close()  # (COMMIT,) pipeline sync, connection back to the pool
+            tx.stack.close()  # pipeline Sync (commits) or COMMIT, connection back to the pool
         except (psycopg.Error, PoolTimeout) as exc:
             self._discard(tx, exc)
             raise self.error(exc, committing=True) from exc
@@ -344,15 +432,27 @@ class PgConnector(ConnectorBase):
 
     @staticmethod
     def _send(conn: Connection, batch: Sequence[Stmt]) -> list[Any]:
-        cursors = []
+        """Run ``batch``; outside a pipeline each result is read at once, so one
+        cursor serves every statement; in a pipeline a statement whose rows are
+        read later needs a cursor of its own."""
+        pipelined = conn._pipeline is not None
+        shared = conn.cursor(row_factory=tuple_row)
+        cursors, results = [], []
         for stmt in batch:
-            cur = conn.cursor(row_factory=tuple_row)
+            cur = shared
+            if pipelined and stmt.fetch in ("one", "all"):
+                cur = conn.cursor(row_factory=tuple_row)
             if stmt.fetch != "many":
-                cur.execute(stmt.sql, stmt.params)
+                cur.execute(stmt.sql, cheap_params(stmt))
             elif stmt.params:
                 cur.executemany(stmt.sql, stmt.params)
-            cursors.append(cur)
-        return [statement_result(cur, stmt) for cur, stmt in zip(cursors, batch)]
+            if pipelined:
+                cursors.append(cur)
+            else:
+                results.append(statement_result(cur, stmt))
+        if pipelined:
+            results = [statement_result(cur, stmt) for cur, stmt in zip(cursors, batch)]
+        return results
 
     def close(self) -> None:
         """Close the connection or pool, only if the saver opened it."""
