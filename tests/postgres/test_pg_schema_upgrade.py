@@ -1,5 +1,5 @@
-"""Postgres: a schema written by an earlier threadloom (migrations before ``tl_leases``)
-is upgraded in place by ``setup()`` with nothing lost, and resumes."""
+"""Postgres: a schema written by an earlier threadloom (before ``tl_leases``; before
+the metadata GIN index was dropped) is upgraded in place by ``setup()`` with nothing lost, and resumes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
+from threadloom.checkpoint.postgres.idpack import unpack_id
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -22,38 +23,62 @@ BLOB_REFS = next(
 )
 
 
-def _old_schema(url: str, schema: str) -> None:
+# the migration that packs the ids of pending writes (idpack)
+PACKED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "checkpoint_id TYPE BYTEA" in m)
+
+_UNPACK_SQL = (  # idpack.unpack_id in SQL, to write the old (text) id columns
+    "CASE WHEN octet_length({c}) = 16 THEN regexp_replace(encode({c}, 'hex'),"
+    " '(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})', '\\1-\\2-\\3-\\4-\\5')"
+    " WHEN get_byte({c}, 0) = 1 THEN convert_from(substring({c} FROM 3), 'UTF8')"
+    " ELSE convert_from(substring({c} FROM 2), 'UTF8') END"
+)
+
+
+def _old_schema(url: str, schema: str, version: int = OLD_VERSION) -> None:
     """Create the earlier schema exactly as that threadloom's setup() left it."""
     s = quote_ident(schema)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {s}")
-        for v in range(OLD_VERSION):
+        for v in range(version):
             conn.execute(MIGRATIONS[v].format(s=s))
             conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
 
 
-def _write_old(url: str, schema: str) -> dict:
-    """History written as that earlier threadloom would have left it.
+def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
+    """History written as the threadloom at migration ``version`` would have left it.
 
-    Today's code writes reference counts to ``checkpoint_blob_refs`` (a later
-    migration), so it writes into that table and then folds the counts back into
-    the old ``checkpoint_blobs.refs`` column (left at 0) and drops the table the
-    old schema lacked.
+    Today's code needs the later layout to write at all, so the schema gets it
+    for the writing (``checkpoint_blob_refs``, packed write ids), then goes back:
+    counts folded into the old ``checkpoint_blobs.refs`` column (left at 0) and
+    that table dropped, ids turned back into text. Blobs are written raw.
     """
-    _old_schema(url, schema)
+    _old_schema(url, schema, version)
     s = quote_ident(schema)
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
+        if version <= BLOB_REFS:
+            conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
+        conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
     with psycopg.connect(url, autocommit=True) as conn:
+        if version <= BLOB_REFS:
+            conn.execute(
+                f"UPDATE {s}.checkpoint_blobs b SET refs = r.refs"
+                f" FROM {s}.checkpoint_blob_refs r WHERE r.hash = b.hash"
+            )
+            conn.execute(f"DROP TABLE {s}.checkpoint_blob_refs")
         conn.execute(
-            f"UPDATE {s}.checkpoint_blobs b SET refs = r.refs"
-            f" FROM {s}.checkpoint_blob_refs r WHERE r.hash = b.hash"
+            f"ALTER TABLE {s}.checkpoint_writes"
+            f" ALTER COLUMN checkpoint_id TYPE TEXT USING {_UNPACK_SQL.format(c='checkpoint_id')},"
+            f" ALTER COLUMN task_id TYPE TEXT USING {_UNPACK_SQL.format(c='task_id')}"
         )
-        conn.execute(f"DROP TABLE {s}.checkpoint_blob_refs")
     return before
+
+
+def _unpacked_writes(rows: list) -> list:
+    """Raw ``checkpoint_writes`` rows with their ids as text again."""
+    return sorted([(r[0], r[1], unpack_id(r[2]), unpack_id(r[3]), *r[4:]) for r in rows], key=repr)
 
 
 def unpacked() -> Any:
@@ -90,6 +115,8 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         saver.setup()
         columns, upgraded, raw_after = _state(pg_url, fresh_schema)
         assert upgraded == list(range(len(MIGRATIONS))) and "tl_leases" in raw_after
+        writes = raw_before.pop("checkpoint_writes")  # ids packed (idpack)
+        assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
         counts = raw_before.pop("checkpoint_blobs")  # refs moved to their own table
         assert raw_after["checkpoint_blobs"] == [r[:-1] for r in counts]
         assert raw_after["checkpoint_blob_refs"] == sorted(
@@ -126,15 +153,7 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
     """A database at the version before the GIN index was dropped, written with
     raw (uncompressed) blobs: upgraded, it reads back identically and keeps
     working; new blobs are stored compressed next to the old raw ones."""
-    s = quote_ident(fresh_schema)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        for v in range(NO_GIN):
-            conn.execute(MIGRATIONS[v].format(s=s))
-            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
-    with unpacked(), PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as old:
-        write_history(old)
-        before = snapshot(old)
+    before = _write_old(pg_url, fresh_schema, NO_GIN)
     _, versions, raw_before = _state(pg_url, fresh_schema)
     assert versions == list(range(NO_GIN))
     assert not any(r[1].startswith(blobpack.PACKED) for r in raw_before["checkpoint_blobs"])
@@ -143,7 +162,9 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
         saver.setup()
         _, upgraded, raw_after = _state(pg_url, fresh_schema)
         assert upgraded == list(range(len(MIGRATIONS)))
-        for table, rows in raw_before.items():  # raw rows untouched by the migration
+        writes = raw_before.pop("checkpoint_writes")  # ids packed (idpack)
+        assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
+        for table, rows in raw_before.items():  # other raw rows untouched
             assert raw_after[table] == rows, table
         assert snapshot(saver) == before
         finals = resume_all(saver)

@@ -17,6 +17,7 @@ from typing import Any
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
 from threadloom.checkpoint.postgres.blobpack import pack, unpack
 from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.checkpoint.postgres.idpack import pack_id, unpack_id
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
@@ -237,10 +238,12 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
     if op.checkpoint_ids is not None:
         if not op.checkpoint_ids:
             return [], lambda r: []
-        where += " AND checkpoint_id = ANY(%s::text[])"
-        params.append(list(op.checkpoint_ids))
+        where += " AND checkpoint_id = ANY(%s::bytea[])"
+        params.append([pack_id(c) for c in op.checkpoint_ids])
     stmt = Stmt(f"{sql.select_writes} WHERE {where}", params, "all")
-    return [stmt], lambda r: [WriteRow(*row) for row in r[0]]
+    return [stmt], lambda r: [
+        WriteRow(t, ns, unpack_id(c), unpack_id(task), *rest) for t, ns, c, task, *rest in r[0]
+    ]
 
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
@@ -352,13 +355,18 @@ def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
     batch = _insert_blobs(op.blobs, sql)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
-        batch.append(Stmt(sql.upsert_writes, columns(unique, 7)))
+        batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
     has_blobs = bool(op.blobs)
     return batch, lambda r: frozenset(bytes(x[0]) for x in r[0]) if has_blobs else frozenset()
 
 
 def _write_key(w: WriteRow) -> tuple[str, str, str, str]:
     return (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id)
+
+
+def _packed(w: WriteRow) -> tuple[Any, ...]:
+    """A write row as stored: checkpoint and task ids packed (idpack)."""
+    return (w[0], w[1], pack_id(w[2]), pack_id(w[3]), *w[4:])
 
 
 def _load_ancestors(op: ops.LoadAncestors, sql: SQL) -> Plan:
@@ -374,7 +382,7 @@ def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
         batch.append(Stmt(sql.upsert_ref, [tuple(r) for r in op.refs], "many"))
     if op.writes:
         unique = list({_write_key(w): w for w in op.writes}.values())
-        batch.append(Stmt(sql.upsert_writes, columns(unique, 7)))
+        batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
     return batch, lambda r: None
 
 
@@ -402,10 +410,17 @@ def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:
     if op.checkpoint_ids is not None:
         if not op.checkpoint_ids:
             return [], lambda r: 0
+        ids = list(op.checkpoint_ids)
+        writes = Stmt(
+            f"DELETE FROM {sql.writes} WHERE {where} AND checkpoint_id = ANY(%s::bytea[])",
+            [*params, [pack_id(c) for c in ids]],
+        )
         where += " AND checkpoint_id = ANY(%s::text[])"
-        params.append(list(op.checkpoint_ids))
+        params.append(ids)
+    else:
+        writes = Stmt(f"DELETE FROM {sql.writes} WHERE {where}", params)
     batch = [
-        Stmt(f"DELETE FROM {sql.writes} WHERE {where}", params),
+        writes,
         Stmt(
             f"WITH gone AS (DELETE FROM {sql.ckpt} WHERE {where} RETURNING 1)"
             " SELECT count(*) FROM gone",
