@@ -83,6 +83,10 @@ def test_packing_is_exact_or_identity() -> None:
     ):
         packed = record.pack_version(version)
         assert type(packed) is tuple and record.unpack_version(packed) == version
+    assert record.pack_version(f"{7:032}.0.10") == (7, 10)
+    assert record.pack_version(f"{7:032}.0.0012") == (7, 12, 4)
+    integral = f"{7:032}.{5.0:016}"  # would equal the int form (7, 5): kept as text
+    assert record.pack_version(integral) == integral
     odd = f"{7:032}.1.50"  # trailing zero: does not re-format identically
     assert record.pack_version(odd) == odd
     assert record.pack_version(f"{7:032}.0.1x") == f"{7:032}.0.1x"

@@ -178,8 +178,14 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         for state, _, _ in resolved.values():
             keys.update(record.ref_keys(state).items())
         refs = (yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []
-        values = yield from codec.load(thread_id, group[0].checkpoint_id, refs, remember)
-        writes = yield from load_writes(codec, thread_id, ns, [r.checkpoint_id for r in group])
+        ids = tuple(r.checkpoint_id for r in group)
+        decoded, wanted = _decode_writes(codec, (yield LoadWrites(thread_id, ns, ids)))
+        blobs: dict[bytes, Any] = {}  # the writes' blobs come with the values' first lookup
+        values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
+        late = _uncached(codec, decoded, blobs)  # evicted while the values loaded
+        if late:
+            blobs.update((yield LoadBlobs(late)))
+        writes = _write_values(codec, thread_id, decoded, blobs)
         for row in group:
             resolved_row = resolved[row.checkpoint_id]
             done[(thread_id, ns, row.checkpoint_id)] = _tuple(
@@ -239,15 +245,32 @@ def _loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | Non
 def load_writes(codec: ValueCodec, thread_id: str, ns: str, ids: list[str]) -> Flow:
     """``{checkpoint_id: pending writes}``, sorted by (task_path, task_id, idx)."""
     rows: list[WriteRow] = yield LoadWrites(thread_id, ns, tuple(ids))
-    decoded = [(row, decode_entries(row)) for row in rows]
-    wanted = {e[3] for _, entries in decoded for e in entries if e[2] is None}
-    missing = tuple(h for h in wanted if codec.chunks.get(h) is None)
+    decoded, missing = _decode_writes(codec, rows)
     blobs = (yield LoadBlobs(missing)) if missing else {}
+    return _write_values(codec, thread_id, decoded, blobs)
+
+
+def _decode_writes(codec: ValueCodec, rows: list[WriteRow]) -> tuple[list[Any], tuple[bytes, ...]]:
+    """Decoded task rows and the blob hashes their values need (not cached)."""
+    decoded = [(row, decode_entries(row)) for row in rows]
+    return decoded, _uncached(codec, decoded, {})
+
+
+def _uncached(
+    codec: ValueCodec, decoded: list[Any], blobs: Mapping[bytes, Any]
+) -> tuple[bytes, ...]:
+    wanted = {e[3] for _, entries in decoded for e in entries if e[2] is None}
+    return tuple(h for h in wanted if h not in blobs and codec.chunks.get(h) is None)
+
+
+def _write_values(
+    codec: ValueCodec, thread_id: str, decoded: list[Any], blobs: Mapping[bytes, Any]
+) -> dict[str, list[Any]]:
     by_checkpoint: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row, entries in decoded:
         for idx, channel, tag, payload in entries:
             if tag is None:
-                cached = codec.chunks.get(payload)
+                cached = None if payload in blobs else codec.chunks.get(payload)
                 if cached is not None:
                     value: Any = list(cached)
                 else:

@@ -1,9 +1,10 @@
 """Compact, exact forms of channel versions and timestamps (checkpoint records).
 
 Standard versions (``next_version``: ``"<32-digit counter>.0.<digits>"``) pack
-as ``(counter, digits, len)``, parsed without float formatting; other
-``"<counter>.<float>"`` versions as ``(counter, float)`` when that re-formats
-identically; ``ts`` as integer microseconds when that re-formats to the
+as ``(counter, int(digits))`` (``(counter, int(digits), len)`` when the digits
+start with a zero), parsed without float formatting and no bigger than a
+float; other ``"<counter>.<float>"`` versions as ``(counter, float)`` when that
+re-formats identically and is not integral (so it never equals an int form); ``ts`` as integer microseconds when that re-formats to the
 identical string. Anything else is kept as is. All memoized: the same values
 recur in every checkpoint's versions_seen and every read.
 """
@@ -37,21 +38,20 @@ def pack_version(version: Any) -> Any:
 
 
 def _pack_version(version: Any) -> Any:
-    """``(counter, digits, len(digits))`` for a ``"<counter>.0.<digits>"``
-    version (what ``next_version`` makes: parsed, no float formatting, exact
-    by construction); ``(counter, float)`` when the tail is a float that
-    re-formats identically; else the version itself."""
+    """See the module doc; exact by construction, else the version itself."""
     if type(version) is str and len(version) > 33 and version[32] == ".":
         head, tail = version[:32], version[33:]
         if head.isascii() and head.isdigit() and (counter := int(head)) < _MAX_INT:
             digits = tail[2:]
             if tail[:2] == "0." and 0 < len(digits) < 20 and digits.isascii() and digits.isdigit():
-                return (counter, int(digits), len(digits))
+                if digits[0] == "0":
+                    return (counter, int(digits), len(digits))
+                return (counter, int(digits))
             try:
                 rnd = float(tail)
             except ValueError:
                 return version
-            if f"{rnd:016}" == tail:
+            if f"{rnd:016}" == tail and not rnd.is_integer():
                 return (counter, rnd)
     return version
 
@@ -68,6 +68,8 @@ def unpack_version(packed: Any) -> Any:
                 _UNPACKED.clear()
             if len(packed) == 3:
                 text = f"{packed[0]:032}.0.{packed[1]:0{packed[2]}}"
+            elif type(packed[1]) is int:
+                text = f"{packed[0]:032}.0.{packed[1]}"
             else:
                 text = f"{packed[0]:032}.{packed[1]:016}"
             _UNPACKED[packed] = text

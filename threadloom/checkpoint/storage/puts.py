@@ -225,8 +225,14 @@ def put_writes_flow(
             f"put_writes of task {task_id!r} in thread {thread_id!r} kept racing concurrent"
             f" put_writes of the same task ({_MERGE_ATTEMPTS} attempts)"
         )
-    if not row.hashes and (existing is None or not existing.hashes):
-        return  # small values only: no references to count
+    if existing is None or not existing.hashes:  # the usual case: only gains
+        if row.hashes:  # (else small values only: no references to count)
+            held = unpack(row.hashes)
+            if len(held) == 1 or len(set(held)) == len(held):
+                yield AdjustRefcounts(tuple((h, 1) for h in held))
+            else:
+                yield AdjustRefcounts(tuple(Counter(held).items()))
+        return  # every new blob came from this row: all held
     delta: Counter[bytes] = Counter(unpack(row.hashes))
     if existing is not None:
         delta.subtract(unpack(existing.hashes))

@@ -119,6 +119,7 @@ def _remove(
             keyframe = record.State(state.cv, state.vs, state.iv, 0, state.names, state.versions)
             data = record.encode(core, extra, keyframe, None)
             rebased.append(row._replace(data=data))
+            keyframe.data, keyframe.core, keyframe.extra = data, core, extra
             codec.states.put((thread_id, ns, row.checkpoint_id), keyframe)
     if rebased:
         yield InsertRows(tuple(rebased))

@@ -243,13 +243,19 @@ class ValueCodec:
         checkpoint_id: str,
         refs: list[RefRow],
         remember: bool = False,
+        also: tuple[bytes, ...] = (),
+        blobs: dict[bytes, BlobRow] | None = None,
     ) -> Generator[Any, Any, dict[tuple[str, str], Any]]:
         """Flow: values of ``refs`` keyed by ``(channel, version)``; at most three
         :class:`LoadBlobs` (tails + manifest, its older manifest + segments, the
-        older segments), fewer when the caches hold the pieces."""
-        blobs: dict[bytes, BlobRow] = {}
+        older segments), fewer when the caches hold the pieces.
+
+        ``also``: more hashes to fetch with the first lookup (pending writes'
+        blobs: one round trip fewer); fetched blobs land in ``blobs``."""
+        blobs = {} if blobs is None else blobs
+        extra = set(also)
         while True:
-            missing: set[bytes] = set()
+            missing, extra = extra, set()
             for ref in refs:
                 if ref.kind == KIND_BLOB:  # the common case, inline: one hash, never a chunk
                     if ref.hashes not in blobs:
