@@ -287,3 +287,57 @@ async def test_async_persister_buffers_until_put_or_flush():
     p.put_writes({}, [], "b", "")
     await p.flush()
     assert rec.steps == [(["a"], "cp"), (["b"], None)]
+
+
+class GatedSaver(InMemorySaver):
+    """Holds its first save until released, so later saves queue up behind it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.batches: list[int] = []
+
+    def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
+        self.gate.wait(5)
+        self.batches.append(1)
+        return super().put_step(writes, checkpoint)
+
+    def put_steps(self, steps: Any) -> Any:
+        self.gate.wait(5)
+        self.batches.append(len(steps))
+        return super().put_steps(steps)
+
+
+def _checkpoint(step: int) -> dict[str, Any]:
+    return {
+        "v": 4,
+        "id": f"1ef{step:05d}-0000-6000-8000-000000000000",
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": {"log": [str(step)]},
+        "channel_versions": {"log": f"{step + 1:032}.0.5"},
+        "versions_seen": {},
+        "updated_channels": ["log"],
+    }
+
+
+def test_async_durability_queued_steps_share_one_transaction():
+    saver = GatedSaver()
+    persister = SyncPersister(saver, "async")
+    cfg_: dict[str, Any] = {"configurable": {"thread_id": "q", "checkpoint_ns": ""}}
+    for step in range(4):  # each step: writes on the previous checkpoint, then its own
+        if step:
+            persister.put_writes(cfg_, [("log", [f"w{step}"])], f"task{step}", "")
+        cp = _checkpoint(step)
+        persister.put(cfg_, cp, {"step": step}, {"log": cp["channel_versions"]["log"]})
+        cfg_ = {"configurable": {**cfg_["configurable"], "checkpoint_id": cp["id"]}}
+    saver.gate.set()
+    persister.flush()
+    assert sum(saver.batches) == 4 and len(saver.batches) < 4  # queued ones coalesced
+    history = list(saver.list({"configurable": {"thread_id": "q"}}))
+    assert [h.metadata["step"] for h in history] == [3, 2, 1, 0]
+    assert [[v for _, _, v in h.pending_writes] for h in history] == [
+        [],
+        [["w3"]],
+        [["w2"]],
+        [["w1"]],
+    ]

@@ -88,6 +88,16 @@ def uses_put_step(saver: Any, is_async: bool = False) -> bool:
     return answer
 
 
+def _below(saver: Any, many: str) -> bool:
+    """Whether ``put_steps`` exists and is defined no higher than ``put_step`` (a
+    subclass customising only ``put_step`` must not be bypassed by it)."""
+    mro = type(saver).__mro__
+    one = many[:-1]
+    owner = next((k for k in mro if many in k.__dict__), None)
+    step = next((k for k in mro if one in k.__dict__), None)
+    return owner is not None and step is not None and mro.index(owner) <= mro.index(step)
+
+
 class _Buffer:
     """What both persisters share: the writes buffer and how one op is called."""
 
@@ -99,6 +109,7 @@ class _Buffer:
         self.saver = saver
         self.inline = durability != "async"
         self._step = uses_put_step(saver, is_async)
+        self._steps = self._step and _below(saver, "aput_steps" if is_async else "put_steps")
         self._task_path = accepts_task_path(saver, "aput_writes" if is_async else "put_writes")
         self._writes: list[tuple[Any, Any, str, str]] = []
         self._queue: deque[tuple[list[Any], Any]] = deque()
@@ -122,16 +133,18 @@ class _Buffer:
     def _submit(self, op: tuple[list[Any], Any]) -> None:
         raise NotImplementedError
 
-    def _take(self) -> tuple[int, list[Any], Any]:
-        """Coalesce the queue's head: writes-only ops join the op after them."""
+    def _take(self) -> tuple[int, list[tuple[list[Any], Any]]]:
+        """Everything queued, as steps: writes-only ops join the op after them."""
+        steps: list[tuple[list[Any], Any]] = []
         writes: list[Any] = []
-        n, checkpoint = 0, None
         for op_writes, checkpoint in self._queue:
             writes.extend(op_writes)
-            n += 1
             if checkpoint is not None:
-                break
-        return n, writes, checkpoint
+                steps.append((writes, checkpoint))
+                writes = []
+        if writes:
+            steps.append((writes, None))
+        return len(self._queue), steps
 
 
 class SyncPersister(_Buffer):
@@ -142,6 +155,14 @@ class SyncPersister(_Buffer):
         self._cond = threading.Condition()
         self._draining = False
         self._max = max_pending
+
+    def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
+        """Queued steps: one ``put_steps`` transaction when the saver has it."""
+        if self._steps and len(steps) > 1:
+            self.saver.put_steps(steps)
+            return
+        for writes, checkpoint in steps:
+            self._call(writes, checkpoint)
 
     def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
@@ -172,10 +193,10 @@ class SyncPersister(_Buffer):
                     self._draining = False
                     self._cond.notify_all()
                     return
-                n, writes, checkpoint = self._take()
+                n, steps = self._take()
             try:
                 if self._error is None:
-                    self._call(writes, checkpoint)
+                    self._call_all(steps)
             except BaseException as exc:
                 self._error = exc
             with self._cond:
@@ -213,6 +234,13 @@ class AsyncPersister(_Buffer):
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
 
+    async def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
+        if self._steps and len(steps) > 1:
+            await self.saver.aput_steps(steps)
+            return
+        for writes, checkpoint in steps:
+            await self._call(writes, checkpoint)
+
     async def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
@@ -225,10 +253,10 @@ class AsyncPersister(_Buffer):
 
     async def _drain(self) -> None:
         while self._queue:
-            n, writes, checkpoint = self._take()
+            n, steps = self._take()
             try:
                 if self._error is None:
-                    await self._call(writes, checkpoint)
+                    await self._call_all(steps)
             except BaseException as exc:
                 self._error = exc
             for _ in range(n):

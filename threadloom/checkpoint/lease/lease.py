@@ -326,25 +326,35 @@ class FencedSaver(BaseCheckpointSaver):
 
     def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
         """A step's writes and checkpoint in one transaction, fenced once."""
-        if not self._all_ours(writes, checkpoint):
-            return BaseCheckpointSaver.put_step(self, writes, checkpoint)
-        self._touch(False)
-        out = self._guard(step.put_step_flow(self.inner.codec, writes, checkpoint))
-        if checkpoint is not None:
-            self._created(checkpoint[0], checkpoint[1])
-            self._inline = threading.get_ident()
-        return out
+        return self.put_steps([(writes, checkpoint)])
 
     async def aput_step(self, writes: Any, checkpoint: Any = None) -> Any:
         """Async twin of :meth:`put_step`."""
-        if not self._all_ours(writes, checkpoint):
-            return await BaseCheckpointSaver.aput_step(self, writes, checkpoint)
-        await self._touch(True)
-        out = await self._aguard(step.put_step_flow(self.inner.codec, writes, checkpoint))
-        if checkpoint is not None:
-            self._created(checkpoint[0], checkpoint[1])
-            self._inline = id(asyncio.current_task())
+        return await self.aput_steps([(writes, checkpoint)])
+
+    def put_steps(self, steps: Any) -> Any:
+        """Several steps in one transaction, fenced once (StorageSaver.put_steps)."""
+        if not all(self._all_ours(w, c) for w, c in steps):
+            return [BaseCheckpointSaver.put_step(self, w, c) for w, c in steps][-1]
+        self._touch(False)
+        out = self._guard(step.put_steps_flow(self.inner.codec, steps))
+        self._stored(steps, threading.get_ident())
         return out
+
+    async def aput_steps(self, steps: Any) -> Any:
+        """Async twin of :meth:`put_steps`."""
+        if not all(self._all_ours(w, c) for w, c in steps):
+            return [await BaseCheckpointSaver.aput_step(self, w, c) for w, c in steps][-1]
+        await self._touch(True)
+        out = await self._aguard(step.put_steps_flow(self.inner.codec, steps))
+        self._stored(steps, id(asyncio.current_task()))
+        return out
+
+    def _stored(self, steps: Any, caller: int) -> None:
+        for _writes, checkpoint in steps:
+            if checkpoint is not None:
+                self._created(checkpoint[0], checkpoint[1])
+                self._inline = caller
 
     def _touch(self, is_async: bool) -> Any:
         """Per-thread TTL (storage/expiry.py): a fenced write restarts the thread's

@@ -105,6 +105,13 @@ class StorageSaver(BaseCheckpointSaver):
         self._touch_threads(writes, checkpoint, False)
         return self._run(step.put_step_flow(self.codec, writes, checkpoint), True)
 
+    def put_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> Any:
+        """Several :meth:`put_step`s in ONE write transaction (the async-durability
+        drain coalescing what queued up); returns the last checkpoint's config."""
+        for writes, checkpoint in steps:
+            self._touch_threads(writes, checkpoint, False)
+        return self._run(step.put_steps_flow(self.codec, steps), True)
+
     def _touch_threads(self, writes: Sequence[Any], checkpoint: Any, is_async: bool) -> Any:
         """Restart the per-thread TTL clocks a plain put/put_writes would restart
         (``ThreadTTL._alive``, storage/expiry.py); None when the saver has no TTL."""
@@ -182,6 +189,13 @@ class StorageSaver(BaseCheckpointSaver):
         for touched in self._touch_threads(writes, checkpoint, True) or ():
             await touched
         return await self._arun(step.put_step_flow(self.codec, writes, checkpoint), True)
+
+    async def aput_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> Any:
+        """Async twin of :meth:`put_steps`."""
+        for writes, checkpoint in steps:
+            for touched in self._touch_threads(writes, checkpoint, True) or ():
+                await touched
+        return await self._arun(step.put_steps_flow(self.codec, steps), True)
 
     async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
         await self._arun(retention.delete_thread_flow(self.codec, str(thread_id), force), True)

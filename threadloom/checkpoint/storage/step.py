@@ -17,7 +17,7 @@ from typing import Any
 from threadloom.checkpoint.storage import puts
 from threadloom.checkpoint.storage.values import ValueCodec
 
-__all__ = ["StepWrites", "StepCheckpoint", "put_step_flow"]
+__all__ = ["StepWrites", "StepCheckpoint", "put_step_flow", "put_steps_flow"]
 
 Flow = Generator[Any, Any, Any]
 StepWrites = tuple[Any, Sequence[tuple[str, Any]], str, str]
@@ -38,3 +38,17 @@ def put_step_flow(
     if checkpoint is None:
         return None
     return (yield from puts.put_flow(codec, *checkpoint))
+
+
+def put_steps_flow(
+    codec: ValueCodec, steps: Sequence[tuple[Sequence[StepWrites], StepCheckpoint | None]]
+) -> Flow:
+    """Several ``put_step``s in order, in one flow: ``durability="async"`` hands the
+    saves that queued up behind a slow commit to one transaction (one fsync on
+    SQLite FULL for all of them). Returns the last checkpoint's config."""
+    out = None
+    for writes, checkpoint in steps:
+        result = yield from put_step_flow(codec, writes, checkpoint)
+        if checkpoint is not None:
+            out = result
+    return out
