@@ -24,44 +24,23 @@ Rules (see docs/storage.md):
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass
 from typing import Any
 
 import ormsgpack
 
 from threadloom.checkpoint.storage.cache import LRU
-from threadloom.checkpoint.storage.ops import (
-    HASH_SIZE,
-    KIND_BLOB,
-    KIND_DICT,
-    KIND_INLINE,
-    KIND_LIST,
-    BlobRow,
-    LoadBlobs,
-    RefRow,
+from threadloom.checkpoint.storage.ops import KIND_BLOB, KIND_DICT, KIND_LIST, BlobRow, RefRow
+from threadloom.checkpoint.storage.reading import (
+    EMPTY_TAG,
+    MANIFEST2_TAG,
+    MANIFEST_MARK,
+    MANIFEST_TAG,
+    ListState,
+    ValueReader,
 )
-from threadloom.checkpoint.storage.rows import blob_hash, pack, unpack
-from threadloom.errors import CorruptBlobError
+from threadloom.checkpoint.storage.rows import blob_hash, pack
 
 __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
-
-EMPTY_TAG = "empty"
-MANIFEST_TAG = "threadloom.manifest"
-MANIFEST2_TAG = "threadloom.manifest2"  # first entry: a flat manifest of older segments
-MANIFEST_MARK = "m"  # RefRow.tag of a list whose ``hashes`` start with a manifest
-
-
-@dataclass(slots=True)
-class ListState:
-    """The writer's view of the last stored list of one channel."""
-
-    items: list[Any]
-    segments: tuple[bytes, ...]
-    manifest: bytes
-    tails: tuple[bytes, ...]
-    tail_start: int
-    logical: int
 
 
 def _has_list(value: dict[Any, Any]) -> bool:
@@ -71,7 +50,7 @@ def _has_list(value: dict[Any, Any]) -> bool:
     return False
 
 
-class ValueCodec:
+class ValueCodec(ValueReader):
     """Encodes and decodes channel values for one saver (holds its caches)."""
 
     def __init__(
@@ -234,185 +213,3 @@ class ValueCodec:
         else:
             self.lists.discard_where(lambda key: key[0] == thread_id)
             self.states.discard_where(lambda key: key[0] == thread_id)
-
-    # -- reading ---------------------------------------------------------------
-
-    def load(
-        self,
-        thread_id: str,
-        checkpoint_id: str,
-        refs: list[RefRow],
-        remember: bool = False,
-        also: tuple[bytes, ...] = (),
-        blobs: dict[bytes, BlobRow] | None = None,
-    ) -> Generator[Any, Any, dict[tuple[str, str], Any]]:
-        """Flow: values of ``refs`` keyed by ``(channel, version)``; at most three
-        :class:`LoadBlobs` (tails + manifest, its older manifest + segments, the
-        older segments), fewer when the caches hold the pieces.
-
-        ``also``: more hashes to fetch with the first lookup (pending writes'
-        blobs: one round trip fewer); fetched blobs land in ``blobs``."""
-        blobs = {} if blobs is None else blobs
-        extra = set(also)
-        while True:
-            missing, extra = extra, set()
-            for ref in refs:
-                if ref.kind == KIND_BLOB:  # the common case, inline: one hash, never a chunk
-                    if ref.hashes not in blobs:
-                        missing.add(ref.hashes)
-                    continue
-                for h in self._needed(ref, blobs, missing):
-                    if h not in blobs and self.chunks.get(h) is None:
-                        missing.add(h)
-            if not missing:
-                break
-            found = yield LoadBlobs(tuple(missing))
-            if not found:
-                break  # truly missing: reported with its location below
-            blobs.update(found)
-        values: dict[tuple[str, str], Any] = {}
-        for ref in refs:
-            key = (ref.channel, ref.version)
-            if ref.kind == KIND_INLINE:
-                if ref.tag != EMPTY_TAG:
-                    values[key] = self._loads(ref.tag, ref.data, ref, checkpoint_id)
-            elif ref.kind == KIND_BLOB:
-                blob = blobs.get(ref.hashes) or self._blob(
-                    blobs, ref.hashes, ref, thread_id, checkpoint_id
-                )
-                values[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
-            elif ref.kind == KIND_DICT:
-                values[key] = self._assemble_dict(ref, blobs, checkpoint_id)
-            else:
-                values[key] = self._assemble(ref, blobs, checkpoint_id, remember)
-        return values
-
-    def _assemble_dict(
-        self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str
-    ) -> dict[str, Any]:
-        result = {}
-        for key, tag, payload in ormsgpack.unpackb(ref.data):
-            if tag is not None:
-                result[key] = self._loads(tag, payload, ref, checkpoint_id)
-            elif (cached := self.chunks.get(payload)) is not None:
-                result[key] = list(cached)
-            else:
-                blob = self._blob(blobs, payload, ref, ref.thread_id, checkpoint_id)
-                result[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
-        return result
-
-    def _needed(self, ref: RefRow, blobs: dict[bytes, BlobRow], missing: set[bytes]) -> Any:
-        """Blob hashes ``ref`` needs that are known so far (manifests expand as
-        their blobs arrive; unexpandable ones are added to ``missing``)."""
-        if ref.kind == KIND_BLOB:
-            return (ref.hashes,)
-        if ref.kind == KIND_DICT:
-            return unpack(ref.hashes)
-        if ref.kind != KIND_LIST:
-            return ()
-        hashes = unpack(ref.hashes)
-        if ref.tag != MANIFEST_MARK:
-            return hashes
-        segments = self._expand(hashes[0], blobs, missing)
-        return hashes[1:] + (segments or ())
-
-    def _expand(
-        self, h: bytes, blobs: dict[bytes, BlobRow], missing: set[bytes]
-    ) -> tuple[bytes, ...] | None:
-        """Segments a (possibly two-level) manifest lists; None until loaded."""
-        segments = self.manifests.get(h)
-        if segments is not None:
-            return segments
-        blob = blobs.get(h)
-        if blob is None:
-            missing.add(h)
-            return None
-        entries = unpack(blob.data)
-        if blob.tag == MANIFEST2_TAG:
-            older = self._expand(entries[0], blobs, missing)
-            if older is None:
-                return None
-            entries = older + entries[1:]
-        self.manifests.put(h, entries, len(blob.data))
-        return entries
-
-    def _segments(
-        self, ref: RefRow, blobs: dict[bytes, BlobRow], thread_id: str, checkpoint_id: str
-    ) -> tuple[bytes, ...]:
-        segments = self._expand(ref.hashes[:HASH_SIZE], blobs, set())
-        if segments is None:
-            raise CorruptBlobError(
-                "list manifest is missing",
-                thread_id=thread_id,
-                checkpoint_id=checkpoint_id,
-                channel=ref.channel,
-            )
-        return segments
-
-    def _assemble(
-        self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str, remember: bool
-    ) -> list[Any]:
-        tid = ref.thread_id
-        has_manifest = ref.tag == MANIFEST_MARK
-        segments = self._segments(ref, blobs, tid, checkpoint_id) if has_manifest else ()
-        manifest = ref.hashes[:HASH_SIZE] if has_manifest else b""
-        tails = unpack(ref.hashes[len(manifest) :])
-        items: list[Any] = []
-        for h in segments:
-            items.extend(self._items(h, blobs, ref, checkpoint_id))
-        tail_start = len(items)
-        for h in tails:
-            items.extend(self._items(h, blobs, ref, checkpoint_id))
-        if len(items) != ref.length:
-            raise CorruptBlobError(
-                f"list has {len(items)} items, expected {ref.length}",
-                thread_id=tid,
-                checkpoint_id=checkpoint_id,
-                channel=ref.channel,
-            )
-        if remember and self.delta:
-            state = ListState(items, segments, manifest, tails, tail_start, ref.logical)
-            self.remember(tid, ref.checkpoint_ns, ref.channel, state)
-        return list(items)
-
-    def _items(
-        self, h: bytes, blobs: dict[bytes, BlobRow], ref: RefRow, checkpoint_id: str
-    ) -> tuple[Any, ...]:
-        cached = self.chunks.get(h)
-        if cached is not None:
-            return cached
-        blob = self._blob(blobs, h, ref, ref.thread_id, checkpoint_id)
-        items = self._loads(blob.tag, blob.data, ref, checkpoint_id)
-        if type(items) is not list:
-            raise CorruptBlobError(
-                "list chunk does not hold a list",
-                thread_id=ref.thread_id,
-                checkpoint_id=checkpoint_id,
-                channel=ref.channel,
-            )
-        result = tuple(items)
-        self.chunks.put(h, result, len(blob.data) + 64)
-        return result
-
-    def _blob(
-        self, blobs: dict[bytes, BlobRow], h: bytes, ref: RefRow, tid: str, cid: str
-    ) -> BlobRow:
-        blob = blobs.get(h)
-        if blob is None or len(h) != HASH_SIZE:
-            raise CorruptBlobError(
-                f"blob {h.hex()} is missing", thread_id=tid, checkpoint_id=cid, channel=ref.channel
-            )
-        return blob
-
-    def _loads(self, tag: str, data: bytes, ref: RefRow, checkpoint_id: str) -> Any:
-        try:
-            return self.serde.loads_typed((tag, data))
-        except Exception as exc:
-            if isinstance(exc, CorruptBlobError) and exc.thread_id is not None:
-                raise
-            raise CorruptBlobError(
-                f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
-                thread_id=ref.thread_id,
-                checkpoint_id=checkpoint_id,
-                channel=ref.channel,
-            ) from exc
