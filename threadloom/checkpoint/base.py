@@ -157,15 +157,15 @@ def create_checkpoint(
     else:
         values = {}
         versions = checkpoint["channel_versions"]
+        missing = _MISSING_SENTINELS.get("missing")
         for name, channel in channels.items():
-            if name not in versions:
-                continue
-            try:
-                values[name] = channel.checkpoint()
-            except EmptyChannelError:
-                continue
-            if values[name] is _MISSING_SENTINELS.get("missing"):
-                del values[name]
+            if name in versions:
+                try:
+                    value = channel.checkpoint()
+                except EmptyChannelError:
+                    continue
+                if value is not missing:
+                    values[name] = value
     return Checkpoint(
         v=LATEST_VERSION,
         ts=now_iso(),

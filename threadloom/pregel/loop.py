@@ -308,12 +308,11 @@ class Loop:
             cfg = self.checkpoint_config
             self.prev_checkpoint_config = cfg if cfg["configurable"].get("checkpoint_id") else None
             cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns}}
-            versions = dict(self.checkpoint["channel_versions"])
+            snapshot = copy_checkpoint(self.checkpoint)  # the loop mutates its own in place
+            versions = snapshot["channel_versions"]  # read-only from here on: shared
             new_versions = get_new_channel_versions(self.previous_versions, versions)
             self.previous_versions = versions
-            o.persister.put(
-                cfg, copy_checkpoint(self.checkpoint), self.checkpoint_metadata, new_versions
-            )
+            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions)
             self.checkpoint_id_saved = self.checkpoint["id"]
             self.checkpoint_config = {
                 **cfg,
