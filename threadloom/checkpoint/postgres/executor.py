@@ -9,20 +9,26 @@ batch. :class:`PgExecutor` is what the storage driver (:mod:`..storage.drive`) t
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Callable, Generator
 from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
-from threadloom.checkpoint.postgres.blobpack import pack, unpack
+from threadloom.checkpoint.postgres.blobplans import (
+    adjust,
+    drop,
+    guarded,
+    insert_blobs,
+    load_blobs,
+    lock_blobs,
+)
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import pack_id, unpack_id
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import HASH_SIZE, BlobRow, CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.ops import HASH_SIZE, CheckpointRow, RefRow, WriteRow
 
 __all__ = ["PgExecutor", "plan"]
 
@@ -217,22 +223,6 @@ def _load_thread_refs(op: ops.LoadThreadRefs, sql: SQL) -> Plan:
     return [Stmt(f"{sql.select_refs} WHERE {where}", params, "all")], _refs
 
 
-def _load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
-    if not op.hashes:
-        return [], lambda r: {}
-    if op.refcounts:
-        stmt = Stmt(sql.load_blob_counts, (list(set(op.hashes)),), "all")
-        return [stmt], lambda r: {
-            bytes(row[0]): (unpack(BlobRow(*map(_b, row[:4]))), int(row[4])) for row in r[0]
-        }
-    stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
-    return [stmt], lambda r: {bytes(row[0]): unpack(BlobRow(*map(_b, row))) for row in r[0]}
-
-
-def _b(value: Any) -> Any:
-    return bytes(value) if isinstance(value, memoryview) else value
-
-
 def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     if op.checkpoint_ids is not None:
@@ -248,16 +238,16 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     guard, gparams = _stale_guard(op, sql)
-    batch = _insert_blobs(op.blobs, sql, guard, gparams)
+    batch = insert_blobs(op.blobs, sql, guard, gparams)
     blobs = bool(batch)
     if op.refs:
         held = {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
-        batch += _lock_blobs(held, sql)  # includes the reused blobs (op.needs)
+        batch += lock_blobs(held, sql)  # includes the reused blobs (op.needs)
     check = len(batch)
     if guard:  # after the locks: the answer holds until COMMIT
         batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
     if op.refs:
-        stmt = _guarded(sql.insert_refs, "ON CONFLICT", guard)
+        stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
         batch.append(Stmt(stmt, (*columns(op.refs, 10), *gparams), "all"))
     if op.row is not None:
         if guard:
@@ -321,38 +311,8 @@ def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]
     return " AND ".join(parts), tuple(params)
 
 
-def _guarded(stmt: str, before: str, guard: str) -> str:
-    """``stmt`` with ``WHERE guard`` inserted before its first ``before`` clause
-    (an ``INSERT ... SELECT * FROM unnest(...)``)."""
-    if not guard:
-        return stmt
-    head, sep, tail = stmt.partition(before)
-    return f"{head} WHERE {guard}\n            {sep}{tail}"
-
-
-# Deadlocks: concurrent transactions touching the same shared blobs must take
-# their row locks in one global order, so blobs are inserted, locked and
-# updated sorted by hash (what is left is retried by the connector).
-
-
-def _insert_blobs(
-    blobs: tuple[BlobRow, ...], sql: SQL, guard: str = "", gparams: tuple[Any, ...] = ()
-) -> list[Stmt]:
-    unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
-    if not unique:
-        return []
-    stmt = _guarded(sql.insert_blobs, "ON CONFLICT", guard)
-    rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
-    return [Stmt(stmt, (*columns(rows, 4), *gparams), "all")]
-
-
-def _lock_blobs(hashes: Any, sql: SQL) -> list[Stmt]:
-    """Lock existing blob rows in hash order before updating their counts."""
-    return [Stmt(sql.lock_blobs, (sorted(hashes),))] if hashes else []
-
-
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
-    batch = _insert_blobs(op.blobs, sql)
+    batch = insert_blobs(op.blobs, sql)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
         batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
@@ -384,25 +344,6 @@ def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
         unique = list({_write_key(w): w for w in op.writes}.values())
         batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
     return batch, lambda r: None
-
-
-def _adjust(op: ops.AdjustRefcounts, sql: SQL) -> Plan:
-    if not op.deltas:
-        return [], lambda r: None
-    total: Counter[bytes] = Counter()
-    for h, delta in op.deltas:
-        total[h] += delta
-    batch = [*_lock_blobs(total, sql), Stmt(sql.adjust, columns(sorted(total.items()), 2))]
-    return batch, lambda r: None
-
-
-def _drop(op: ops.DropUnreferenced, sql: SQL) -> Plan:
-    if not op.hashes:
-        return [], lambda r: []
-    stmt = Stmt(sql.drop_unreferenced, (sorted(set(op.hashes)),), "all")
-    return [*_lock_blobs(op.hashes, sql), stmt], lambda r: [
-        unpack(BlobRow(*map(_b, x))) for x in r[-1]
-    ]
 
 
 def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:
@@ -447,14 +388,14 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.FindRunCheckpoints: _find_runs,
     ops.LoadRefs: _load_refs,
     ops.LoadThreadRefs: _load_thread_refs,
-    ops.LoadBlobs: _load_blobs,
+    ops.LoadBlobs: load_blobs,
     ops.LoadWrites: _load_writes,
     ops.LoadAncestors: _load_ancestors,
     ops.SaveCheckpoint: _save_checkpoint,
     ops.SaveWrites: _save_writes,
     ops.InsertRows: _insert_rows,
-    ops.AdjustRefcounts: _adjust,
-    ops.DropUnreferenced: _drop,
+    ops.AdjustRefcounts: adjust,
+    ops.DropUnreferenced: drop,
     ops.DeleteCheckpoints: _delete_checkpoints,
     ops.DeleteRefs: _delete_refs,
     ops.CollectStats: plan_stats,
