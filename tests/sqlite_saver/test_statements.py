@@ -45,7 +45,7 @@ def saver():
         yield s
 
 
-def test_put_of_new_large_values_is_four_statements(saver) -> None:
+def test_put_of_new_large_values_needs_no_refcount_update(saver) -> None:
     seen: list[str] = []
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     saver.put(config, _checkpoint({}, {}), {"source": "input", "step": -1}, {})
@@ -53,8 +53,9 @@ def test_put_of_new_large_values_is_four_statements(saver) -> None:
     cp = _checkpoint({c: {"text": f"{c} {BIG}", "n": 1} for c in versions}, versions)
     saver.executor.tracer = lambda sql, params: seen.append(sql)
     saver.put(config, cp, {"source": "loop", "step": 1}, versions)
-    # thread id, refs (one multi-row insert), blobs (one, with final counts), checkpoint
-    assert len(seen) == 4, seen
+    # thread id, a row per ref and per blob (blobs carry their final count), checkpoint
+    assert len(seen) == 12, seen
+    assert sum("tl_threads" in s for s in seen) == 1
     assert not any(s.startswith("UPDATE") for s in seen)
     counts = saver.conn.execute("SELECT refs, count(*) FROM tl_blobs GROUP BY refs").fetchall()
     assert counts == [(1, 5)]
@@ -86,6 +87,31 @@ def test_save_checkpoint_over_one_statement_of_rows(saver) -> None:
     assert result.inserted_refs == (True,) * 75 and len(result.new_blobs) == 7
     total = saver.conn.execute("SELECT sum(refs), count(*) FROM tl_blobs").fetchone()
     assert total == (75, 7)
+
+
+def test_thread_id_is_read_once_per_transaction_and_forgotten_on_rollback(saver) -> None:
+    seen: list[str] = []
+    ex = saver.executor
+    ex.tracer = lambda sql, params: seen.append(sql)
+    with ex.transaction(True):
+        for version in ("1", "2", "3"):
+            ex.execute(o.SaveCheckpoint(None, (_ref("a", version),), ()))
+    assert sum("tl_threads" in s for s in seen) == 2  # lookup (missing) + insert
+    with pytest.raises(RuntimeError):
+        with ex.transaction(True):
+            ex.execute(o.SaveCheckpoint(None, (_ref("a", "4"),), ()))
+            ex.execute(o.DeleteRefs("t", None, None))  # the thread row goes
+            ex.execute(o.SaveCheckpoint(None, (_ref("a", "5"),), ()))  # and comes back
+            raise RuntimeError("roll back")
+    _save(ex, o.SaveCheckpoint(None, (_ref("b", "1"),), ()))
+    with ex.transaction(False):
+        rows = ex.execute(o.LoadThreadRefs("t", ""))
+    assert sorted((r.channel, r.version) for r in rows) == [
+        ("a", "1"),
+        ("a", "2"),
+        ("a", "3"),
+        ("b", "1"),
+    ]
 
 
 def test_stale_base_or_missing_blob_writes_nothing(saver) -> None:

@@ -62,6 +62,7 @@ class SqliteExecutor:
         self.tracer = tracer
         self.lock = threading.RLock()
         self._depth = 0
+        self._threads: dict[str, Any] = {}  # thread id text -> rows, this transaction only
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -94,13 +95,16 @@ class SqliteExecutor:
                 commit, rollback = "COMMIT", "ROLLBACK"
             self._exec_script(begin)
             self._depth += 1
+            self._threads.clear()
             try:
                 yield
             except BaseException:
                 self._depth -= 1
+                self._threads.clear()
                 self._exec_script(rollback)
                 raise
             self._depth -= 1
+            self._threads.clear()
             self._exec_script(commit)
 
     def _exec_script(self, sql: str) -> None:
@@ -120,13 +124,22 @@ class SqliteExecutor:
                     stmt = gen.send(result)
                 except StopIteration as stop:
                     return stop.value
+                mode = stmt.mode
+                if mode == "thread" and (
+                    result := self._depth and self._threads.get(stmt.params[0])
+                ):
+                    continue  # this transaction already resolved the thread's id
                 if self.tracer is not None:
                     self.tracer(stmt.sql, stmt.params)
-                if stmt.mode == "many":
+                if mode == "many":
                     result = conn.executemany(stmt.sql, stmt.params).rowcount
                     continue
                 cur = conn.execute(stmt.sql, stmt.params)
-                mode = stmt.mode
+                if mode == "thread":
+                    result = self._threads[stmt.params[0]] = cur.fetchall()
+                    continue
+                if mode == "drop":
+                    self._threads.clear()
                 result = (
                     cur.fetchall()
                     if mode == "all"
@@ -147,6 +160,7 @@ class AsyncSqliteExecutor:
         self.tracer = tracer
         self.lock = asyncio.Lock()
         self._depth = 0
+        self._threads: dict[str, Any] = {}  # thread id text -> rows, this transaction only
 
     async def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         async with self.lock:
@@ -182,11 +196,17 @@ class AsyncSqliteExecutor:
                 begin = "BEGIN IMMEDIATE" if write else "BEGIN"
                 commit, rollback = "COMMIT", "ROLLBACK"
             await self._script(begin)
+            self._threads.clear()
+            self._depth += 1
             try:
                 yield
             except BaseException:
+                self._depth -= 1
+                self._threads.clear()
                 await self._script(rollback)
                 raise
+            self._depth -= 1
+            self._threads.clear()
             await self._script(commit)
 
     async def _script(self, sql: str) -> None:
@@ -207,16 +227,24 @@ class AsyncSqliteExecutor:
                     stmt = gen.send(result)
                 except StopIteration as stop:
                     return stop.value
+                mode = stmt.mode
+                if mode == "thread" and (
+                    result := self._depth and self._threads.get(stmt.params[0])
+                ):
+                    continue  # this transaction already resolved the thread's id
                 if self.tracer is not None:
                     self.tracer(stmt.sql, stmt.params)
-                if stmt.mode == "many":
+                if mode == "many":
                     cur = await conn.executemany(stmt.sql, stmt.params)
                     result = cur.rowcount
                     await cur.close()
                     continue
+                if mode == "drop":
+                    self._threads.clear()
                 async with conn.execute(stmt.sql, stmt.params) as cur:
-                    mode = stmt.mode
-                    if mode == "all":
+                    if mode == "thread":
+                        result = self._threads[stmt.params[0]] = await cur.fetchall()
+                    elif mode == "all":
                         result = await cur.fetchall()
                     elif mode == "one":
                         result = await cur.fetchone()

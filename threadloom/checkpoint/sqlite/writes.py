@@ -1,21 +1,20 @@
-"""Write plans of the SQLite backend: as few statements per operation as the
+"""Write plans of the SQLite backend: as little work per operation as the
 contract allows.
 
-A checkpoint save is: resolve the thread's integer id (one primary-key read;
-an insert only the first time), one staleness probe when the flow needs one,
-ONE multi-row ``INSERT OR IGNORE ... RETURNING`` for the ref rows (what it
-returns is what was inserted), ONE for the blobs (inserted with their final
-reference count, so new blobs need no ``UPDATE``), an ``UPDATE`` only for
-already stored blobs that gained holders, and the checkpoint row. Multi-row
-statements are padded to a power-of-two row count so their SQL text, hence
-sqlite3's prepared-statement cache entry, repeats across calls.
+A checkpoint save: the thread's integer id (a primary-key read the executor
+answers from memory for the rest of the transaction; an insert the first
+time), one staleness probe when the flow needs one, one ``INSERT OR IGNORE``
+per ref row and per blob (their rowcount says what was inserted: per-row
+statements cost the same CPU as ``executemany`` or a multi-row ``VALUES``, and
+``RETURNING`` costs more), blobs inserted holding their final reference count
+so new blobs need no ``UPDATE``, and the checkpoint row. Rows carry the integer
+thread id, not a subquery on the thread's text.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import cache
 from typing import Any
 
 from threadloom.checkpoint.sqlite.common import (
@@ -32,13 +31,10 @@ from threadloom.checkpoint.sqlite.common import (
     _scope,
     _w_params,
     enc_id,
-    padded,
 )
 from threadloom.checkpoint.storage import ops as o
 
 __all__ = ["WRITE_PLANS"]
-
-ROWS = 32  # rows per multi-row INSERT (10 columns: 320 variables, under any limit)
 
 FIND_THREAD = "SELECT id FROM tl_threads WHERE thread_id = ?"
 NEW_THREAD = "INSERT INTO tl_threads (thread_id) VALUES (?) RETURNING id"
@@ -50,6 +46,10 @@ DROP_THREAD = (
     " AND NOT EXISTS (SELECT 1 FROM tl_writes WHERE thread = tl_threads.id)"
 )
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
+INSERT_BLOB = (
+    "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs) VALUES (?, ?, ?, ?, ?)"
+)
+INSERT_REF = f"INSERT OR IGNORE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({_marks(10)})"
 SAVE_CP = f"INSERT OR REPLACE INTO tl_checkpoints (thread, {CP_COLS[11:]}) VALUES ({_marks(8)})"
 SAVE_WRITE = f"INSERT OR REPLACE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({_marks(7)})"
 UPSERT_REF = (
@@ -63,49 +63,34 @@ UPSERT_WRITE = (
 )
 
 
-@cache
-def _insert_sql(head: str, width: int, rows: int, returning: str) -> str:
-    values = ", ".join([f"({_marks(width)})"] * rows)
-    return f"{head} VALUES {values} RETURNING {returning}"
-
-
-def _insert_rows(head: str, rows: Sequence[Sequence[Any]], returning: str) -> Plan:
-    """``INSERT OR IGNORE`` ``rows`` in padded multi-row statements (a padding row
-    repeats the last one, so the ignore clause drops it); returns what
-    ``returning`` yields for the rows really inserted."""
-    found: list[Any] = []
-    for part in _chunks(rows, ROWS):
-        size = padded(len(part))
-        params = [x for row in part for x in row]
-        params.extend(x for _ in range(size - len(part)) for x in part[-1])
-        sql = _insert_sql(head, len(part[0]), size, returning)
-        found.extend((yield Stmt(sql, params)))
-    return found
-
-
-def _thread_ids(names: Iterable[str]) -> Plan:
-    """thread id text -> integer key, inserting a ``tl_threads`` row if missing."""
+def _thread_ids(names: Iterable[str], create: bool = True) -> Plan:
+    """thread id text -> integer key, inserting a ``tl_threads`` row if missing
+    (unless not ``create``: then missing names are absent). Mode ``thread``: the
+    executor answers repeats within one transaction from memory."""
     ids: dict[str, int] = {}
     for name in dict.fromkeys(names):
-        rows = yield Stmt(FIND_THREAD, (name,))
-        if not rows:
-            rows = yield Stmt(NEW_THREAD, (name,))
-        ids[name] = rows[0][0]
+        rows = yield Stmt(FIND_THREAD, (name,), "thread")
+        if not rows and create:
+            rows = yield Stmt(NEW_THREAD, (name,), "thread")
+        if rows:
+            ids[name] = rows[0][0]
     return ids
 
 
 def _stale(op: o.SaveCheckpoint) -> Plan:
     """Whether the diff base or a reused blob is gone (see SaveCheckpoint): one
     statement for the base and the first ``CHUNK`` needed hashes."""
-    parts = _chunks(op.needs)
     cols, params = [], []
     if op.base is not None and op.row is not None:
+        tid = (yield from _thread_ids((op.row.thread_id,), create=False)).get(op.row.thread_id)
+        if tid is None:
+            return True
         cols.append(
-            "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = "
-            f"{THREAD} AND checkpoint_ns = ? AND checkpoint_id = ?)"
+            "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = ?"
+            " AND checkpoint_ns = ? AND checkpoint_id = ?)"
         )
-        params.extend((op.row.thread_id, op.row.checkpoint_ns, enc_id(op.base)))
-    for i, part in enumerate(parts):
+        params.extend((tid, op.row.checkpoint_ns, enc_id(op.base)))
+    for i, part in enumerate(_chunks(op.needs)):
         marks, values = _in_list(part)
         sql = f"(SELECT count(*) = ? FROM tl_blobs WHERE hash IN ({marks}))"
         if i == 0:
@@ -125,23 +110,18 @@ def _save(op: o.SaveCheckpoint) -> Plan:
         return o.SaveResult(frozenset(), (), stale=True)
     names = [op.row.thread_id] if op.row is not None else []
     ids = yield from _thread_ids([*names, *(r.thread_id for r in op.refs)])
-    head = f"INSERT OR IGNORE INTO tl_refs (thread, {REF_COLS[11:]})"
-    rows = [(ids[r.thread_id], *r[1:]) for r in op.refs]
-    got = set((yield from _insert_rows(head, rows, "thread, checkpoint_ns, channel, version")))
     inserted = []
     held: Counter[bytes] = Counter()
-    for ref, key in zip(op.refs, rows):
-        ok = tuple(key[:4]) in got
+    for ref in op.refs:
+        ok = bool((yield Stmt(INSERT_REF, (ids[ref.thread_id], *ref[1:]), "count")))
         if ok:
-            got.discard(tuple(key[:4]))  # a repeated key in op.refs: only the first wins
             h = ref.hashes
             held.update(h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE))
         inserted.append(ok)
-    new: set[bytes] = set()
-    if op.blobs:
-        head = "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs)"
-        blob_rows = [(*b, held.get(b.hash, 0)) for b in op.blobs]
-        new.update(r[0] for r in (yield from _insert_rows(head, blob_rows, "hash")))
+    new = set()
+    for blob in op.blobs:  # inserted holding its final count: no UPDATE for new blobs
+        if (yield Stmt(INSERT_BLOB, (*blob, held.get(blob.hash, 0)), "count")):
+            new.add(blob.hash)
     rest = [(n, h) for h, n in held.items() if h not in new]
     if rest:
         yield Stmt(ADD_REFS, rest, "many")
@@ -152,14 +132,13 @@ def _save(op: o.SaveCheckpoint) -> Plan:
 
 def _save_writes(op: o.SaveWrites) -> Plan:
     ids = yield from _thread_ids(r.thread_id for r in op.rows)
-    new: frozenset[bytes] = frozenset()
-    if op.blobs:
-        head = "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs)"
-        rows = [(*b, 0) for b in op.blobs]
-        new = frozenset(r[0] for r in (yield from _insert_rows(head, rows, "hash")))
+    new = []
+    for blob in op.blobs:
+        if (yield Stmt(INSERT_BLOB, (*blob, 0), "count")):
+            new.append(blob.hash)
     params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
     yield Stmt(SAVE_WRITE, params, "many")
-    return new
+    return frozenset(new)
 
 
 def _add_threads(rows: Sequence[Any]) -> Plan:
@@ -206,7 +185,7 @@ def _delete_checkpoints(op: o.DeleteCheckpoints) -> Plan:
         count += yield Stmt(
             f"DELETE FROM tl_checkpoints WHERE {cond}{ids}", [*params, *part], "count"
         )
-    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
+    yield Stmt(DROP_THREAD, (op.thread_id,), "drop")
     return count
 
 
@@ -218,7 +197,7 @@ def _delete_refs(op: o.DeleteRefs) -> Plan:
     if op.keys:  # one primary-key delete per key (an IN list of pairs scans the thread)
         sql = f"DELETE FROM tl_refs WHERE {cond} AND channel = ? AND version = ?"
         yield Stmt(sql, [(*params, *key) for key in op.keys], "many")
-    yield Stmt(DROP_THREAD, (op.thread_id,), "count")
+    yield Stmt(DROP_THREAD, (op.thread_id,), "drop")
 
 
 WRITE_PLANS = {
