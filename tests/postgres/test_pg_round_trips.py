@@ -2,23 +2,35 @@
 
 A round trip is the client speaking after having heard the server. Pinning the
 counts keeps the pipelining honest: psycopg's ``transaction()`` inside a
-pipeline, for instance, would silently add three syncs to every put.
+pipeline, for instance, would silently add three syncs to every put. The relay
+also keeps what the client sent, so the tests can check that a write on an
+autocommit connection sends no BEGIN/COMMIT statement (the pipeline's Sync
+commits it).
 """
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 import threading
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver
 
 pytestmark = pytest.mark.postgres
+
+# a cold read: the checkpoint row (+ its keyframe ancestors for the latest),
+# its refs, its pending writes, the blobs of both; a warm one (the saver's
+# caches hold the refs and value blobs): the row, the pending writes, the blob
+# of the write just made
+GET_LATEST_TRIPS, GET_BY_ID_TRIPS, LIST_TRIPS, GET_WARM_TRIPS = 5, 4, 4, 3
 
 
 class Relay:
@@ -27,6 +39,7 @@ class Relay:
     def __init__(self, host: str, port: int) -> None:
         self.target = (host, port)
         self.turns = 0
+        self.sent = bytearray()  # everything the client sent since the last count()
         self._last = "server"
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
@@ -52,6 +65,7 @@ class Relay:
                     if sock is client:
                         self.turns += self._last == "server"
                         self._last = "client"
+                        self.sent += data
                         server.sendall(data)
                     else:
                         self._last = "server"
@@ -60,17 +74,24 @@ class Relay:
     def count(self, fn, *args):
         """(round trips, result) of ``fn(*args)``."""
         self.turns = 0
+        self.sent.clear()
         result = fn(*args)
         return self.turns, result
 
 
-@pytest.fixture
-def relayed(pg_url: str, pg_schema: str) -> Iterator[tuple[PostgresSaver, Relay]]:
+def relay_url(pg_url: str) -> tuple[str, Relay]:
+    """A URL reaching the server of ``pg_url`` through a new counting relay."""
     parts = urlsplit(pg_url)
     relay = Relay(parts.hostname or "127.0.0.1", parts.port or 5432)
     user = f"{parts.username}@" if parts.username else ""
     url = urlunsplit(parts._replace(netloc=f"{user}127.0.0.1:{relay.port}"))
-    with PostgresSaver.from_conn_string(url + "?sslmode=disable", schema=pg_schema) as saver:
+    return url + "?sslmode=disable", relay
+
+
+@pytest.fixture
+def relayed(pg_url: str, pg_schema: str) -> Iterator[tuple[PostgresSaver, Relay]]:
+    url, relay = relay_url(pg_url)
+    with PostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
         saver.setup()
         yield saver, relay
     relay.listener.close()
@@ -86,4 +107,50 @@ def test_put_and_put_writes_cost_two_round_trips(relayed) -> None:
         cp["channel_versions"] = versions
         put, parent = relay.count(saver.put, parent, cp, {"step": i}, versions)
         writes, _ = relay.count(saver.put_writes, parent, [("messages", [i])], f"t{i}")
-        assert (put, writes) == (2, 2)  # statements + COMMIT; read the task row + write/COMMIT
+        assert (put, writes) == (2, 2)  # statements + Sync; read the task row + write/Sync
+        assert b"BEGIN" not in relay.sent and b"COMMIT" not in relay.sent
+
+
+def test_reads_cost_one_round_trip_per_operation(relayed) -> None:
+    saver, relay = relayed
+    config = {"configurable": {"thread_id": "rtt-read", "checkpoint_ns": ""}}
+    for i in range(3):
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": ["m" * 400] * (i + 1)}  # a blob per value
+        cp["channel_versions"] = {"messages": str(i + 1)}
+        config = saver.put(config, cp, {"step": i}, {"messages": str(i + 1)})
+    saver.put_writes(config, [("messages", ["w" * 400])], "task")
+    latest = {"configurable": {"thread_id": "rtt-read", "checkpoint_ns": ""}}
+    saver.get_tuple(latest)  # warm the saver's caches; what is pinned is the cold read below
+    saver = type(saver)(saver.connector.conn, schema=saver.sql.schema)
+    get, got = relay.count(saver.get_tuple, latest)
+    assert got is not None and got.pending_writes
+    by_id, _ = relay.count(saver.get_tuple, config)
+    listed, items = relay.count(lambda: list(saver.list(latest, limit=2)))
+    assert len(items) == 2
+    assert (get, by_id, listed) == (GET_LATEST_TRIPS, GET_BY_ID_TRIPS, LIST_TRIPS)
+
+
+def test_bench_style_connection_round_trips(pg_url: str, pg_schema: str) -> None:
+    """autocommit, prepare_threshold=0 (statements prepared on first use), dict rows."""
+    url, relay = relay_url(pg_url)
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    with conn:
+        saver = PostgresSaver(conn, schema=pg_schema)
+        saver.setup()
+        parent = {"configurable": {"thread_id": "rtt-bench", "checkpoint_ns": ""}}
+        counts = []
+        for i in range(4):  # the first one prepares every statement
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"doc": f"{i} " + "x" * 2000}  # a blob
+            cp["channel_versions"] = {"doc": str(i + 1)}
+            put, parent = relay.count(saver.put, parent, cp, {"step": i}, {"doc": str(i + 1)})
+            big = [("doc", os.urandom(1500).hex())]  # incompressible: a blob
+            writes, _ = relay.count(saver.put_writes, parent, big, f"t{i}")
+            get, _ = relay.count(saver.get_tuple, parent)
+            counts.append((put, writes, get))
+        assert b"COMMIT" not in relay.sent
+    relay.listener.close()
+    # put: statements + Sync; put_writes: read the task row, insert blob + row,
+    # count the blob's reference + Sync
+    assert counts[1:] == [(2, 3, GET_WARM_TRIPS)] * 3

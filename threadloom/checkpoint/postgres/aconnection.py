@@ -21,10 +21,10 @@ from threadloom.checkpoint.postgres.connection import (
     ConnectorBase,
     Stmt,
     Tx,
-    cheap_params,
     connect_kwargs,
     is_dead,
 )
+from threadloom.checkpoint.postgres.params import cheap_params
 
 __all__ = ["AsyncPgConnector"]
 

@@ -22,48 +22,33 @@ from threadloom.checkpoint.postgres.connection import (
     connect_kwargs,
     pool_kwargs,
 )
-from threadloom.checkpoint.postgres.executor import PgExecutor
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
-from threadloom.checkpoint.postgres.queries import SQL, setup_flow
+from threadloom.checkpoint.postgres.queries import setup_flow
+from threadloom.checkpoint.postgres.saver import PgSaverBase
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
-from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
-from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["AsyncPostgresSaver"]
 
 
-class AsyncPostgresSaver(ThreadTTL, StorageSaver):
+class AsyncPostgresSaver(PgSaverBase):
     """Checkpoints in PostgreSQL from asyncio code (AsyncConnection, pool or pipeline).
 
     Args: as :class:`~threadloom.checkpoint.postgres.PostgresSaver`, with the
     async psycopg types. Call ``await saver.setup()`` once before use.
     """
 
+    _connector_type = AsyncPgConnector
+
     def __init__(
         self,
         conn: AsyncConnection | AsyncConnectionPool | AsyncPipeline,
         pipe: AsyncPipeline | None = None,
         serde: Any = None,
-        *,
-        schema: str = "public",
-        pipeline: bool = False,
-        _owned_url: str | None = None,
-        _prepare_threshold: int | None = None,
-        **options: Any,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(serde=serde, **options)
-        self.sql = SQL(schema)
-        self.connector = AsyncPgConnector(
-            conn,
-            pipe=pipe,
-            url=_owned_url,
-            prepare_threshold=_prepare_threshold,
-            pipeline=pipeline,
-            schema=schema,
-        )
-        self.executor = PgExecutor(self.connector, self.sql)
+        super().__init__(conn, pipe, serde, **kwargs)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:

@@ -16,8 +16,8 @@ that Sync when the flow fails), so a put costs its statements plus one Sync.
 
 psycopg's per-statement work is kept small: one cursor per batch for the
 statements whose rows nobody reads, and list parameters cast to an array type
-(``%s::bytea[]``) travel as one array literal built here instead of through
-psycopg's element-by-element list dumper (see :func:`cheap_params`).
+(``%s::bytea[]``) travel as one array literal instead of through psycopg's
+element-by-element list dumper (:mod:`.params`).
 
 When the connection turns out to be dead (``pg_terminate_backend``, a
 restarted server, an idle timeout) and the saver can get another one (a pool,
@@ -30,7 +30,6 @@ retried blindly.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -51,13 +50,13 @@ from threadloom.checkpoint.postgres.health import (
     is_dead,
     storage_error,
 )
+from threadloom.checkpoint.postgres.params import cheap_params
 from threadloom.errors import StorageError
 
 __all__ = [
     "Stmt",
     "PgConnector",
     "ConnectorBase",
-    "cheap_params",
     "connect_kwargs",
     "is_dead",
     "pool_kwargs",
@@ -80,72 +79,6 @@ class Stmt:
     sql: str
     params: Any = ()
     fetch: Fetch = "none"
-
-
-# a placeholder followed by a cast to an array type: its list can travel as a literal
-_ARRAY_CAST = re.compile(r"\s*::\s*[A-Za-z_][\w ]*\[\]")
-_array_slots: dict[str, tuple[int, ...]] = {}
-
-
-def array_slots(sql: str) -> tuple[int, ...]:
-    """Indexes of the ``%s`` placeholders of ``sql`` cast to an array type (cached)."""
-    slots = _array_slots.get(sql)
-    if slots is None:
-        parts = sql.split("%s")
-        slots = (
-            ()
-            if "%%" in sql
-            else tuple(i for i, tail in enumerate(parts[1:]) if _ARRAY_CAST.match(tail))
-        )
-        if len(_array_slots) >= 1024:  # generated texts (list filters) stay bounded
-            _array_slots.clear()
-        _array_slots[sql] = slots
-    return slots
-
-
-def array_literal(values: list[Any]) -> str | None:
-    """``values`` as a Postgres array literal, or None for an element type not
-    handled here (the list then goes through psycopg's own dumper).
-
-    psycopg dumps a list element by element in Python, escaping each through a
-    regular expression: for the put's ~20 array parameters that cost more than
-    the rest of the call. One join over ``bytes.hex``/``str.replace`` is exact
-    for the types the savers send (bytes, str, int, None).
-    """
-    out = []
-    for value in values:
-        kind = type(value)
-        if kind is bytes:
-            out.append('"\\\\x' + value.hex() + '"')
-        elif kind is str:
-            out.append('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
-        elif value is None:
-            out.append("NULL")
-        elif kind is int:
-            out.append(str(value))
-        else:
-            return None
-    return "{" + ",".join(out) + "}"
-
-
-def cheap_params(stmt: Stmt) -> Any:
-    """``stmt.params`` with each list cast to an array type as one literal string.
-
-    The server reads the literal through the cast exactly as it read the list
-    psycopg would have sent (psycopg sends lists as text literals too).
-    """
-    params = stmt.params
-    if stmt.fetch == "many" or not params or type(params) not in (tuple, list):
-        return params
-    out = None
-    for i in array_slots(stmt.sql):
-        if i < len(params) and type(params[i]) is list:
-            text = array_literal(params[i])
-            if text is not None:
-                if out is None:
-                    out = list(params)
-                out[i] = text
-    return params if out is None else out
 
 
 def connect_kwargs(prepare_threshold: int | None) -> dict[str, Any]:

@@ -29,10 +29,44 @@ from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.expiry import ThreadTTL
 
-__all__ = ["PostgresSaver"]
+__all__ = ["PgSaverBase", "PostgresSaver"]
 
 
-class PostgresSaver(ThreadTTL, StorageSaver):
+class PgSaverBase(ThreadTTL, StorageSaver):
+    """What the sync and async Postgres savers share: the constructor.
+
+    They differ only in the connector that runs their transactions
+    (``_connector_type``) and in how the core's flows are driven.
+    """
+
+    _connector_type: type = PgConnector
+
+    def __init__(
+        self,
+        conn: Connection | ConnectionPool | Pipeline | Any,
+        pipe: Pipeline | Any = None,
+        serde: Any = None,
+        *,
+        schema: str = "public",
+        pipeline: bool = False,
+        _owned_url: str | None = None,
+        _prepare_threshold: int | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(serde=serde, **options)
+        self.sql = SQL(schema)
+        self.connector = self._connector_type(
+            conn,
+            pipe=pipe,
+            url=_owned_url,
+            prepare_threshold=_prepare_threshold,
+            pipeline=pipeline,
+            schema=schema,
+        )
+        self.executor = PgExecutor(self.connector, self.sql)
+
+
+class PostgresSaver(PgSaverBase):
     """Checkpoints in PostgreSQL; works with a Connection, a ConnectionPool or a Pipeline.
 
     Args:
@@ -53,30 +87,6 @@ class PostgresSaver(ThreadTTL, StorageSaver):
     Call :meth:`setup` before first use; it is cheap and safe to run on every
     start, from several processes at once, or inside your own transaction.
     """
-
-    def __init__(
-        self,
-        conn: Connection | ConnectionPool | Pipeline,
-        pipe: Pipeline | None = None,
-        serde: Any = None,
-        *,
-        schema: str = "public",
-        pipeline: bool = False,
-        _owned_url: str | None = None,
-        _prepare_threshold: int | None = None,
-        **options: Any,
-    ) -> None:
-        super().__init__(serde=serde, **options)
-        self.sql = SQL(schema)
-        self.connector = PgConnector(
-            conn,
-            pipe=pipe,
-            url=_owned_url,
-            prepare_threshold=_prepare_threshold,
-            pipeline=pipeline,
-            schema=schema,
-        )
-        self.executor = PgExecutor(self.connector, self.sql)
 
     @classmethod
     @contextmanager
