@@ -177,11 +177,20 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         keys = set()
         for state, _, _ in resolved.values():
             keys.update(record.ref_keys(state).items())
-        refs = (yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []
+        refs, hits = yield from _load_refs(codec, thread_id, ns, keys)
         ids = tuple(r.checkpoint_id for r in group)
         decoded, wanted = _decode_writes(codec, (yield LoadWrites(thread_id, ns, ids)))
         blobs: dict[bytes, Any] = {}  # the writes' blobs come with the values' first lookup
-        values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
+        try:
+            values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
+        except CorruptBlobError:
+            if not hits:
+                raise
+            # a cached ref outlived its blobs (another process rewrote the thread)
+            codec.forget_thread(thread_id)
+            refs, _ = yield from _load_refs(codec, thread_id, ns, keys)
+            blobs.clear()
+            values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
         late = _uncached(codec, decoded, blobs)  # evicted while the values loaded
         if late:
             blobs.update((yield LoadBlobs(late)))
@@ -192,6 +201,26 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
                 codec, row, resolved_row, values, writes
             )
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
+
+
+def _load_refs(codec: ValueCodec, thread_id: str, ns: str, keys: set[tuple[str, str]]) -> Flow:
+    """``(ref rows, how many came from the cache)``. A ref row never changes
+    once written (first write wins; versions identify values), so rows read
+    once are kept in ``codec.ref_cache`` until retention touches the thread."""
+    cache, refs, ask = codec.ref_cache, [], []
+    for channel, vkey in keys:
+        ref = cache.get((thread_id, ns, channel, vkey))
+        if ref is None:
+            ask.append((channel, vkey))
+        else:
+            refs.append(ref)
+    hits = len(refs)
+    if ask:
+        fetched = yield LoadRefs(thread_id, ns, tuple(ask))
+        for ref in fetched:
+            cache.put((thread_id, ns, ref.channel, ref.version), ref)
+        refs.extend(fetched)
+    return refs, hits
 
 
 def _tuple(

@@ -81,15 +81,29 @@ class ValueReader:
         older segments), fewer when the caches hold the pieces.
 
         ``also``: more hashes to fetch with the first lookup (pending writes'
-        blobs: one round trip fewer); fetched blobs land in ``blobs``."""
+        blobs: one round trip fewer); fetched blobs land in ``blobs``. Whole
+        values (``KIND_BLOB`` and ``also``) are served from and kept in
+        ``blob_cache``."""
         blobs = {} if blobs is None else blobs
-        extra = set(also)
+        cache = self.blob_cache
+        whole, extra = set(also), set()
+        for h in also:
+            if h not in blobs and (hit := cache.get(h)) is None:
+                extra.add(h)
+            elif h not in blobs:
+                blobs[h] = hit
         while True:
             missing, extra = extra, set()
             for ref in refs:
                 if ref.kind == KIND_BLOB:  # the common case, inline: one hash, never a chunk
-                    if ref.hashes not in blobs:
-                        missing.add(ref.hashes)
+                    h = ref.hashes
+                    if h not in blobs:
+                        hit = cache.get(h)
+                        if hit is not None:
+                            blobs[h] = hit
+                        else:
+                            missing.add(h)
+                            whole.add(h)
                     continue
                 for h in self._needed(ref, blobs, missing):
                     if h not in blobs and self.chunks.get(h) is None:
@@ -100,6 +114,8 @@ class ValueReader:
             if not found:
                 break  # truly missing: reported with its location below
             blobs.update(found)
+            for h in whole.intersection(found):
+                cache.put(h, found[h], len(found[h].data) + 64)
         values: dict[tuple[str, str], Any] = {}
         for ref in refs:
             key = (ref.channel, ref.version)

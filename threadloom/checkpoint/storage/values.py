@@ -70,6 +70,9 @@ class ValueCodec(ValueReader):
         self.manifests: LRU[bytes, tuple[bytes, ...]] = LRU(4096, cache_bytes // 8)
         self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
         self.states: LRU[tuple[str, str, str], Any] = LRU(4096, 1 << 62)
+        # read caches (see reading.py): immutable ref rows by key, whole-value blobs by hash
+        self.ref_cache: LRU[tuple[str, str, str, str], RefRow] = LRU(16384, 1 << 62)
+        self.blob_cache: LRU[bytes, BlobRow] = LRU(16384, cache_bytes // 4)
         self.keyframe_every = 16
         self.fanout = 16  # segments per flat manifest (see _manifest)
 
@@ -206,10 +209,15 @@ class ValueCodec(ValueReader):
         self.lists.put((thread_id, ns, channel), state)
 
     def forget_thread(self, thread_id: str | None) -> None:
-        """Retention changed what is stored: drop writer state (all when None)."""
+        """Retention changed what is stored: drop writer state and cached rows
+        (all when None). Cached blob bytes go in every case: erased values do
+        not linger in the process either."""
+        self.blob_cache.clear()
         if thread_id is None:
             self.lists.clear()
             self.states.clear()
+            self.ref_cache.clear()
         else:
             self.lists.discard_where(lambda key: key[0] == thread_id)
             self.states.discard_where(lambda key: key[0] == thread_id)
+            self.ref_cache.discard_where(lambda key: key[0] == thread_id)
