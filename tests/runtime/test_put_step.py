@@ -341,3 +341,15 @@ def test_async_durability_queued_steps_share_one_transaction():
         [["w2"]],
         [["w1"]],
     ]
+
+
+def test_exit_durability_saves_writes_and_checkpoint_together():
+    saver = Spy()
+    graph = fanout(4, saver, fail=2)
+    with pytest.raises(ValueError):
+        run(graph, {"log": []}, "x", "exit")
+    assert saver.calls == ["step+cp"]  # the final checkpoint with its pending writes
+    pending = saver.get_tuple(cfg("x")).pending_writes
+    assert sorted(v[0] for _, c, v in pending if c == "log") == ["w0", "w1", "w3"]
+    out = run(fanout(4, saver), None, "x", "exit")
+    assert sorted(out["log"]) == ["w0", "w1", "w2", "w3"]

@@ -333,8 +333,12 @@ class Loop:
                 or all(NS_END not in p for p in self.ns.split(NS_SEP))
             )
         ):
-            self.put_checkpoint(self.checkpoint_metadata, exiting=True)
-            self._put_pending_writes()
+            if o.persister.one_transaction:  # writes first: one put_step carries both
+                self._put_pending_writes()
+                self.put_checkpoint(self.checkpoint_metadata, exiting=True)
+            else:
+                self.put_checkpoint(self.checkpoint_metadata, exiting=True)
+                self._put_pending_writes()
         if isinstance(exc, GraphInterrupt) and not self.is_nested:
             if self.pending_writes and any(t.writes for t in self.tasks.values()):
                 updated = apply_writes(

@@ -110,6 +110,7 @@ class _Buffer:
         self.inline = durability != "async"
         self._step = uses_put_step(saver, is_async)
         self._steps = self._step and _below(saver, "aput_steps" if is_async else "put_steps")
+        self.one_transaction = self._step  # writes + checkpoint commit together
         self._task_path = accepts_task_path(saver, "aput_writes" if is_async else "put_writes")
         self._writes: list[tuple[Any, Any, str, str]] = []
         self._queue: deque[tuple[list[Any], Any]] = deque()
