@@ -1,4 +1,4 @@
-"""Packed ids of ``checkpoint_writes`` (idpack): one-to-one, exact round trip, and
+"""Packed ids of ``checkpoint_writes`` and versions of ``checkpoint_refs`` (idpack): one-to-one, exact round trip, and
 the migration's SQL encoding is byte-for-byte the Python one (so rows converted
 by the migration are found by the ids the savers look up later)."""
 
@@ -8,7 +8,14 @@ import uuid
 
 import pytest
 
-from threadloom.checkpoint.postgres.idpack import pack_id, sql_pack, unpack_id
+from threadloom.checkpoint.postgres.idpack import (
+    pack_id,
+    pack_version,
+    sql_pack,
+    sql_pack_version,
+    unpack_id,
+    unpack_version,
+)
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -43,3 +50,38 @@ def test_sql_encoding_matches_python(pg_url):
             (IDS,),
         ).fetchall()
     assert [bytes(r[0]) for r in got] == [pack_id(i) for i in IDS]
+
+
+VERSIONS = [
+    "97.0.9798707268490134",
+    "1.0.5",  # odd number of digits: padded
+    "5.0.0123",  # leading zeros kept
+    "999999999.0.12",
+    "1000000000.0.1",  # counter too big for 4 bytes: kept as text
+    "100.0.00000000000000.5",  # a short random fraction, zero-padded by LangGraph's format
+    "1e-05",
+    "0.0.1",
+    "007.0.1",
+    "3",
+    "",
+    "00000000000000000000000000000097.0.9798707268490134",
+]
+
+
+def test_versions_pack_one_to_one_and_round_trip():
+    packed = [pack_version(v) for v in VERSIONS]
+    assert len(set(packed)) == len(VERSIONS)
+    assert [unpack_version(p) for p in packed] == VERSIONS
+    assert len(packed[0]) == 13
+    ordered = [pack_version(f"{n}.0.{d}") for n, d in ((9, "5"), (10, "1"), (99, "9"), (100, "0"))]
+    assert ordered == sorted(ordered)  # appended in counter order, unlike the text
+
+
+def test_sql_version_encoding_matches_python(pg_url):
+    expr = sql_pack_version("x").format()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        got = conn.execute(
+            f"SELECT {expr} FROM unnest(%s::text[]) WITH ORDINALITY AS t(x, n) ORDER BY n",
+            (VERSIONS,),
+        ).fetchall()
+    assert [bytes(r[0]) for r in got] == [pack_version(v) for v in VERSIONS]

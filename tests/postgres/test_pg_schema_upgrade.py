@@ -10,7 +10,7 @@ import pytest
 
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
-from threadloom.checkpoint.postgres.idpack import unpack_id
+from threadloom.checkpoint.postgres.idpack import unpack_id, unpack_version
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -23,8 +23,15 @@ BLOB_REFS = next(
 )
 
 
-# the migration that packs the ids of pending writes (idpack)
+# the migrations that pack the ids of pending writes and the versions of refs (idpack)
 PACKED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "checkpoint_id TYPE BYTEA" in m)
+PACKED_VERSIONS = next(i for i, m in enumerate(MIGRATIONS) if "version TYPE BYTEA" in m)
+
+_UNPACK_VERSION_SQL = (  # idpack.unpack_version in SQL
+    "CASE WHEN get_byte({c}, 0) = 0 THEN convert_from(substring({c} FROM 2), 'UTF8')"
+    " ELSE (get_byte({c}, 1)::bigint << 24 | get_byte({c}, 2) << 16 | get_byte({c}, 3) << 8"
+    " | get_byte({c}, 4))::text || '.0.' || rtrim(encode(substring({c} FROM 6), 'hex'), 'f') END"
+)
 
 _UNPACK_SQL = (  # idpack.unpack_id in SQL, to write the old (text) id columns
     "CASE WHEN octet_length({c}) = 16 THEN regexp_replace(encode({c}, 'hex'),"
@@ -58,6 +65,7 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
         if version <= BLOB_REFS:
             conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
         conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
+        conn.execute(MIGRATIONS[PACKED_VERSIONS].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
@@ -73,7 +81,16 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             f" ALTER COLUMN checkpoint_id TYPE TEXT USING {_UNPACK_SQL.format(c='checkpoint_id')},"
             f" ALTER COLUMN task_id TYPE TEXT USING {_UNPACK_SQL.format(c='task_id')}"
         )
+        conn.execute(
+            f"ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE TEXT"
+            f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
+        )
     return before
+
+
+def _unpacked_refs(rows: list) -> list:
+    """Raw ``checkpoint_refs`` rows with their versions as text again."""
+    return sorted([(*r[:3], unpack_version(r[3]), *r[4:]) for r in rows], key=repr)
 
 
 def _unpacked_writes(rows: list) -> list:
@@ -117,6 +134,8 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         assert upgraded == list(range(len(MIGRATIONS))) and "tl_leases" in raw_after
         writes = raw_before.pop("checkpoint_writes")  # ids packed (idpack)
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
+        refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
+        assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
         counts = raw_before.pop("checkpoint_blobs")  # refs moved to their own table
         assert raw_after["checkpoint_blobs"] == [r[:-1] for r in counts]
         assert raw_after["checkpoint_blob_refs"] == sorted(
@@ -164,6 +183,8 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
         assert upgraded == list(range(len(MIGRATIONS)))
         writes = raw_before.pop("checkpoint_writes")  # ids packed (idpack)
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
+        refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
+        assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
         for table, rows in raw_before.items():  # other raw rows untouched
             assert raw_after[table] == rows, table
         assert snapshot(saver) == before

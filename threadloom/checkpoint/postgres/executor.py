@@ -23,7 +23,7 @@ from threadloom.checkpoint.postgres.blobplans import (
     lock_blobs,
 )
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import pack_id, unpack_id
+from threadloom.checkpoint.postgres.idpack import pack_id, pack_version, unpack_id, unpack_version
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
@@ -202,16 +202,26 @@ def _find_runs(op: ops.FindRunCheckpoints, sql: SQL) -> Plan:
 
 
 def _refs(results: list[Any]) -> list[RefRow]:
-    return [RefRow(*row) for row in results[0]]
+    return [RefRow(t, ns, ch, unpack_version(v), *rest) for t, ns, ch, v, *rest in results[0]]
+
+
+def _packed_ref(r: RefRow) -> tuple[Any, ...]:
+    """A ref row as stored: its version packed (idpack)."""
+    return (r[0], r[1], r[2], pack_version(r[3]), *r[4:])
+
+
+def _packed_keys(keys: Any) -> list[list[Any]]:
+    """(channel, version) keys -> [channels, packed versions] for ``unnest``."""
+    return [[k[0] for k in keys], [pack_version(k[1]) for k in keys]]
 
 
 def _load_refs(op: ops.LoadRefs, sql: SQL) -> Plan:
     if not op.keys:
         return [], lambda r: []
-    channels, versions = columns(op.keys, 2)
+    channels, versions = _packed_keys(op.keys)
     stmt = Stmt(
         f"{sql.select_refs} WHERE thread_id = %s AND checkpoint_ns = %s AND (channel, version)"
-        " IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        " IN (SELECT * FROM unnest(%s::text[], %s::bytea[]))",
         (op.thread_id, op.checkpoint_ns, channels, versions),
         "all",
     )
@@ -248,7 +258,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
     if op.refs:
         stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
-        batch.append(Stmt(stmt, (*columns(op.refs, 10), *gparams), "all"))
+        batch.append(Stmt(stmt, (*columns(map(_packed_ref, op.refs), 10), *gparams), "all"))
     if op.row is not None:
         if guard:
             values = "SELECT %s, %s, %s, %s, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
@@ -274,7 +284,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
         inserted = set()
         if refs:
-            inserted = {(r[0], r[1]) for r in results[check + bool(guard)]}
+            inserted = {(r[0], unpack_version(r[1])) for r in results[check + bool(guard)]}
         flags = []
         for ref in refs:
             key = (ref.channel, ref.version)
@@ -339,7 +349,7 @@ def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
     if op.checkpoints:
         batch.append(Stmt(sql.upsert_ckpt, [tuple(r) for r in op.checkpoints], "many"))
     if op.refs:
-        batch.append(Stmt(sql.upsert_ref, [tuple(r) for r in op.refs], "many"))
+        batch.append(Stmt(sql.upsert_ref, [_packed_ref(r) for r in op.refs], "many"))
     if op.writes:
         unique = list({_write_key(w): w for w in op.writes}.values())
         batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
@@ -377,8 +387,8 @@ def _delete_refs(op: ops.DeleteRefs, sql: SQL) -> Plan:
     if op.keys is not None:
         if not op.keys:
             return [], lambda r: None
-        where += " AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
-        params.extend(columns(op.keys, 2))
+        where += " AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::bytea[]))"
+        params.extend(_packed_keys(op.keys))
     return [Stmt(f"DELETE FROM {sql.refs} WHERE {where}", params)], lambda r: None
 
 

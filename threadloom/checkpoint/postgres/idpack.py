@@ -1,4 +1,7 @@
-"""Checkpoint and task ids in ``checkpoint_writes`` as 16 bytes instead of 37.
+"""Keys compared only for equality, stored packed: ids of ``checkpoint_writes`` and
+channel versions of ``checkpoint_refs``.
+
+**Ids** (``checkpoint_writes``) take 16 bytes instead of 37.
 
 Ids are uuid strings (36 characters, 37 bytes stored, again in the primary key).
 That table only ever compares them for equality (it is never ordered by them),
@@ -10,13 +13,29 @@ encoding does not keep the order between uuid and non-uuid ids.
 
 :func:`sql_pack` is the same encoding in SQL, for the migration that converts
 existing rows.
+
+**Versions** (``checkpoint_refs``): the storage core's version key looks like
+``97.0.9798707268490134`` (counter, then LangGraph's random fraction). As text
+it takes 22 bytes and, since ``"100.…" < "99.…"``, each new version lands in
+the middle of the primary key, whose pages then split half-empty. Packed it is
+a marker byte, the counter as 4 big-endian bytes and the fraction's digits two
+per byte (13-14 bytes), and a thread's new versions are appended in order.
+Anything of another shape is stored as marker + UTF-8. :func:`sql_pack_version`
+is the SQL twin.
 """
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["pack_id", "sql_pack", "unpack_id"]
+__all__ = [
+    "pack_id",
+    "pack_version",
+    "sql_pack",
+    "sql_pack_version",
+    "unpack_id",
+    "unpack_version",
+]
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -47,3 +66,37 @@ def unpack_id(packed: bytes | memoryview) -> str:
         h = b.hex()
         return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
     return b[2:].decode() if b[0] == 1 else b[1:].decode()
+
+
+_VKEY = re.compile(r"([1-9][0-9]{0,8})\.0\.([0-9]+)")
+
+
+def pack_version(value: str) -> bytes:
+    """``counter.0.digits`` -> 0x01 + counter (4 bytes) + digits (BCD, ``f``-padded);
+    anything else -> 0x00 + UTF-8."""
+    m = _VKEY.fullmatch(value)
+    if m is None:
+        return b"\x00" + value.encode()
+    digits = m.group(2)
+    bcd = bytes.fromhex(digits + "f" * (len(digits) % 2))
+    return b"\x01" + int(m.group(1)).to_bytes(4, "big") + bcd
+
+
+def unpack_version(packed: bytes | memoryview) -> str:
+    """The version string :func:`pack_version` was given."""
+    b = bytes(packed)
+    if b[0] == 0:
+        return b[1:].decode()
+    digits = b[5:].hex()
+    return f"{int.from_bytes(b[1:5], 'big')}.0.{digits[:-1] if digits[-1] == 'f' else digits}"
+
+
+def sql_pack_version(column: str) -> str:
+    """:func:`pack_version` in SQL, for a migration template (braces doubled)."""
+    frac = f"split_part({column}, '.', 3)"
+    return (
+        f"CASE WHEN {column} ~ '^[1-9][0-9]{{{{0,8}}}}\\.0\\.[0-9]+$' THEN '\\x01'::bytea"
+        f" || int4send(split_part({column}, '.', 1)::int4)"
+        f" || decode({frac} || repeat('f', mod(length({frac}), 2)), 'hex')"
+        f" ELSE '\\x00'::bytea || convert_to({column}, 'UTF8') END"
+    )

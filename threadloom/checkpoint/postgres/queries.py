@@ -31,7 +31,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import sql_pack
+from threadloom.checkpoint.postgres.idpack import sql_pack, sql_pack_version
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
@@ -119,6 +119,11 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE {s}.checkpoint_writes"
     " ALTER COLUMN checkpoint_id TYPE BYTEA USING " + sql_pack("checkpoint_id") + ","
     " ALTER COLUMN task_id TYPE BYTEA USING " + sql_pack("task_id"),
+    # 15: channel versions of refs packed (idpack): 8 bytes less per ref, and new
+    # versions appended in order, so the primary key's pages fill instead of
+    # splitting half-empty
+    "ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE BYTEA USING "
+    + sql_pack_version("version"),
 ]
 
 
@@ -212,7 +217,7 @@ _STATEMENTS: dict[str, str] = {
     "insert_refs": """
             WITH ins AS (
                 INSERT INTO {refs} ({ref_cols})
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[],
+                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[],
                     %s::smallint[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[],
                     %s::bigint[])
                 ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
