@@ -1,7 +1,8 @@
 """Read-side caches: a re-read is served without storage lookups, yet never stale.
 
-Two savers sharing one memory executor stand in for two processes sharing a
-database: what one caches must not hide what the other rewrote.
+Memory savers with the read caches on (a database backend's setting) stand in
+for database savers; two sharing one executor stand in for two processes
+sharing a database: what one caches must not hide what the other rewrote.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
+
+
+def _saver() -> InMemorySaver:
+    saver = InMemorySaver()
+    saver.codec.cache_reads = True
+    return saver
 
 
 def _put(saver: InMemorySaver, thread_id: str, values: dict[str, Any], version: int) -> Any:
@@ -43,7 +50,7 @@ class CountingExecutor:
 
 
 def test_reread_needs_only_the_checkpoint_and_writes() -> None:
-    saver = InMemorySaver()
+    saver = _saver()
     big = {"text": "x" * 500, "n": 1}
     cid = _put(saver, "t", {"a": big, "b": ["m" * 300]}, 1)
     saver.put_writes(_config("t", cid), [("a", {"w": "y" * 300})], "task")
@@ -58,7 +65,7 @@ def test_reread_needs_only_the_checkpoint_and_writes() -> None:
 
 
 def test_cached_ref_whose_blobs_vanished_is_read_again() -> None:
-    reader, writer = InMemorySaver(), InMemorySaver()
+    reader, writer = _saver(), _saver()
     writer.executor = reader.executor  # one store, two processes' caches
     _put(writer, "t", {"log": ["old " * 40, "older " * 40]}, 1)
     assert reader.get_tuple(_config("t")).checkpoint["channel_values"]["log"][0] == "old " * 40
@@ -72,8 +79,15 @@ def test_cached_ref_whose_blobs_vanished_is_read_again() -> None:
     assert got.checkpoint["channel_values"]["log"] == ["new " * 40]
 
 
-def test_retention_drops_cached_rows_and_bytes() -> None:
+def test_memory_saver_does_not_cache_reads() -> None:
     saver = InMemorySaver()
+    _put(saver, "t", {"a": {"text": "x" * 500}}, 1)
+    saver.get_tuple(_config("t"))
+    assert not len(saver.codec.ref_cache) and not len(saver.codec.blob_cache)
+
+
+def test_retention_drops_cached_rows_and_bytes() -> None:
+    saver = _saver()
     _put(saver, "t", {"a": {"text": "x" * 500}}, 1)
     saver.get_tuple(_config("t"))
     assert len(saver.codec.ref_cache) and len(saver.codec.blob_cache)
@@ -83,13 +97,13 @@ def test_retention_drops_cached_rows_and_bytes() -> None:
 
 
 def test_rewritten_record_is_decoded_again() -> None:
-    saver = InMemorySaver()
+    saver = _saver()
     cid = _put(saver, "t", {"a": "small"}, 1)
     state = saver.codec.states.get(("t", "", cid))
     assert state is not None and state.data is not None
     row = saver.executor.checkpoints[("t", "")][cid]
     # another writer replaced the record (same id): the cached state no longer matches
-    other = InMemorySaver()
+    other = _saver()
     other.executor = saver.executor
     checkpoint = empty_checkpoint()
     checkpoint["id"] = cid

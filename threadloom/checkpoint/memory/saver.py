@@ -26,6 +26,7 @@ class InMemorySaver(ThreadTTL, StorageSaver):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.executor = MemoryExecutor()
+        self.codec.cache_reads = False  # the store is a dict already: caching costs, saves nothing
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
         return drive.run(flow, self.executor, write)

@@ -207,6 +207,8 @@ def _load_refs(codec: ValueCodec, thread_id: str, ns: str, keys: set[tuple[str, 
     """``(ref rows, how many came from the cache)``. A ref row never changes
     once written (first write wins; versions identify values), so rows read
     once are kept in ``codec.ref_cache`` until retention touches the thread."""
+    if not codec.cache_reads:
+        return ((yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []), 0
     cache, refs, ask = codec.ref_cache, [], []
     for channel, vkey in keys:
         ref = cache.get((thread_id, ns, channel, vkey))

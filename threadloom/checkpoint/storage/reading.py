@@ -55,6 +55,19 @@ class ListState:
     logical: int
 
 
+class _NoCache:
+    """Stands in for ``blob_cache`` when reads are not cached."""
+
+    def get(self, key: Any) -> None:
+        return None
+
+    def put(self, key: Any, value: Any, weight: int = 1) -> None:
+        pass
+
+
+_NO_CACHE = _NoCache()
+
+
 class ValueReader:
     """The read half of the value codec (see the module doc)."""
 
@@ -63,6 +76,7 @@ class ValueReader:
     chunks: Any
     manifests: Any
     blob_cache: Any
+    cache_reads: bool
 
     def remember(self, thread_id: str, ns: str, channel: str, state: ListState) -> None:
         raise NotImplementedError
@@ -85,7 +99,7 @@ class ValueReader:
         values (``KIND_BLOB`` and ``also``) are served from and kept in
         ``blob_cache``."""
         blobs = {} if blobs is None else blobs
-        cache = self.blob_cache
+        cache = self.blob_cache if self.cache_reads else _NO_CACHE
         whole, extra = set(also), set()
         for h in also:
             if h not in blobs and (hit := cache.get(h)) is None:

@@ -70,7 +70,9 @@ class ValueCodec(ValueReader):
         self.manifests: LRU[bytes, tuple[bytes, ...]] = LRU(4096, cache_bytes // 8)
         self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
         self.states: LRU[tuple[str, str, str], Any] = LRU(4096, 1 << 62)
-        # read caches (see reading.py): immutable ref rows by key, whole-value blobs by hash
+        # read caches (see reading.py): immutable ref rows by key, whole-value blobs by
+        # hash; off where storage is itself process memory (a lookup costs as much)
+        self.cache_reads = True
         self.ref_cache: LRU[tuple[str, str, str, str], RefRow] = LRU(16384, 1 << 62)
         self.blob_cache: LRU[bytes, BlobRow] = LRU(16384, cache_bytes // 4)
         self.keyframe_every = 16
