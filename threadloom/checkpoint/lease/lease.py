@@ -24,7 +24,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.saver import BaseCheckpointSaver
-from threadloom.checkpoint.storage import puts, step
+from threadloom.checkpoint.storage import step
 from threadloom.errors import LeaseLostError, StorageError
 
 __all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
@@ -286,38 +286,24 @@ class FencedSaver(BaseCheckpointSaver):
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if not self._ours(config):
             return self.inner.put(config, checkpoint, metadata, new_versions)
-        self._touch(False)
-        codec = self.inner.codec
-        out = self._guard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
-        self._created(config, checkpoint)
-        self._inline = threading.get_ident()
-        return out
+        return self.put_steps([((), (config, checkpoint, metadata, new_versions))])
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
         if not self._ours(config):
             return self.inner.put_writes(config, writes, task_id, task_path)
-        self._touch(False)
-        codec = self.inner.codec
-        self._guard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+        self.put_steps([(((config, writes, task_id, task_path),), None)])
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         if not self._ours(config):
             return await self.inner.aput(config, checkpoint, metadata, new_versions)
-        await self._touch(True)
-        codec = self.inner.codec
-        out = await self._aguard(puts.put_flow(codec, config, checkpoint, metadata, new_versions))
-        self._created(config, checkpoint)
-        self._inline = id(asyncio.current_task())
-        return out
+        return await self.aput_steps([((), (config, checkpoint, metadata, new_versions))])
 
     async def aput_writes(
         self, config: Any, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
         if not self._ours(config):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
-        await self._touch(True)
-        codec = self.inner.codec
-        await self._aguard(puts.put_writes_flow(codec, config, writes, task_id, task_path))
+        await self.aput_steps([(((config, writes, task_id, task_path),), None)])
 
     def _all_ours(self, writes: Any, checkpoint: Any) -> bool:
         return (checkpoint is None or self._ours(checkpoint[0])) and all(
@@ -335,20 +321,27 @@ class FencedSaver(BaseCheckpointSaver):
     def put_steps(self, steps: Any) -> Any:
         """Several steps in one transaction, fenced once (StorageSaver.put_steps)."""
         if not all(self._all_ours(w, c) for w, c in steps):
-            return [BaseCheckpointSaver.put_step(self, w, c) for w, c in steps][-1]
+            outs = [BaseCheckpointSaver.put_step(self, w, c) for w, c in steps]
+            return next((o for o in reversed(outs) if o is not None), None)
         self._touch(False)
-        out = self._guard(step.put_steps_flow(self.inner.codec, steps))
+        out = self._guard(self._steps_flow(steps))
         self._stored(steps, threading.get_ident())
         return out
 
     async def aput_steps(self, steps: Any) -> Any:
         """Async twin of :meth:`put_steps`."""
         if not all(self._all_ours(w, c) for w, c in steps):
-            return [await BaseCheckpointSaver.aput_step(self, w, c) for w, c in steps][-1]
+            outs = [await BaseCheckpointSaver.aput_step(self, w, c) for w, c in steps]
+            return next((o for o in reversed(outs) if o is not None), None)
         await self._touch(True)
-        out = await self._aguard(step.put_steps_flow(self.inner.codec, steps))
+        out = await self._aguard(self._steps_flow(steps))
         self._stored(steps, id(asyncio.current_task()))
         return out
+
+    def _steps_flow(self, steps: Any) -> Generator[Any, Any, Any]:
+        if len(steps) == 1:  # the usual case: one generator layer fewer per op
+            return step.put_step_flow(self.inner.codec, *steps[0])
+        return step.put_steps_flow(self.inner.codec, steps)
 
     def _stored(self, steps: Any, caller: int) -> None:
         for _writes, checkpoint in steps:
