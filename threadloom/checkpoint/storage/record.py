@@ -161,18 +161,24 @@ def _key(value: Any) -> Any:
     return tuple(value) if kind is list else (kind.__name__, value)
 
 
-def _table(base: list[Any], index: dict[Any, int] | None, keyed: bool) -> tuple[Any, ...]:
+def _table(
+    base: list[Any], index: dict[Any, int] | None, keyed: bool, own: bool = False
+) -> tuple[Any, ...]:
     """Names or versions of a chain of records; each use is a small int index.
 
     Returns ``(ref, added, added_index, base_index)``: ``ref(value)`` gives the
     index of ``value``, appending it to ``added`` when the base (the parent's
-    table, shared, never copied) lacks it.
+    table, shared, never mutated) lacks it. With ``own`` (versions: nearly
+    every record adds some) the index is copied up front and extended in
+    place, so ``added_index is base_index`` and inline lookups see additions.
     """
     if index is None:
         index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
+    elif own:
+        index = dict(index)
     get = index.get
     added: list[Any] = []
-    added_index: dict[Any, int] = {}
+    added_index: dict[Any, int] = index if own else {}
     get_added, start = added_index.get, len(base)
 
     def ref(value: Any) -> int:
@@ -208,7 +214,7 @@ def encode(
         prev.names if prev else [], index[0], False
     )  # names are str
     vref, new_versions, versions_added, versions_index = _table(
-        prev.versions if prev else [], index[1], True
+        prev.versions if prev else [], index[1], True, own=True
     )
     rec: dict[str, Any] = {"k": state.depth}
     if prev is None:
@@ -256,9 +262,9 @@ def encode(
         ]
     if iv:
         rec["iv"] = [
-            [nref(c), e[1], e[2]]
+            [ni[c] if c in ni else nref(c), e[1], e[2]]
             if c in cv and e[0] == cv[c]
-            else [nref(c), e[1], e[2], vref(e[0])]
+            else [ni[c] if c in ni else nref(c), e[1], e[2], vref(e[0])]
             for c, e in iv.items()
         ]
     uc = core.get("updated_channels")
@@ -278,7 +284,8 @@ def encode(
     if new_versions:
         rec["t"] = new_versions
         state.versions = (prev.versions if prev else []) + new_versions
-        versions_index = {**versions_index, **versions_added}
+        if versions_added is not versions_index:
+            versions_index = {**versions_index, **versions_added}
     else:
         state.versions = prev.versions if prev else []
     state.index = (names_index, versions_index)
