@@ -130,7 +130,7 @@ class ThreadTTL:
     # -- reads and writes -------------------------------------------------------
 
     def get_tuple(self, config: dict[str, Any]) -> Any:
-        if not self._alive(_thread(config)):
+        if self._ttl_on and not self._alive(_thread(config)):
             return None
         return super().get_tuple(config)  # type: ignore[misc]
 
@@ -151,15 +151,17 @@ class ThreadTTL:
         return (item for item in super().list(config, **kwargs) if visible(item))  # type: ignore[misc]
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        self._alive(_thread(config), write=True)
+        if self._ttl_on:  # (checked first: no config parsing on the hot path without TTL)
+            self._alive(_thread(config), write=True)
         return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
-        self._alive(_thread(config), write=True)
+        if self._ttl_on:
+            self._alive(_thread(config), write=True)
         super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]
 
     async def aget_tuple(self, config: dict[str, Any]) -> Any:
-        if not await self._aalive(_thread(config)):
+        if self._ttl_on and not await self._aalive(_thread(config)):
             return None
         return await super().aget_tuple(config)  # type: ignore[misc]
 
@@ -179,13 +181,15 @@ class ThreadTTL:
                 yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        await self._aalive(_thread(config), write=True)
+        if self._ttl_on:
+            await self._aalive(_thread(config), write=True)
         return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     async def aput_writes(
         self, config: Any, writes: Any, task_id: str, task_path: str = ""
     ) -> None:
-        await self._aalive(_thread(config), write=True)
+        if self._ttl_on:
+            await self._aalive(_thread(config), write=True)
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
 
     # -- operator API -----------------------------------------------------------
