@@ -29,11 +29,17 @@ _FILTER_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 def blob_hash(tag: str, data: bytes) -> bytes:
-    """Content address of a serialized value: blake2b-128 over tag and bytes."""
-    h = blake2b(tag.encode(), digest_size=HASH_SIZE)
-    h.update(b"\0")
-    h.update(data)
-    return h.digest()
+    """Content address of a serialized value: blake2b-128 over ``tag + b"\\0" +
+    data`` (one call on a joined buffer: cheaper than three incremental ones)."""
+    prefix = _PREFIXES.get(tag)
+    if prefix is None:
+        if len(_PREFIXES) > 1024:
+            _PREFIXES.clear()
+        prefix = _PREFIXES[tag] = tag.encode() + b"\0"
+    return blake2b(prefix + data, digest_size=HASH_SIZE).digest()
+
+
+_PREFIXES: dict[str, bytes] = {}
 
 
 def pack(hashes: Any) -> bytes:
