@@ -23,7 +23,15 @@ from threadloom.checkpoint.postgres.blobplans import (
     lock_blobs,
 )
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import pack_id, pack_version, unpack_id, unpack_version
+from threadloom.checkpoint.postgres.idpack import (
+    pack_id,
+    packed_keys,
+    packed_ref,
+    packed_write,
+    unpack_id,
+    unpack_version,
+    unpacked_ref,
+)
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
@@ -202,23 +210,13 @@ def _find_runs(op: ops.FindRunCheckpoints, sql: SQL) -> Plan:
 
 
 def _refs(results: list[Any]) -> list[RefRow]:
-    return [RefRow(t, ns, ch, unpack_version(v), *rest) for t, ns, ch, v, *rest in results[0]]
-
-
-def _packed_ref(r: RefRow) -> tuple[Any, ...]:
-    """A ref row as stored: its version packed (idpack)."""
-    return (r[0], r[1], r[2], pack_version(r[3]), *r[4:])
-
-
-def _packed_keys(keys: Any) -> list[list[Any]]:
-    """(channel, version) keys -> [channels, packed versions] for ``unnest``."""
-    return [[k[0] for k in keys], [pack_version(k[1]) for k in keys]]
+    return [unpacked_ref(row) for row in results[0]]
 
 
 def _load_refs(op: ops.LoadRefs, sql: SQL) -> Plan:
     if not op.keys:
         return [], lambda r: []
-    channels, versions = _packed_keys(op.keys)
+    channels, versions = packed_keys(op.keys)
     stmt = Stmt(
         f"{sql.select_refs} WHERE thread_id = %s AND checkpoint_ns = %s AND (channel, version)"
         " IN (SELECT * FROM unnest(%s::text[], %s::bytea[]))",
@@ -258,7 +256,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
     if op.refs:
         stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
-        batch.append(Stmt(stmt, (*columns(map(_packed_ref, op.refs), 10), *gparams), "all"))
+        batch.append(Stmt(stmt, (*columns(map(packed_ref, op.refs), 10), *gparams), "all"))
     if op.row is not None:
         if guard:
             values = "SELECT %s, %s, %s, %s, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
@@ -325,18 +323,13 @@ def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
     batch = insert_blobs(op.blobs, sql)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
-        batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
+        batch.append(Stmt(sql.upsert_writes, columns(map(packed_write, unique), 7)))
     has_blobs = bool(op.blobs)
     return batch, lambda r: frozenset(bytes(x[0]) for x in r[0]) if has_blobs else frozenset()
 
 
 def _write_key(w: WriteRow) -> tuple[str, str, str, str]:
     return (w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id)
-
-
-def _packed(w: WriteRow) -> tuple[Any, ...]:
-    """A write row as stored: checkpoint and task ids packed (idpack)."""
-    return (w[0], w[1], pack_id(w[2]), pack_id(w[3]), *w[4:])
 
 
 def _load_ancestors(op: ops.LoadAncestors, sql: SQL) -> Plan:
@@ -349,10 +342,10 @@ def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
     if op.checkpoints:
         batch.append(Stmt(sql.upsert_ckpt, [tuple(r) for r in op.checkpoints], "many"))
     if op.refs:
-        batch.append(Stmt(sql.upsert_ref, [_packed_ref(r) for r in op.refs], "many"))
+        batch.append(Stmt(sql.upsert_ref, [packed_ref(r) for r in op.refs], "many"))
     if op.writes:
         unique = list({_write_key(w): w for w in op.writes}.values())
-        batch.append(Stmt(sql.upsert_writes, columns(map(_packed, unique), 7)))
+        batch.append(Stmt(sql.upsert_writes, columns(map(packed_write, unique), 7)))
     return batch, lambda r: None
 
 
@@ -388,7 +381,7 @@ def _delete_refs(op: ops.DeleteRefs, sql: SQL) -> Plan:
         if not op.keys:
             return [], lambda r: None
         where += " AND (channel, version) IN (SELECT * FROM unnest(%s::text[], %s::bytea[]))"
-        params.extend(_packed_keys(op.keys))
+        params.extend(packed_keys(op.keys))
     return [Stmt(f"DELETE FROM {sql.refs} WHERE {where}", params)], lambda r: None
 
 

@@ -27,9 +27,16 @@ is the SQL twin.
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from threadloom.checkpoint.storage.ops import RefRow
 
 __all__ = [
     "pack_id",
+    "packed_keys",
+    "packed_ref",
+    "packed_write",
+    "unpacked_ref",
     "pack_version",
     "sql_pack",
     "sql_pack_version",
@@ -100,3 +107,26 @@ def sql_pack_version(column: str) -> str:
         f" || decode({frac} || repeat('f', mod(length({frac}), 2)), 'hex')"
         f" ELSE '\\x00'::bytea || convert_to({column}, 'UTF8') END"
     )
+
+
+# rows as the executor stores and reads them (storage rows are NamedTuples)
+
+
+def packed_write(w: Any) -> tuple[Any, ...]:
+    """A WriteRow as stored: checkpoint and task ids packed."""
+    return (w[0], w[1], pack_id(w[2]), pack_id(w[3]), *w[4:])
+
+
+def packed_ref(r: Any) -> tuple[Any, ...]:
+    """A RefRow as stored: its version packed."""
+    return (r[0], r[1], r[2], pack_version(r[3]), *r[4:])
+
+
+def unpacked_ref(row: Any) -> RefRow:
+    """A stored ref row back as the RefRow the storage core wrote."""
+    return RefRow(row[0], row[1], row[2], unpack_version(row[3]), *row[4:])
+
+
+def packed_keys(keys: Any) -> list[list[Any]]:
+    """(channel, version) keys -> [channels, packed versions], for ``unnest``."""
+    return [[k[0] for k in keys], [pack_version(k[1]) for k in keys]]
