@@ -53,14 +53,7 @@ from threadloom.checkpoint.postgres.health import (
 from threadloom.checkpoint.postgres.params import cheap_params
 from threadloom.errors import StorageError
 
-__all__ = [
-    "Stmt",
-    "PgConnector",
-    "ConnectorBase",
-    "connect_kwargs",
-    "is_dead",
-    "pool_kwargs",
-]
+__all__ = ["Stmt", "PgConnector", "ConnectorBase", "connect_kwargs", "is_dead", "pool_kwargs"]
 
 Fetch = Literal["none", "one", "all", "many"]
 RETRY_STATES = {"40P01", "40001"}  # deadlock_detected, serialization_failure
@@ -366,8 +359,10 @@ class PgConnector(ConnectorBase):
     @staticmethod
     def _send(conn: Connection, batch: Sequence[Stmt]) -> list[Any]:
         """Run ``batch``; outside a pipeline each result is read at once, so one
-        cursor serves every statement; in a pipeline a statement whose rows are
-        read later needs a cursor of its own."""
+        cursor serves every statement. In a pipeline a statement whose rows are
+        read needs a cursor of its own, even the last one: psycopg sets a
+        result on its cursor whenever it arrives, and reads a cursor that has
+        one without waiting for the rest."""
         pipelined = conn._pipeline is not None
         shared = conn.cursor(row_factory=tuple_row)
         cursors, results = [], []
