@@ -20,7 +20,6 @@ __all__ = [
     "Stmt",
     "enc_id",
     "dec_id",
-    "padded",
 ]
 
 CHUNK = 400  # values per IN (...) list, well under SQLite's variable limit
@@ -93,18 +92,11 @@ def _marks(n: int) -> str:
     return ", ".join("?" * n)
 
 
-def padded(n: int) -> int:
-    """The power of two >= ``n``: how many items a variable-length list of a
-    statement is padded to, so its SQL text (and sqlite3's cached prepared
-    statement) repeats across calls instead of one text per length."""
-    return 1 << (n - 1).bit_length()
-
-
 def _in_list(part: Sequence[Any]) -> tuple[str, list[Any]]:
-    """``?, ?, ...`` for an ``IN (...)`` list and its parameters, padded with
-    NULLs (which match nothing) to :func:`padded` length."""
-    size = padded(len(part))
-    return _marks(size), [*part, *[None] * (size - len(part))]
+    """``?, ?, ...`` for an ``IN (...)`` list and its parameters. Not padded to a
+    few fixed lengths: NULL padding cost more instructions (callgrind: +8% per
+    ``list(limit=20)``) than the prepared statements it kept in sqlite3's cache."""
+    return _marks(len(part)), list(part)
 
 
 def _scope(

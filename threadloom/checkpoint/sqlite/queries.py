@@ -26,7 +26,6 @@ from threadloom.checkpoint.sqlite.common import (
     _scope,
     _w_row,
     enc_id,
-    padded,
 )
 from threadloom.checkpoint.sqlite.ttl import PLANS as TTL_PLANS
 from threadloom.checkpoint.sqlite.writes import WRITE_PLANS
@@ -139,11 +138,8 @@ def _refs_sql(size: int) -> str:
 def _load_refs(op: o.LoadRefs) -> Plan:
     found = []
     for part in _chunks(op.keys, CHUNK // 2):
-        size = padded(len(part))  # (NULL, NULL) pads match nothing
-        params = [x for key in part for x in key]
-        params.extend([None] * (2 * (size - len(part))))
-        params.extend((op.thread_id, op.checkpoint_ns))
-        found.extend(o.RefRow(*r) for r in (yield Stmt(_refs_sql(size), params)))
+        params = [*(x for key in part for x in key), op.thread_id, op.checkpoint_ns]
+        found.extend(o.RefRow(*r) for r in (yield Stmt(_refs_sql(len(part)), params)))
     return found
 
 
