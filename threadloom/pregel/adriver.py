@@ -154,6 +154,8 @@ async def astream_run(
     boundary = None if loop.is_nested else getattr(opts.checkpointer, "aat_step_boundary", None)
     try:
         loop.start(saved)
+        if opts.persister is not None:
+            await opts.persister.throttle()  # the input checkpoint (sync: before any chunk)
         for c in run.drain():
             yield c
         while loop.tick():

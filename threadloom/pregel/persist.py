@@ -231,8 +231,12 @@ class AsyncPersister(_Buffer):
         self._max = max_pending
 
     def _submit(self, op: tuple[list[Any], Any]) -> None:
+        """Queue a save. ``async`` durability: a drain task runs it in the background.
+        ``sync``/``exit``: the driver's next ``throttle()``/``flush()`` runs it in the
+        run's own task (no task per save, and the lease fence then counts as the
+        run's own for the step boundary check)."""
         self._queue.append(op)
-        if self._drainer is None or self._drainer.done():
+        if not self.inline and (self._drainer is None or self._drainer.done()):
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
 
     async def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
@@ -270,11 +274,10 @@ class AsyncPersister(_Buffer):
             await self._wait()
 
     async def _wait(self) -> None:
-        if self._drainer is not None:
-            if not self._drainer.done():
-                await asyncio.shield(self._drainer)
-            while self._queue:  # submitted after the drainer finished
-                await self._drain()
+        if self._drainer is not None and not self._drainer.done():
+            await asyncio.shield(self._drainer)
+        while self._queue:  # inline saves, or submitted after the drainer finished
+            await self._drain()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
