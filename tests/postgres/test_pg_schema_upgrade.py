@@ -26,6 +26,7 @@ BLOB_REFS = next(
 # the migrations that pack the ids of pending writes and the versions of refs (idpack)
 PACKED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "checkpoint_id TYPE BYTEA" in m)
 PACKED_VERSIONS = next(i for i, m in enumerate(MIGRATIONS) if "version TYPE BYTEA" in m)
+PACKED_PARENTS = next(i for i, m in enumerate(MIGRATIONS) if "parent_checkpoint_id TYPE BYTEA" in m)
 
 _UNPACK_VERSION_SQL = (  # idpack.unpack_version in SQL
     "CASE WHEN get_byte({c}, 0) = 0 THEN convert_from(substring({c} FROM 2), 'UTF8')"
@@ -66,6 +67,7 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
         conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
         conn.execute(MIGRATIONS[PACKED_VERSIONS].format(s=s))
+        conn.execute(MIGRATIONS[PACKED_PARENTS].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
@@ -85,7 +87,18 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             f"ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE TEXT"
             f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
         )
+        conn.execute(
+            f"ALTER TABLE {s}.checkpoints ALTER COLUMN parent_checkpoint_id TYPE TEXT"
+            f" USING {_UNPACK_SQL.format(c='parent_checkpoint_id')}"
+        )
     return before
+
+
+def _unpacked_ckpts(rows: list) -> list:
+    """Raw ``checkpoints`` rows with their parent ids as text again."""
+    return sorted(
+        [(*r[:3], None if r[3] is None else unpack_id(r[3]), *r[4:]) for r in rows], key=repr
+    )
 
 
 def _unpacked_refs(rows: list) -> list:
@@ -136,6 +149,8 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
         refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
         assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
+        ckpts = raw_before.pop("checkpoints")  # parent ids packed (idpack)
+        assert _unpacked_ckpts(raw_after["checkpoints"]) == ckpts
         counts = raw_before.pop("checkpoint_blobs")  # refs moved to their own table
         assert raw_after["checkpoint_blobs"] == [r[:-1] for r in counts]
         assert raw_after["checkpoint_blob_refs"] == sorted(
@@ -185,6 +200,8 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
         refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
         assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
+        ckpts = raw_before.pop("checkpoints")  # parent ids packed (idpack)
+        assert _unpacked_ckpts(raw_after["checkpoints"]) == ckpts
         for table, rows in raw_before.items():  # other raw rows untouched
             assert raw_after[table] == rows, table
         assert snapshot(saver) == before

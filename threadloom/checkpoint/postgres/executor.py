@@ -25,11 +25,13 @@ from threadloom.checkpoint.postgres.blobplans import (
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
+    packed_ckpt,
     packed_keys,
     packed_ref,
     packed_write,
     unpack_id,
     unpack_version,
+    unpacked_ckpt,
     unpacked_ref,
 )
 from threadloom.checkpoint.postgres.queries import SQL, columns
@@ -155,7 +157,7 @@ def _scope(thread_id: str | None, ns: str | None, prefix: str = "") -> tuple[str
 
 
 def _ckpt_rows(results: list[Any]) -> list[CheckpointRow]:
-    return [CheckpointRow(*row) for row in results[0]]
+    return [unpacked_ckpt(row) for row in results[0]]
 
 
 def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
@@ -172,7 +174,7 @@ def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
             (op.thread_id, op.checkpoint_ns, op.checkpoint_id),
             "one",
         )
-    return [stmt], lambda r: CheckpointRow(*r[0]) if r[0] else None
+    return [stmt], lambda r: unpacked_ckpt(r[0]) if r[0] else None
 
 
 def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
@@ -259,11 +261,11 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         batch.append(Stmt(stmt, (*columns(map(packed_ref, op.refs), 10), *gparams), "all"))
     if op.row is not None:
         if guard:
-            values = "SELECT %s, %s, %s, %s, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
+            values = "SELECT %s, %s, %s, %s::bytea, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
             stmt = sql.upsert_ckpt.replace(_CKPT_VALUES, values)
-            batch.append(Stmt(stmt, (*op.row, *gparams)))
+            batch.append(Stmt(stmt, (*packed_ckpt(op.row), *gparams)))
         else:
-            batch.append(Stmt(sql.upsert_ckpt, tuple(op.row)))
+            batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
     if guard and blobs:  # a reused blob vanished after the insert: take ours back
         sent = sorted({b.hash for b in op.blobs})
         batch.append(
@@ -293,7 +295,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     return batch, decode
 
 
-_CKPT_VALUES = "VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+_CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)"
 
 
 def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
@@ -340,7 +342,7 @@ def _load_ancestors(op: ops.LoadAncestors, sql: SQL) -> Plan:
 def _insert_rows(op: ops.InsertRows, sql: SQL) -> Plan:
     batch = []
     if op.checkpoints:
-        batch.append(Stmt(sql.upsert_ckpt, [tuple(r) for r in op.checkpoints], "many"))
+        batch.append(Stmt(sql.upsert_ckpt, [packed_ckpt(r) for r in op.checkpoints], "many"))
     if op.refs:
         batch.append(Stmt(sql.upsert_ref, [packed_ref(r) for r in op.refs], "many"))
     if op.writes:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from threadloom.checkpoint.storage.ops import RefRow
+from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow
 
 __all__ = [
     "pack_id",
@@ -40,6 +40,9 @@ __all__ = [
     "pack_version",
     "sql_pack",
     "sql_pack_version",
+    "sql_unpack",
+    "packed_ckpt",
+    "unpacked_ckpt",
     "unpack_id",
     "unpack_version",
 ]
@@ -55,6 +58,16 @@ def sql_pack(column: str) -> str:
         f"CASE WHEN {column} ~ {uuid} THEN decode(replace({column}, '-', ''), 'hex')"
         f" WHEN octet_length({column}) = 15 THEN '\\x0100'::bytea || convert_to({column}, 'UTF8')"
         f" ELSE '\\x00'::bytea || convert_to({column}, 'UTF8') END"
+    )
+
+
+def sql_unpack(column: str) -> str:
+    """:func:`unpack_id` in SQL (for queries, not migration templates)."""
+    return (
+        f"CASE WHEN octet_length({column}) = 16 THEN regexp_replace(encode({column}, 'hex'),"
+        " '(.{8})(.{4})(.{4})(.{4})(.{12})', '\\1-\\2-\\3-\\4-\\5')"
+        f" WHEN get_byte({column}, 0) = 1 THEN convert_from(substring({column} FROM 3), 'UTF8')"
+        f" ELSE convert_from(substring({column} FROM 2), 'UTF8') END"
     )
 
 
@@ -130,3 +143,15 @@ def unpacked_ref(row: Any) -> RefRow:
 def packed_keys(keys: Any) -> list[list[Any]]:
     """(channel, version) keys -> [channels, packed versions], for ``unnest``."""
     return [[k[0] for k in keys], [pack_version(k[1]) for k in keys]]
+
+
+def packed_ckpt(row: Any) -> tuple[Any, ...]:
+    """A CheckpointRow as stored: its parent id packed (None stays None)."""
+    parent = row[3]
+    return (*row[:3], None if parent is None else pack_id(parent), *row[4:])
+
+
+def unpacked_ckpt(row: Any) -> CheckpointRow:
+    """A stored checkpoint row back as the CheckpointRow the storage core wrote."""
+    parent = row[3]
+    return CheckpointRow(*row[:3], None if parent is None else unpack_id(parent), *row[4:])

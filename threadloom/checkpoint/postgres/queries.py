@@ -31,7 +31,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import sql_pack, sql_pack_version
+from threadloom.checkpoint.postgres.idpack import sql_pack, sql_pack_version, sql_unpack
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
@@ -124,6 +124,10 @@ MIGRATIONS: list[str] = [
     # splitting half-empty
     "ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE BYTEA USING "
     + sql_pack_version("version"),
+    # 16: a checkpoint's parent id packed like the ids of pending writes (16 bytes
+    # for a uuid, not 37); the ancestors query unpacks it to follow the chain
+    "ALTER TABLE {s}.checkpoints ALTER COLUMN parent_checkpoint_id TYPE BYTEA USING "
+    + sql_pack("parent_checkpoint_id"),
 ]
 
 
@@ -232,7 +236,7 @@ _STATEMENTS: dict[str, str] = {
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """
             INSERT INTO {ckpt} ({ckpt_cols_raw})
-            VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)
+            VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)
             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
                 parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
                 data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id""",
@@ -255,7 +259,7 @@ _STATEMENTS: dict[str, str] = {
                 UNION ALL
                 SELECT p.*, chain.depth + 1 FROM {ckpt} p JOIN chain
                     ON p.thread_id = chain.thread_id AND p.checkpoint_ns = chain.checkpoint_ns
-                    AND p.checkpoint_id = chain.parent_checkpoint_id
+                    AND p.checkpoint_id = {unpack_parent}
                 WHERE chain.depth < %s
             )
             SELECT {ckpt_cols} FROM chain ORDER BY depth""",
@@ -339,6 +343,7 @@ class SQL:
             "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
             "ref_cols": self.REF_COLS,
             "write_cols": self.WRITE_COLS,
+            "unpack_parent": sql_unpack("chain.parent_checkpoint_id"),
         }
         for name, template in _STATEMENTS.items():
             setattr(self, name, template.format(**names))
