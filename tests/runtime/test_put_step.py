@@ -353,3 +353,22 @@ def test_exit_durability_saves_writes_and_checkpoint_together():
     assert sorted(v[0] for _, c, v in pending if c == "log") == ["w0", "w1", "w3"]
     out = run(fanout(4, saver), None, "x", "exit")
     assert sorted(out["log"]) == ["w0", "w1", "w2", "w3"]
+
+
+async def test_async_sync_durability_boundary_trusts_the_runs_own_fence():
+    saver = InMemorySaver()
+    counts = {"read": 0, "write": 0}
+    inner = saver._arun
+
+    async def counting(flow: Any, write: bool = False) -> Any:
+        counts["write" if write else "read"] += 1
+        return await inner(flow, write)
+
+    saver._arun = counting  # type: ignore[method-assign]
+    graph = chain(3, saver)
+    for i in range(2):
+        out = await graph.ainvoke({"log": []}, cfg(f"a{i}"), durability="sync")
+        assert out == {"log": ["n0", "n1", "n2"]}
+    # per run: the initial read only (the step boundaries use the put_step fence),
+    # lease acquire + 5 checkpoints + release
+    assert counts == {"read": 2, "write": 14}
