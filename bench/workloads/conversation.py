@@ -88,8 +88,14 @@ def build_agent(side: Side):
     return builder
 
 
+_OPTIONAL_SAVES = ("put_step", "put_steps")
+_SAVES = ("put", "put_writes", *_OPTIONAL_SAVES)
+
+
 class SaveTimer:
-    """Sums the time spent in the saver's ``put``/``put_writes`` (any thread).
+    """Sums the time spent in the saver's ``put``/``put_writes`` (any thread),
+    and in ``put_step``/``put_steps`` where a saver has them (threadloom saves a
+    step's last writes and its checkpoint in one call).
 
     Wraps the saver instance's methods and, for a side whose runs save through
     a wrapper class (threadloom's lease ``FencedSaver``), that class's methods
@@ -102,16 +108,20 @@ class SaveTimer:
         self._lock = threading.Lock()
         self._local = threading.local()
         self._undo: list[tuple[Any, str, Any]] = []
-        for name in ("put", "put_writes"):
+        for name in _SAVES:
+            method = getattr(saver, name, None)
+            if method is None:
+                self.ok = self.ok and name in _OPTIONAL_SAVES
+                continue
             try:
-                setattr(saver, name, self._wrap(getattr(saver, name)))
+                setattr(saver, name, self._wrap(method))
             except (AttributeError, TypeError):
                 self.ok = False
         try:
             fenced = side.get("FencedSaver")
         except NotAvailable:
             return
-        for name in ("put", "put_writes"):
+        for name in _SAVES:
             original = fenced.__dict__.get(name)
             if original is not None:
                 self._undo.append((fenced, name, original))
