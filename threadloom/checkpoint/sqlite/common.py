@@ -34,7 +34,10 @@ THREAD = "(SELECT id FROM tl_threads WHERE thread_id = ?)"
 
 class Stmt(NamedTuple):
     """One statement. ``mode``: ``all`` (rows), ``one`` (row|None),
-    ``count`` (rowcount), ``many`` (executemany, rowcount)."""
+    ``count`` (rowcount), ``many`` (executemany, rowcount), ``each`` (params is
+    a list of rows: one execution per row, the list of their rowcounts),
+    ``thread`` (rows; repeats answered from memory within a transaction),
+    ``drop`` (rowcount; forgets those remembered thread ids)."""
 
     sql: str
     params: Any = ()

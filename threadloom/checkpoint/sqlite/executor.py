@@ -134,6 +134,10 @@ class SqliteExecutor:
                 if mode == "many":
                     result = conn.executemany(stmt.sql, stmt.params).rowcount
                     continue
+                if mode == "each":  # one statement per row, each row's rowcount
+                    sql = stmt.sql
+                    result = [conn.execute(sql, row).rowcount for row in stmt.params]
+                    continue
                 cur = conn.execute(stmt.sql, stmt.params)
                 if mode == "thread":
                     result = self._threads[stmt.params[0]] = cur.fetchall()
@@ -238,6 +242,12 @@ class AsyncSqliteExecutor:
                     cur = await conn.executemany(stmt.sql, stmt.params)
                     result = cur.rowcount
                     await cur.close()
+                    continue
+                if mode == "each":  # one statement per row, each row's rowcount
+                    result = []
+                    for row in stmt.params:
+                        async with conn.execute(stmt.sql, row) as cur:
+                            result.append(cur.rowcount)
                     continue
                 if mode == "drop":
                     self._threads.clear()

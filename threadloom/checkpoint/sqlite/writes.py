@@ -109,19 +109,25 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     if (yield from _stale(op)):
         return o.SaveResult(frozenset(), (), stale=True)
     names = [op.row.thread_id] if op.row is not None else []
-    ids = yield from _thread_ids([*names, *(r.thread_id for r in op.refs)])
-    inserted = []
+    ids = yield from _thread_ids(names + [r.thread_id for r in op.refs])
     held: Counter[bytes] = Counter()
-    for ref in op.refs:
-        ok = bool((yield Stmt(INSERT_REF, (ids[ref.thread_id], *ref[1:]), "count")))
-        if ok:
-            h = ref.hashes
-            held.update(h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE))
-        inserted.append(ok)
-    new = set()
-    for blob in op.blobs:  # inserted holding its final count: no UPDATE for new blobs
-        if (yield Stmt(INSERT_BLOB, (*blob, held.get(blob.hash, 0)), "count")):
-            new.add(blob.hash)
+    inserted: list[bool] = []
+    if op.refs:
+        rows = [(ids[ref.thread_id], *ref[1:]) for ref in op.refs]
+        counts = yield Stmt(INSERT_REF, rows, "each")
+        for ref, count in zip(op.refs, counts):
+            if count:
+                h = ref.hashes
+                if len(h) == o.HASH_SIZE:  # the usual single-blob ref
+                    held[h] += 1
+                elif h:
+                    held.update([h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE)])
+            inserted.append(bool(count))
+    new: set[bytes] = set()
+    if op.blobs:  # inserted holding their final count: no UPDATE for new blobs
+        rows = [(*blob, held.get(blob.hash, 0)) for blob in op.blobs]
+        counts = yield Stmt(INSERT_BLOB, rows, "each")
+        new = {blob.hash for blob, count in zip(op.blobs, counts) if count}
     rest = [(n, h) for h, n in held.items() if h not in new]
     if rest:
         yield Stmt(ADD_REFS, rest, "many")
@@ -132,13 +138,13 @@ def _save(op: o.SaveCheckpoint) -> Plan:
 
 def _save_writes(op: o.SaveWrites) -> Plan:
     ids = yield from _thread_ids(r.thread_id for r in op.rows)
-    new = []
-    for blob in op.blobs:
-        if (yield Stmt(INSERT_BLOB, (*blob, 0), "count")):
-            new.append(blob.hash)
+    new: frozenset[bytes] = frozenset()
+    if op.blobs:
+        counts = yield Stmt(INSERT_BLOB, [(*blob, 0) for blob in op.blobs], "each")
+        new = frozenset(blob.hash for blob, count in zip(op.blobs, counts) if count)
     params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
     yield Stmt(SAVE_WRITE, params, "many")
-    return frozenset(new)
+    return new
 
 
 def _add_threads(rows: Sequence[Any]) -> Plan:
