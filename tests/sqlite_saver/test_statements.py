@@ -115,6 +115,26 @@ def test_thread_id_is_read_once_per_transaction_and_forgotten_on_rollback(saver)
     ]
 
 
+def test_a_base_saved_in_this_transaction_is_not_asked_again(saver) -> None:
+    seen: list[str] = []
+    ex = saver.executor
+    ex.tracer = lambda sql, params: seen.append(sql)
+    first = o.CheckpointRow("t", "", str(uuid6()), None, "tl1", b"x", "{}", None)
+    second = first._replace(checkpoint_id=str(uuid6()), parent_checkpoint_id=first.checkpoint_id)
+    with ex.transaction(True):
+        ex.execute(o.SaveCheckpoint(first, (), ()))
+        assert not ex.execute(o.SaveCheckpoint(second, (), (), base=first.checkpoint_id)).stale
+        assert not any(sql.startswith("SELECT EXISTS") for sql in seen)
+        ex.execute(o.DeleteCheckpoints("t", "", (first.checkpoint_id,)))
+        third = second._replace(checkpoint_id=str(uuid6()))
+        assert ex.execute(o.SaveCheckpoint(third, (), (), base=first.checkpoint_id)).stale
+    assert sum(sql.startswith("SELECT EXISTS") for sql in seen) == 1
+    seen.clear()
+    fourth = second._replace(checkpoint_id=str(uuid6()))
+    assert not _save(ex, o.SaveCheckpoint(fourth, (), (), base=second.checkpoint_id)).stale
+    assert sum(sql.startswith("SELECT EXISTS") for sql in seen) == 1  # a new transaction asks again
+
+
 def test_stale_base_or_missing_blob_writes_nothing(saver) -> None:
     ex = saver.executor
     row = o.CheckpointRow("t", "", str(uuid6()), None, "tl1", b"x", "{}", None)

@@ -49,6 +49,21 @@ def setup_statements(current: int, journal_wal: bool, pragmas: list[str]) -> lis
     return statements
 
 
+_MEMO = frozenset({"thread", "base"})
+"""Statement modes whose positive answer holds for the rest of the write lock's
+transaction (nothing else can write meanwhile): ``thread`` (rows of a thread id
+lookup) and ``base`` (one row: does a checkpoint exist). ``saved`` (a
+checkpoint row written: it exists) feeds ``base``; ``drop`` (rows deleted)
+forgets everything. Every transaction boundary clears the memo."""
+
+
+def _remember(memo: dict[tuple, Any], stmt: Any) -> None:
+    if stmt.mode == "saved":
+        memo[("base", *stmt.params[:3])] = (1,)
+    elif stmt.mode == "drop":
+        memo.clear()
+
+
 def _migrations(current: int) -> list[tuple[int, tuple[str, ...]]]:
     return [(v + 1, MIGRATIONS[v]) for v in range(current, len(MIGRATIONS))]
 
@@ -62,7 +77,7 @@ class SqliteExecutor:
         self.tracer = tracer
         self.lock = threading.RLock()
         self._depth = 0
-        self._threads: dict[str, Any] = {}  # thread id text -> rows, this transaction only
+        self._memo: dict[tuple, Any] = {}  # see _MEMO; this transaction only
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -95,16 +110,16 @@ class SqliteExecutor:
                 commit, rollback = "COMMIT", "ROLLBACK"
             self._exec_script(begin)
             self._depth += 1
-            self._threads.clear()
+            self._memo.clear()
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                self._threads.clear()
+                self._memo.clear()
                 self._exec_script(rollback)
                 raise
             self._depth -= 1
-            self._threads.clear()
+            self._memo.clear()
             self._exec_script(commit)
 
     def _exec_script(self, sql: str) -> None:
@@ -125,10 +140,9 @@ class SqliteExecutor:
                 except StopIteration as stop:
                     return stop.value
                 mode = stmt.mode
-                if mode == "thread" and (
-                    result := self._depth and self._threads.get(stmt.params[0])
-                ):
-                    continue  # this transaction already resolved the thread's id
+                if mode in _MEMO and self._depth and (hit := self._memo.get((mode, *stmt.params))):
+                    result = hit  # this transaction already knows the answer
+                    continue
                 if self.tracer is not None:
                     self.tracer(stmt.sql, stmt.params)
                 if mode == "many":
@@ -139,11 +153,12 @@ class SqliteExecutor:
                     result = [conn.execute(sql, row).rowcount for row in stmt.params]
                     continue
                 cur = conn.execute(stmt.sql, stmt.params)
-                if mode == "thread":
-                    result = self._threads[stmt.params[0]] = cur.fetchall()
+                if mode in _MEMO:
+                    result = cur.fetchall() if mode == "thread" else cur.fetchone()
+                    if result and result[0]:
+                        self._memo[(mode, *stmt.params)] = result
                     continue
-                if mode == "drop":
-                    self._threads.clear()
+                _remember(self._memo, stmt)
                 result = (
                     cur.fetchall()
                     if mode == "all"
@@ -164,7 +179,7 @@ class AsyncSqliteExecutor:
         self.tracer = tracer
         self.lock = asyncio.Lock()
         self._depth = 0
-        self._threads: dict[str, Any] = {}  # thread id text -> rows, this transaction only
+        self._memo: dict[tuple, Any] = {}  # see _MEMO; this transaction only
 
     async def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         async with self.lock:
@@ -200,17 +215,17 @@ class AsyncSqliteExecutor:
                 begin = "BEGIN IMMEDIATE" if write else "BEGIN"
                 commit, rollback = "COMMIT", "ROLLBACK"
             await self._script(begin)
-            self._threads.clear()
+            self._memo.clear()
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                self._threads.clear()
+                self._memo.clear()
                 await self._script(rollback)
                 raise
             self._depth -= 1
-            self._threads.clear()
+            self._memo.clear()
             await self._script(commit)
 
     async def _script(self, sql: str) -> None:
@@ -232,10 +247,9 @@ class AsyncSqliteExecutor:
                 except StopIteration as stop:
                     return stop.value
                 mode = stmt.mode
-                if mode == "thread" and (
-                    result := self._depth and self._threads.get(stmt.params[0])
-                ):
-                    continue  # this transaction already resolved the thread's id
+                if mode in _MEMO and self._depth and (hit := self._memo.get((mode, *stmt.params))):
+                    result = hit  # this transaction already knows the answer
+                    continue
                 if self.tracer is not None:
                     self.tracer(stmt.sql, stmt.params)
                 if mode == "many":
@@ -249,11 +263,12 @@ class AsyncSqliteExecutor:
                         async with conn.execute(stmt.sql, row) as cur:
                             result.append(cur.rowcount)
                     continue
-                if mode == "drop":
-                    self._threads.clear()
+                _remember(self._memo, stmt)
                 async with conn.execute(stmt.sql, stmt.params) as cur:
-                    if mode == "thread":
-                        result = self._threads[stmt.params[0]] = await cur.fetchall()
+                    if mode in _MEMO:
+                        result = await (cur.fetchall() if mode == "thread" else cur.fetchone())
+                        if result and result[0]:
+                            self._memo[(mode, *stmt.params)] = result
                     elif mode == "all":
                         result = await cur.fetchall()
                     elif mode == "one":

@@ -45,6 +45,7 @@ DROP_THREAD = (
     " AND NOT EXISTS (SELECT 1 FROM tl_refs WHERE thread = tl_threads.id)"
     " AND NOT EXISTS (SELECT 1 FROM tl_writes WHERE thread = tl_threads.id)"
 )
+BASE_EXISTS = "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id = ?)"
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
 INSERT_BLOB = (
     "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs) VALUES (?, ?, ?, ?, ?)"
@@ -85,11 +86,11 @@ def _stale(op: o.SaveCheckpoint) -> Plan:
         tid = (yield from _thread_ids((op.row.thread_id,), create=False)).get(op.row.thread_id)
         if tid is None:
             return True
-        cols.append(
-            "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = ?"
-            " AND checkpoint_ns = ? AND checkpoint_id = ?)"
-        )
-        params.extend((tid, op.row.checkpoint_ns, enc_id(op.base)))
+        base = (tid, op.row.checkpoint_ns, enc_id(op.base))
+        if not op.needs:  # mode base: a base this transaction saved is not asked again
+            return not (yield Stmt(f"SELECT {BASE_EXISTS}", base, "base"))[0]
+        cols.append(BASE_EXISTS)
+        params.extend(base)
     for i, part in enumerate(_chunks(op.needs)):
         marks, values = _in_list(part)
         sql = f"(SELECT count(*) = ? FROM tl_blobs WHERE hash IN ({marks}))"
@@ -132,7 +133,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     if rest:
         yield Stmt(ADD_REFS, rest, "many")
     if op.row is not None:
-        yield Stmt(SAVE_CP, (ids[op.row.thread_id], *_cp_params(op.row)[1:]), "count")
+        yield Stmt(SAVE_CP, (ids[op.row.thread_id], *_cp_params(op.row)[1:]), "saved")
     return o.SaveResult(frozenset(new), tuple(inserted))
 
 
