@@ -9,6 +9,7 @@ batch. :class:`PgExecutor` is what the storage driver (:mod:`..storage.drive`) t
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Generator
 from hashlib import blake2b
 from typing import Any
@@ -255,7 +256,10 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         batch += lock_blobs(held, sql)  # includes the reused blobs (op.needs)
     check = len(batch)
     if guard:  # after the locks: the answer holds until COMMIT
-        batch.append(Stmt(f"SELECT {guard}", gparams, "one"))
+        sent = sorted({b.hash for b in op.blobs}) if blobs else None
+        token = secrets.token_hex(8)
+        batch.append(_check(sql, guard, (*gparams, token), sent))
+        guard, gparams = _PASSED, (token,)
     if op.refs:
         stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
         batch.append(Stmt(stmt, (*columns(map(packed_ref, op.refs), 10), *gparams), "all"))
@@ -266,16 +270,6 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
             batch.append(Stmt(stmt, (*packed_ckpt(op.row), *gparams)))
         else:
             batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
-    if guard and blobs:  # a reused blob vanished after the insert: take ours back
-        sent = sorted({b.hash for b in op.blobs})
-        batch.append(
-            Stmt(
-                f"WITH gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[])"
-                f" AND refs = 0 AND NOT ({guard}) RETURNING hash)"
-                f" DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash",
-                (sent, *gparams),
-            )
-        )
     refs = op.refs
 
     def decode(results: list[Any]) -> ops.SaveResult:
@@ -296,6 +290,35 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
 
 
 _CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)"
+
+# The guard is evaluated once, after the blob locks; the put's later writes
+# only compare a transaction-local setting with this put's own token (a
+# one-time filter, no re-run of the guard's subqueries per statement)
+_SETTING = "threadloom.put_ok"
+_PASSED = f"current_setting('{_SETTING}', true) = %s"
+
+
+def _check(sql: SQL, guard: str, params: tuple[Any, ...], sent: list[bytes] | None) -> Stmt:
+    """The stale check: returns the guard's answer and records it for the
+    writes after it (:data:`_PASSED`).
+
+    When it fails and this put inserted blobs (a reused blob vanished after
+    the insert), the same statement takes ours back: nothing references them.
+    ``params``: the guard's, then the token, random so that no earlier put
+    of the same transaction can pass for this one.
+    """
+    ok = f"set_config('{_SETTING}', CASE WHEN {guard} THEN %s ELSE '' END, true)"
+    if sent is None:
+        return Stmt(f"SELECT {ok} <> ''", params, "one")
+    return Stmt(
+        f"WITH g AS MATERIALIZED (SELECT {ok} AS ok),"
+        f" gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
+        " AND (SELECT ok FROM g) = '' RETURNING hash),"
+        f" del AS (DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash)"
+        " SELECT ok <> '' FROM g",
+        (*params, sent),
+        "one",
+    )
 
 
 def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
