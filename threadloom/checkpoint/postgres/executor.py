@@ -9,20 +9,12 @@ batch. :class:`PgExecutor` is what the storage driver (:mod:`..storage.drive`) t
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Generator
 from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
-from threadloom.checkpoint.postgres.blobplans import (
-    adjust,
-    drop,
-    guarded,
-    insert_blobs,
-    load_blobs,
-    lock_blobs,
-)
+from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
@@ -31,15 +23,15 @@ from threadloom.checkpoint.postgres.idpack import (
     packed_ref,
     packed_write,
     unpack_id,
-    unpack_version,
     unpacked_ckpt,
     unpacked_ref,
 )
 from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.saveplan import save_checkpoint
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import HASH_SIZE, CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow
 
 __all__ = ["PgExecutor", "plan"]
 
@@ -247,103 +239,6 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
     ]
 
 
-def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
-    guard, gparams = _stale_guard(op, sql)
-    batch = insert_blobs(op.blobs, sql, guard, gparams)
-    blobs = bool(batch)
-    if op.refs:
-        held = {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
-        batch += lock_blobs(held, sql)  # includes the reused blobs (op.needs)
-    check = len(batch)
-    if guard:  # after the locks: the answer holds until COMMIT
-        sent = sorted({b.hash for b in op.blobs}) if blobs else None
-        token = secrets.token_hex(8)
-        batch.append(_check(sql, guard, (*gparams, token), sent))
-        guard, gparams = _PASSED, (token,)
-    if op.refs:
-        stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
-        batch.append(Stmt(stmt, (*columns(map(packed_ref, op.refs), 10), *gparams), "all"))
-    if op.row is not None:
-        if guard:
-            values = "SELECT %s, %s, %s, %s::bytea, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
-            stmt = sql.upsert_ckpt.replace(_CKPT_VALUES, values)
-            batch.append(Stmt(stmt, (*packed_ckpt(op.row), *gparams)))
-        else:
-            batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
-    refs = op.refs
-
-    def decode(results: list[Any]) -> ops.SaveResult:
-        if guard and not results[check][0]:
-            return ops.SaveResult(frozenset(), (), stale=True)  # nothing was kept
-        new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
-        inserted = set()
-        if refs:
-            inserted = {(r[0], unpack_version(r[1])) for r in results[check + bool(guard)]}
-        flags = []
-        for ref in refs:
-            key = (ref.channel, ref.version)
-            flags.append(key in inserted)
-            inserted.discard(key)  # a repeated key in one call: only the first counts
-        return ops.SaveResult(new_blobs=new, inserted_refs=tuple(flags))
-
-    return batch, decode
-
-
-_CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)"
-
-# The guard is evaluated once, after the blob locks; the put's later writes
-# only compare a transaction-local setting with this put's own token (a
-# one-time filter, no re-run of the guard's subqueries per statement)
-_SETTING = "threadloom.put_ok"
-_PASSED = f"current_setting('{_SETTING}', true) = %s"
-
-
-def _check(sql: SQL, guard: str, params: tuple[Any, ...], sent: list[bytes] | None) -> Stmt:
-    """The stale check: returns the guard's answer and records it for the
-    writes after it (:data:`_PASSED`).
-
-    When it fails and this put inserted blobs (a reused blob vanished after
-    the insert), the same statement takes ours back: nothing references them.
-    ``params``: the guard's, then the token, random so that no earlier put
-    of the same transaction can pass for this one.
-    """
-    ok = f"set_config('{_SETTING}', CASE WHEN {guard} THEN %s ELSE '' END, true)"
-    if sent is None:
-        return Stmt(f"SELECT {ok} <> ''", params, "one")
-    return Stmt(
-        f"WITH g AS MATERIALIZED (SELECT {ok} AS ok),"
-        f" gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
-        " AND (SELECT ok FROM g) = '' RETURNING hash),"
-        f" del AS (DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash)"
-        " SELECT ok <> '' FROM g",
-        (*params, sent),
-        "one",
-    )
-
-
-def _stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
-    """SQL that is true while the put's diff base and reused blobs still exist.
-
-    Another process may have pruned or deleted them since this process cached
-    them. Same-thread retention waits for the thread's advisory lock (held
-    from the first statement of this transaction) and the reused blobs are
-    locked (hash order) before the check, so the answer cannot change before
-    COMMIT; each write repeats the condition, so a stale put keeps nothing.
-    """
-    parts, params = [], []
-    if op.base is not None and op.row is not None:
-        parts.append(
-            f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
-            " AND checkpoint_ns = %s AND checkpoint_id = %s)"
-        )
-        params += [op.row.thread_id, op.row.checkpoint_ns, op.base]
-    if op.needs:
-        needs = sorted(set(op.needs))
-        parts.append(f"(SELECT count(*) FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])) = %s")
-        params += [needs, len(needs)]
-    return " AND ".join(parts), tuple(params)
-
-
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
     batch = insert_blobs(op.blobs, sql)
     if op.rows:
@@ -419,7 +314,7 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.LoadBlobs: load_blobs,
     ops.LoadWrites: _load_writes,
     ops.LoadAncestors: _load_ancestors,
-    ops.SaveCheckpoint: _save_checkpoint,
+    ops.SaveCheckpoint: save_checkpoint,
     ops.SaveWrites: _save_writes,
     ops.InsertRows: _insert_rows,
     ops.AdjustRefcounts: adjust,

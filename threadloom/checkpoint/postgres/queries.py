@@ -217,7 +217,9 @@ _STATEMENTS: dict[str, str] = {
             SELECT hash FROM ins""",
     # insert refs not present yet; each inserted row adds one reference per
     # hash occurrence (blobs of this batch were inserted by the statement
-    # before, so they are visible here)
+    # before, so they are visible here). The last parameter, every hash the
+    # refs hold, bounds the count update to an index lookup of those rows
+    # (the planner cannot know how few rows `occ` has)
     "insert_refs": """
             WITH ins AS (
                 INSERT INTO {refs} ({ref_cols})
@@ -231,7 +233,8 @@ _STATEMENTS: dict[str, str] = {
                 FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.hashes) / 16 - 1) i
                 GROUP BY 1
             ), upd AS (
-                UPDATE {counts} b SET refs = b.refs + occ.n FROM occ WHERE b.hash = occ.hash
+                UPDATE {counts} b SET refs = b.refs + occ.n FROM occ
+                WHERE b.hash = occ.hash AND b.hash = ANY(%s::bytea[])
             )
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """

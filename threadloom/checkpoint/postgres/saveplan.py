@@ -1,0 +1,152 @@
+"""The plan of one put (:class:`~threadloom.checkpoint.storage.ops.SaveCheckpoint`)
+on Postgres, split from :mod:`.executor`.
+
+A put is one pipelined batch: insert its blobs, lock every blob its refs hold
+(hash order: no deadlocks between writers sharing blobs) and check that it is
+not stale, insert its refs (adding their references), upsert its checkpoint.
+The statements cannot branch on each other's results, so the check's answer
+is kept in a transaction-local setting under a token of the put's own and the
+later writes compare that setting with the token (a one-time filter): the
+guard's subqueries run before the locks (so a stale put inserts no blobs) and
+once after them, not once per write.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from threadloom.checkpoint.postgres.blobplans import guarded, insert_blobs, lock_blobs
+from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, unpack_version
+from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.ops import HASH_SIZE
+
+__all__ = ["PASSED", "check", "save_checkpoint", "stale_guard"]
+
+Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
+
+_SETTING = "threadloom.put_ok"
+PASSED = f"current_setting('{_SETTING}', true) = %s"
+"""True after this transaction's last check passed with the token given."""
+
+_CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)"
+
+
+def save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
+    guard, gparams = stale_guard(op, sql)
+    batch = insert_blobs(op.blobs, sql, guard, gparams)
+    blobs = bool(batch)
+    held: list[bytes] = []
+    if op.refs:  # includes the reused blobs (op.needs)
+        held = sorted(
+            {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
+        )
+    if guard:  # locks, then the check: the answer holds until COMMIT
+        token = secrets.token_hex(8)
+        sent = sorted({b.hash for b in op.blobs}) if blobs else None
+        batch.append(check(op, sql, held, token, sent))
+        guard, gparams = PASSED, (token,)
+    else:
+        batch += lock_blobs(held, sql)
+    at = len(batch) - 1  # the check (or the lock when there is none)
+    if op.refs:
+        stmt = guarded(sql.insert_refs, "ON CONFLICT", guard)
+        params = (*columns(map(packed_ref, op.refs), 10), *gparams, held)
+        batch.append(Stmt(stmt, params, "all"))
+    if op.row is not None:
+        if guard:
+            values = "SELECT %s, %s, %s, %s::bytea, %s, %s::bytea, %s::jsonb, %s WHERE " + guard
+            stmt = sql.upsert_ckpt.replace(_CKPT_VALUES, values)
+            batch.append(Stmt(stmt, (*packed_ckpt(op.row), *gparams)))
+        else:
+            batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
+    refs, checked = op.refs, bool(guard)
+
+    def decode(results: list[Any]) -> ops.SaveResult:
+        if checked and not results[at][0]:
+            return ops.SaveResult(frozenset(), (), stale=True)  # nothing was kept
+        new = frozenset(bytes(r[0]) for r in results[0]) if blobs else frozenset()
+        inserted = set()
+        if refs:
+            inserted = {(r[0], unpack_version(r[1])) for r in results[at + 1]}
+        flags = []
+        for ref in refs:
+            key = (ref.channel, ref.version)
+            flags.append(key in inserted)
+            inserted.discard(key)  # a repeated key in one call: only the first counts
+        return ops.SaveResult(new_blobs=new, inserted_refs=tuple(flags))
+
+    return batch, decode
+
+
+def check(
+    op: ops.SaveCheckpoint, sql: SQL, held: list[bytes], token: str, sent: list[bytes] | None
+) -> Stmt:
+    """Lock the blobs the refs hold (hash order), then answer whether the put
+    is still valid and record the answer for the writes after it (:data:`PASSED`).
+
+    A reused blob counts only if its row was locked: one another process
+    deleted while this put waited for the lock is not returned, so the check
+    needs no second look at the table (whose snapshot would predate the wait).
+    The diff base is protected by the thread's advisory lock, taken before.
+    When the check fails and this put inserted blobs (a reused blob vanished
+    after the insert), the same statement takes ours back: nothing references
+    them. The token is random: no earlier put of the transaction passes for this one.
+    """
+    needs = sorted(set(op.needs))
+    ctes, parts, params = [], [], []
+    if held or needs:
+        locking = sorted(set(held) | set(needs))
+        ctes.append(
+            f"l AS (SELECT hash FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])"
+            " ORDER BY hash FOR UPDATE)"
+        )
+        # first in the AND: evaluated (every row locked) whatever the rest says
+        parts.append("(SELECT count(*) FILTER (WHERE hash = ANY(%s::bytea[])) FROM l) = %s")
+        params += [locking, needs, len(needs)]
+    base, bparams = _base_exists(op, sql)
+    if base:
+        parts.append(base)
+        params += bparams
+    cond = " AND ".join(parts)
+    ctes.append(
+        f"g AS MATERIALIZED (SELECT set_config('{_SETTING}',"
+        f" CASE WHEN {cond} THEN %s ELSE '' END, true) AS ok)"
+    )
+    params.append(token)
+    if sent is not None:
+        ctes.append(
+            f"gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
+            " AND (SELECT ok FROM g) = '' RETURNING hash)"
+        )
+        ctes.append(f"del AS (DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash)")
+        params.append(sent)
+    return Stmt(f"WITH {', '.join(ctes)} SELECT ok <> '' FROM g", tuple(params), "one")
+
+
+def _base_exists(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, list[Any]]:
+    if op.base is None or op.row is None:
+        return "", []
+    return (
+        f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
+        " AND checkpoint_ns = %s AND checkpoint_id = %s)"
+    ), [op.row.thread_id, op.row.checkpoint_ns, op.base]
+
+
+def stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
+    """SQL that is true while the put's diff base and reused blobs still exist.
+
+    Another process may have pruned or deleted them since this process cached
+    them. The blob insert (before the locks) repeats it, so a put already
+    stale inserts nothing; :func:`check` decides for good after the locks.
+    """
+    base, params = _base_exists(op, sql)
+    parts = [base] if base else []
+    if op.needs:
+        needs = sorted(set(op.needs))
+        parts.append(f"(SELECT count(*) FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])) = %s")
+        params += [needs, len(needs)]
+    return " AND ".join(parts), tuple(params)
