@@ -123,3 +123,13 @@ def test_reused_blob_deleted_while_waiting_for_its_lock_fails_the_check(
             b.commit()
             waiter.join(30)
         assert got == [False]
+
+
+def test_held_blob_the_insert_skipped_and_someone_dropped_fails_the_check(tx) -> None:
+    """A sent blob that already existed (the insert skipped it) is not this
+    put's: if it is gone by the check, the refs would hold nothing."""
+    conn, sql = tx
+    op = ops.SaveCheckpoint(None, (), (), None, (KEPT,))
+    stmt = check(op, sql, sorted([OURS, KEPT, GONE]), "t1", sorted([OURS, GONE]))
+    assert conn.execute(stmt.sql, stmt.params).fetchone()[0] is False
+    assert _blobs(conn, sql) == {KEPT}

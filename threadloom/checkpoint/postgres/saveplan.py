@@ -24,7 +24,7 @@ from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 
-__all__ = ["PASSED", "check", "save_checkpoint", "stale_guard"]
+__all__ = ["PASSED", "check", "save_checkpoint"]
 
 Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
 
@@ -36,15 +36,15 @@ _CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)"
 
 
 def save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
-    guard, gparams = stale_guard(op, sql)
-    batch = insert_blobs(op.blobs, sql, guard, gparams)
+    guard, gparams = "", ()
+    batch = insert_blobs(op.blobs, sql)  # unguarded: a stale put's check takes them back
     blobs = bool(batch)
     held: list[bytes] = []
     if op.refs:  # includes the reused blobs (op.needs)
         held = sorted(
             {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), 16)}
         )
-    if guard:  # locks, then the check: the answer holds until COMMIT
+    if _cached_base(op) or op.needs:  # locks + check: the answer holds until COMMIT
         token = secrets.token_hex(8)
         sent = sorted({b.hash for b in op.blobs}) if blobs else None
         batch.append(check(op, sql, held, token, sent))
@@ -88,25 +88,26 @@ def check(
     """Lock the blobs the refs hold (hash order), then answer whether the put
     is still valid and record the answer for the writes after it (:data:`PASSED`).
 
-    A reused blob counts only if its row was locked: one another process
-    deleted while this put waited for the lock is not returned, so the check
-    needs no second look at the table (whose snapshot would predate the wait).
-    The diff base is protected by the thread's advisory lock, taken before.
-    When the check fails and this put inserted blobs (a reused blob vanished
-    after the insert), the same statement takes ours back: nothing references
-    them. The token is random: no earlier put of the transaction passes for this one.
+    Every blob the refs hold must be there, reused (``op.needs``) or sent (an
+    existing one the insert skipped may have been dropped since), and counts
+    only if its row was locked: one another process deleted while this put
+    waited for the lock is not returned, so the check needs no second look at
+    the table (whose snapshot would predate the wait). The diff base is
+    protected by the thread's advisory lock, taken before. When the check
+    fails and this put sent blobs, the same statement takes back those nobody
+    references (the ones it inserted). The token is random: no earlier put of
+    the transaction passes for this one.
     """
-    needs = sorted(set(op.needs))
     ctes, parts, params = [], [], []
-    if held or needs:
-        locking = sorted(set(held) | set(needs))
+    locking = sorted(set(held) | set(op.needs))
+    if locking:
         ctes.append(
             f"l AS (SELECT hash FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])"
             " ORDER BY hash FOR UPDATE)"
         )
         # first in the AND: evaluated (every row locked) whatever the rest says
-        parts.append("(SELECT count(*) FILTER (WHERE hash = ANY(%s::bytea[])) FROM l) = %s")
-        params += [locking, needs, len(needs)]
+        parts.append("(SELECT count(*) FROM l) = %s")
+        params += [locking, len(locking)]
     base, bparams = _base_exists(op, sql)
     if base:
         parts.append(base)
@@ -127,26 +128,15 @@ def check(
     return Stmt(f"WITH {', '.join(ctes)} SELECT ok <> '' FROM g", tuple(params), "one")
 
 
+def _cached_base(op: ops.SaveCheckpoint) -> bool:
+    """Whether the put is a diff against a base it did not re-read."""
+    return op.base is not None and op.row is not None
+
+
 def _base_exists(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, list[Any]]:
-    if op.base is None or op.row is None:
+    if not _cached_base(op):
         return "", []
     return (
         f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
         " AND checkpoint_ns = %s AND checkpoint_id = %s)"
     ), [op.row.thread_id, op.row.checkpoint_ns, op.base]
-
-
-def stale_guard(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, tuple[Any, ...]]:
-    """SQL that is true while the put's diff base and reused blobs still exist.
-
-    Another process may have pruned or deleted them since this process cached
-    them. The blob insert (before the locks) repeats it, so a put already
-    stale inserts nothing; :func:`check` decides for good after the locks.
-    """
-    base, params = _base_exists(op, sql)
-    parts = [base] if base else []
-    if op.needs:
-        needs = sorted(set(op.needs))
-        parts.append(f"(SELECT count(*) FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])) = %s")
-        params += [needs, len(needs)]
-    return " AND ".join(parts), tuple(params)
