@@ -12,6 +12,8 @@ from typing import Any
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.flows import unique_version_key
+from threadloom.checkpoint.storage.rows import version_key
 
 
 def _config(thread_id: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -27,11 +29,19 @@ def _saver() -> InMemorySaver:
     return saver
 
 
-def _put(saver: InMemorySaver, thread_id: str, values: dict[str, Any], version: int) -> Any:
+def _version(n: int) -> str:
+    """A version in the runtime's form (counter + random fraction), fixed here
+    so a test can write the same key twice; only such versions are cached."""
+    return f"{n:032}.0.8147236863931789"
+
+
+def _put(saver: InMemorySaver, thread_id: str, values: dict[str, Any], version: int | str) -> Any:
+    if type(version) is int:
+        version = _version(version)
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = dict(values)
     checkpoint["channel_versions"] = dict.fromkeys(values, version)
-    saver.put(_config(thread_id), checkpoint, {"step": version}, dict.fromkeys(values, version))
+    saver.put(_config(thread_id), checkpoint, {"step": 1}, dict.fromkeys(values, version))
     return checkpoint["id"]
 
 
@@ -70,13 +80,35 @@ def test_cached_ref_whose_blobs_vanished_is_read_again() -> None:
     _put(writer, "t", {"log": ["old " * 40, "older " * 40]}, 1)
     assert reader.get_tuple(_config("t")).checkpoint["channel_values"]["log"][0] == "old " * 40
     writer.delete_thread("t")
-    # the same (channel, version) key rewritten with other content (int versions
-    # allow it); the reader's cached ref row names chunks that no longer exist
+    # the same (channel, version) key rewritten with other content; the
+    # reader's cached ref row names chunks that no longer exist
     _put(writer, "t", {"log": ["new " * 40]}, 1)
     reader.codec.chunks.clear()
     reader.codec.blob_cache.clear()
     got = reader.get_tuple(_config("t"))
     assert got.checkpoint["channel_values"]["log"] == ["new " * 40]
+
+
+def test_deterministic_versions_are_not_cached() -> None:
+    """Another process may delete a thread and rewrite it with the same
+    deterministic versions ("1", "2", ...) and values whose blobs all exist:
+    a cached ref row would then silently name the old value."""
+    reader, writer = _saver(), _saver()
+    writer.executor = reader.executor
+    _put(writer, "t", {"big": "OLD " * 100}, "1")
+    assert reader.get_tuple(_config("t")).checkpoint["channel_values"]["big"] == "OLD " * 100
+    writer.delete_thread("t")
+    _put(writer, "t", {"keep": "OLD " * 100}, "1")  # the old value's blob stays alive
+    _put(writer, "t", {"big": "NEW " * 100}, "1")
+    got = reader.get_tuple(_config("t"))
+    assert got.checkpoint["channel_values"]["big"] == "NEW " * 100
+
+
+def test_unique_version_keys() -> None:
+    assert unique_version_key(version_key(_version(3)))
+    assert unique_version_key(version_key(InMemorySaver().get_next_version(None, None)))
+    for deterministic in ("1", 1, 2.0, f"{1:032}.0", f"{1:032}.0.0000000000000000"):
+        assert not unique_version_key(version_key(deterministic))
 
 
 def test_memory_saver_does_not_cache_reads() -> None:

@@ -203,10 +203,29 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
 
 
+def unique_version_key(vkey: str) -> bool:
+    """Whether a version key (:func:`.rows.version_key`) names one write only:
+    the standard form with a random fraction of at least 12 digits."""
+    _, dot, fraction = vkey.partition(".")
+    digits = fraction[2:]
+    return (
+        bool(dot)
+        and vkey[0] != "="
+        and fraction[:2] == "0."
+        and len(digits) >= 12
+        and len(set(digits)) >= 4
+    )
+
+
 def _load_refs(codec: ValueCodec, thread_id: str, ns: str, keys: set[tuple[str, str]]) -> Flow:
     """``(ref rows, how many came from the cache)``. A ref row never changes
     once written (first write wins; versions identify values), so rows read
-    once are kept in ``codec.ref_cache`` until retention touches the thread."""
+    once are kept in ``codec.ref_cache`` until retention touches the thread.
+
+    Only refs whose version carries a random part (``<counter>.<random>``, what
+    the runtime writes) are cached: another process may delete a thread and
+    write it again, and with deterministic versions ("1", "2", ...) the new
+    rows would have the old keys, so a cached row could be stale."""
     if not codec.cache_reads:
         return ((yield LoadRefs(thread_id, ns, tuple(keys))) if keys else []), 0
     cache, refs, ask = codec.ref_cache, [], []
@@ -220,7 +239,8 @@ def _load_refs(codec: ValueCodec, thread_id: str, ns: str, keys: set[tuple[str, 
     if ask:
         fetched = yield LoadRefs(thread_id, ns, tuple(ask))
         for ref in fetched:
-            cache.put((thread_id, ns, ref.channel, ref.version), ref)
+            if unique_version_key(ref.version):
+                cache.put((thread_id, ns, ref.channel, ref.version), ref)
         refs.extend(fetched)
     return refs, hits
 
