@@ -262,6 +262,13 @@ class AsyncPersister(_Buffer):
             try:
                 if self._error is None:
                     await self._call_all(steps)
+            except asyncio.CancelledError:
+                # The task running the save was cancelled (the run itself, for
+                # sync/exit durability): keep the saves queued so the flush at
+                # exit sends them again. A save is one transaction, so it either
+                # rolled back or committed, and saving the same checkpoint and
+                # writes twice stores them once.
+                raise
             except BaseException as exc:
                 self._error = exc
             for _ in range(n):
