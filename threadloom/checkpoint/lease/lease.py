@@ -21,6 +21,7 @@ from collections.abc import Generator
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.lease.custom import aput_each, customised, no_ops, put_each
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.saver import BaseCheckpointSaver
@@ -324,7 +325,11 @@ class FencedSaver(BaseCheckpointSaver):
             outs = [BaseCheckpointSaver.put_step(self, w, c) for w, c in steps]
             return next((o for o in reversed(outs) if o is not None), None)
         self._touch(False)
-        out = self._guard(self._steps_flow(steps))
+        if customised(self.inner, False):
+            self._guard(no_ops())  # the fence, in a transaction of its own
+            out = put_each(self.inner, steps)
+        else:
+            out = self._guard(self._steps_flow(steps))
         self._stored(steps, threading.get_ident())
         return out
 
@@ -334,7 +339,11 @@ class FencedSaver(BaseCheckpointSaver):
             outs = [await BaseCheckpointSaver.aput_step(self, w, c) for w, c in steps]
             return next((o for o in reversed(outs) if o is not None), None)
         await self._touch(True)
-        out = await self._aguard(self._steps_flow(steps))
+        if customised(self.inner, True):
+            await self._aguard(no_ops())
+            out = await aput_each(self.inner, steps)
+        else:
+            out = await self._aguard(self._steps_flow(steps))
         self._stored(steps, id(asyncio.current_task()))
         return out
 
