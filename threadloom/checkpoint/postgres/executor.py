@@ -27,7 +27,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpacked_ref,
 )
 from threadloom.checkpoint.postgres.queries import SQL, columns
-from threadloom.checkpoint.postgres.saveplan import save_checkpoint
+from threadloom.checkpoint.postgres.saveplan import lock_in_first, save_checkpoint
 from threadloom.checkpoint.postgres.stats import plan_stats
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
 from threadloom.checkpoint.storage import ops
@@ -56,7 +56,7 @@ class PgExecutor:
         batch, decode = plan(op, self.sql)
         if not batch:
             return decode([])
-        lock = self._thread_lock(op)
+        lock = self._thread_lock(op, batch)
         results = self.connector.execute(lock + batch)
         return decode(results[len(lock) :])
 
@@ -64,24 +64,29 @@ class PgExecutor:
         batch, decode = plan(op, self.sql)
         if not batch:
             return decode([])
-        lock = self._thread_lock(op)
+        lock = self._thread_lock(op, batch)
         results = await self.connector.aexecute(lock + batch)
         return decode(results[len(lock) :])
 
-    def _thread_lock(self, op: ops.Op) -> list[Stmt]:
+    def _thread_lock(self, op: ops.Op, batch: list[Stmt]) -> list[Stmt]:
         """In a writing transaction, the first operation on a thread takes a
         transaction-scoped advisory lock on it (pipelined: no extra round trip).
 
         Writers of one thread then run one after the other, so retention (which
         decides what is unused from what it read) never deletes a ref that a
         concurrent put or fork of the same thread has just started to use.
+        A put that sends blobs takes it in its blob insert instead (one
+        statement less, see :func:`.saveplan.lock_in_first`).
         """
         tx = self.connector.current.get()
         thread_id = op_thread(op)
         if tx is None or not tx.write or thread_id is None or thread_id in tx.locked:
             return []
         tx.locked.add(thread_id)
-        return [Stmt("SELECT pg_advisory_xact_lock(%s)", (thread_lock_key(self.sql, thread_id),))]
+        key = thread_lock_key(self.sql, thread_id)
+        if isinstance(op, ops.SaveCheckpoint) and lock_in_first(batch, self.sql, key):
+            return []
+        return [Stmt("SELECT pg_advisory_xact_lock(%s)", (key,))]
 
     def run_batches(self, flow: Generator[list[Stmt], list[Any], Any]) -> Any:
         """Drive a flow of raw SQL batches (setup) in one writing transaction."""

@@ -24,7 +24,7 @@ from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 
-__all__ = ["PASSED", "check", "save_checkpoint"]
+__all__ = ["PASSED", "check", "lock_in_first", "save_checkpoint"]
 
 Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
 
@@ -140,3 +140,24 @@ def _base_exists(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, list[Any]]:
         f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
         " AND checkpoint_ns = %s AND checkpoint_id = %s)"
     ), [op.row.thread_id, op.row.checkpoint_ns, op.base]
+
+
+_LOCKED = "(SELECT 1 FROM pg_advisory_xact_lock(%s)) = 1"
+
+
+def lock_in_first(batch: list[Stmt], sql: SQL, key: int) -> bool:
+    """Make the put's blob insert take the thread's advisory lock ``key``
+    first (True), or leave ``batch`` alone when it does not start with one.
+
+    The lock is a one-time filter above the rows to insert: it is held before
+    the first blob row is written. The insert reads nothing that the lock
+    protects (ON CONFLICT looks at the latest rows, not the statement's
+    snapshot, which predates the wait), and every read that needs the lock
+    (the check) is a later statement, whose snapshot follows it.
+    """
+    if not batch or batch[0].sql != sql.insert_blobs:
+        return False
+    first = batch[0]
+    stmt = guarded(sql.insert_blobs, "ON CONFLICT", _LOCKED)
+    batch[0] = Stmt(stmt, (*first.params, key), first.fetch)
+    return True
