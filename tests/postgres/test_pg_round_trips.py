@@ -22,6 +22,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from threadloom.checkpoint.base import empty_checkpoint
+from threadloom.checkpoint.ids import next_version
 from threadloom.checkpoint.postgres import PostgresSaver
 
 pytestmark = pytest.mark.postgres
@@ -115,11 +116,13 @@ def test_put_and_put_writes_cost_two_round_trips(relayed) -> None:
 def test_reads_cost_one_round_trip_per_operation(relayed) -> None:
     saver, relay = relayed
     config = {"configurable": {"thread_id": "rtt-read", "checkpoint_ns": ""}}
+    version = None
     for i in range(3):
         cp = empty_checkpoint()
         cp["channel_values"] = {"messages": ["m" * 400] * (i + 1)}  # a blob per value
-        cp["channel_versions"] = {"messages": str(i + 1)}
-        config = saver.put(config, cp, {"step": i}, {"messages": str(i + 1)})
+        version = next_version(version)  # the runtime's: ref rows are cached only for these
+        cp["channel_versions"] = {"messages": version}
+        config = saver.put(config, cp, {"step": i}, {"messages": version})
     saver.put_writes(config, [("messages", ["w" * 400])], "task")
     latest = {"configurable": {"thread_id": "rtt-read", "checkpoint_ns": ""}}
 
