@@ -11,6 +11,7 @@ import pytest
 
 from tests.concurrency.backends import KINDS, make_spec, open_saver
 from tests.concurrency.graphs import chain
+from threadloom.checkpoint.lease import lease as lease_mod
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.errors import ConfigError, LeaseLostError, ThreadBusyError
 
@@ -100,7 +101,13 @@ def _stop_requested(saver: Any, thread: str, mode: str) -> bool:
 
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 @pytest.mark.parametrize("mode", ["interrupt", "rollback"])
-def test_interrupt_and_rollback_stop_the_holder_at_a_step_boundary(spec, mode, durability):
+def test_interrupt_and_rollback_stop_the_holder_at_a_step_boundary(
+    spec, mode, durability, monkeypatch
+):
+    # the first boundary after the request: "async"/"exit" runs re-read the lease
+    # at a boundary only when it was last seen POLL_EVERY ago (0 here: every step;
+    # the window itself is tested below)
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 0.0)
     gate, started = threading.Event(), threading.Event()
     with open_saver(spec) as saver:
         graph = chain(3, gate, started).compile(checkpointer=saver)
@@ -160,7 +167,8 @@ def test_update_state_is_refused_while_a_run_holds_the_thread(spec):
         assert graph.get_state(_cfg("u")).values["log"] == ["s0", "s1", "after"]
 
 
-async def test_async_rollback_deletes_what_the_async_run_stored(tmp_path, request):
+async def test_async_rollback_deletes_what_the_async_run_stored(tmp_path, request, monkeypatch):
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 0.0)  # (default durability: "async")
     spec = make_spec("sqlite", str(tmp_path), request)
     gate, started = threading.Event(), threading.Event()
     with open_saver(spec) as saver:

@@ -160,7 +160,7 @@ async def astream_run(
             yield c
         while loop.tick():
             if boundary is not None:  # a leased run another run asked to stop
-                await boundary()
+                await boundary(opts.durability == "sync")
             if wanted := cache_wanted(loop):
                 cache_apply(loop, wanted, await opts.cache.aget(cache_keys(wanted)))
             async for c in run.run_step():

@@ -258,7 +258,7 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
         yield from run.drain()
         while loop.tick():
             if boundary is not None:  # a leased run another run asked to stop
-                boundary()
+                boundary(opts.durability == "sync")
             cache_lookup(loop)
             yield from run.run_step()
             cache_store(loop)

@@ -56,6 +56,11 @@ async def alease_backend(saver: Any) -> str | None:
     return backend_of(saver)
 
 
+POLL_EVERY = 0.02
+"""Seconds a stop request read by a fence, renewal or poll stays current for the
+step-boundary check under "async"/"exit" durability."""
+
+
 class Lease:
     """One run's lease on one thread: token, holder, TTL, the stop request seen."""
 
@@ -69,6 +74,7 @@ class Lease:
         self.lost = False
         self.halted = False  # renewal stopped (a plain flag: nothing waits on it)
         self.due = 0.0
+        self.checked = 0.0  # monotonic time the stop request was last read
         self._task: asyncio.Task[None] | None = None
 
     # -- one-shot operations ----------------------------------------------------
@@ -116,6 +122,7 @@ class Lease:
         await self.saver._arun(lo.release_flow(self.thread_id, self.token), True)
 
     def seen(self, stop: str | None) -> None:
+        self.checked = time.monotonic()
         if stop and not self.stop:
             self.stop = stop
 
@@ -245,6 +252,7 @@ class FencedSaver(BaseCheckpointSaver):
         if stop and not lease.stop:
             lease.stop = stop
         lease.touch()
+        lease.checked = lease.due - lease.ttl_ms / 3000.0  # (touch's clock reading)
         return (yield from flow)
 
     def _guard(self, flow: Any) -> Any:
@@ -379,26 +387,36 @@ class FencedSaver(BaseCheckpointSaver):
 
     # -- step boundary (called by the driver for the root run) --------------------
 
-    def at_step_boundary(self) -> None:
+    def at_step_boundary(self, exact: bool = True) -> None:
         """Raise when another run asked this one to stop (its progress is saved).
 
         With durability "sync" the step's checkpoint was just saved through the
         fence, which reported any request; with "async"/"exit" saves lag behind
-        the loop, so the lease is read here (one cheap read per step).
+        the loop, so the lease is read here unless (``exact`` False: durability
+        "async"/"exit") a fence, renewal or read saw it less than ``POLL_EVERY``
+        ago (a read per step would wait for the background save on a
+        single-connection saver, and cost a round trip).
         """
         lease = self.lease
-        if not lease.stop and not self._fresh(threading.get_ident()):
+        if not lease.stop and not self._fresh(threading.get_ident()) and (exact or self._stale()):
             self._polled(self.inner._run(lo.read_flow(lease.thread_id)))
         if lease.stop:
             raise lease.stop_error()
 
-    async def aat_step_boundary(self) -> None:
+    async def aat_step_boundary(self, exact: bool = True) -> None:
         """Async twin of :meth:`at_step_boundary`."""
         lease = self.lease
-        if not lease.stop and not self._fresh(id(asyncio.current_task())):
+        if (
+            not lease.stop
+            and not self._fresh(id(asyncio.current_task()))
+            and (exact or self._stale())
+        ):
             self._polled(await self.inner._arun(lo.read_flow(lease.thread_id)))
         if lease.stop:
             raise lease.stop_error()
+
+    def _stale(self) -> bool:
+        return time.monotonic() - self.lease.checked >= POLL_EVERY
 
     def _fresh(self, caller: int) -> bool:
         """Whether this step's checkpoint was saved inline by the caller (durability

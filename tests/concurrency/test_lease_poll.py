@@ -1,0 +1,70 @@
+"""The stop-request poll under "async"/"exit" durability.
+
+Saves lag behind the loop there, so the step boundary re-reads the lease, but
+only when a fence, renewal or read last saw it ``POLL_EVERY`` ago or more: a
+read per step would wait for the background save (one connection) and cost a
+round trip per step. A stop request is still honoured at the first boundary
+after it is read.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from tests.concurrency.test_multitask import Background, _cfg, _wait_for
+from threadloom.checkpoint.lease import lease as lease_mod
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.errors import LeaseLostError
+from threadloom.graph import END, START, StateGraph
+
+
+class S(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+def _chain(n: int, pause: float = 0.0) -> Any:
+    b = StateGraph(S)
+    prev = START
+    for i in range(n):
+
+        def node(state: S, name: str = f"s{i}") -> dict[str, Any]:
+            if pause:
+                time.sleep(pause)
+            return {"log": [name]}
+
+        b.add_node(f"s{i}", node)
+        b.add_edge(prev, f"s{i}")
+        prev = f"s{i}"
+    b.add_edge(prev, END)
+    return b
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+def test_fast_steps_do_not_read_the_lease_every_step(monkeypatch, durability):
+    reads = []
+    real = lo.read_flow
+    monkeypatch.setattr(lo, "read_flow", lambda tid: reads.append(tid) or real(tid))
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 60.0)
+    graph = _chain(20).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"log": []}, _cfg("t"), durability=durability)
+    assert out["log"] == [f"s{i}" for i in range(20)]
+    assert len(reads) <= 1  # at most the first boundary (nothing seen yet)
+
+
+def test_slow_steps_still_see_a_stop_request(monkeypatch):
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 0.01)
+    saver = InMemorySaver()
+    graph = _chain(50, pause=0.05).compile(checkpointer=saver)
+    first = Background(lambda: graph.invoke({"log": []}, _cfg("t", "run-A"), durability="async"))
+    _wait_for(lambda: saver.get_tuple(_cfg("t")) is not None, "the first checkpoint")
+    second = Background(
+        lambda: graph.invoke({"log": ["B"]}, _cfg("t"), multitask_strategy="interrupt")
+    )
+    assert isinstance(first.join().error, LeaseLostError)
+    log = second.join().result["log"]
+    assert "B" in log and len([x for x in log if x.startswith("s")]) < 100
