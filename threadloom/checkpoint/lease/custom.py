@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from threadloom.checkpoint.saver import BaseCheckpointSaver
+
 __all__ = ["aput_each", "customised", "put_each", "no_ops"]
 
 
@@ -28,21 +30,14 @@ def customised(inner: Any, is_async: bool) -> bool:
     return not uses_put_step(inner, is_async)
 
 
-def put_each(inner: Any, steps: Any) -> Any:
-    out = None
-    for writes, checkpoint in steps:
-        for w in writes:
-            inner.put_writes(*w)
-        if checkpoint is not None:
-            out = inner.put(*checkpoint)
-    return out
+def put_each(saver: Any, steps: Any) -> Any:
+    """Each step through ``BaseCheckpointSaver.put_step`` (``saver``'s own
+    put_writes, then put); the last checkpoint's config."""
+    outs = [BaseCheckpointSaver.put_step(saver, w, c) for w, c in steps]
+    return next((o for o in reversed(outs) if o is not None), None)
 
 
-async def aput_each(inner: Any, steps: Any) -> Any:
-    out = None
-    for writes, checkpoint in steps:
-        for w in writes:
-            await inner.aput_writes(*w)
-        if checkpoint is not None:
-            out = await inner.aput(*checkpoint)
-    return out
+async def aput_each(saver: Any, steps: Any) -> Any:
+    """Async twin of :func:`put_each`."""
+    outs = [await BaseCheckpointSaver.aput_step(saver, w, c) for w, c in steps]
+    return next((o for o in reversed(outs) if o is not None), None)

@@ -330,8 +330,7 @@ class FencedSaver(BaseCheckpointSaver):
     def put_steps(self, steps: Any) -> Any:
         """Several steps in one transaction, fenced once (StorageSaver.put_steps)."""
         if not all(self._all_ours(w, c) for w, c in steps):
-            outs = [BaseCheckpointSaver.put_step(self, w, c) for w, c in steps]
-            return next((o for o in reversed(outs) if o is not None), None)
+            return put_each(self, steps)
         self._touch(False)
         if customised(self.inner, False):
             self._guard(no_ops())  # the fence, in a transaction of its own
@@ -344,8 +343,7 @@ class FencedSaver(BaseCheckpointSaver):
     async def aput_steps(self, steps: Any) -> Any:
         """Async twin of :meth:`put_steps`."""
         if not all(self._all_ours(w, c) for w, c in steps):
-            outs = [await BaseCheckpointSaver.aput_step(self, w, c) for w, c in steps]
-            return next((o for o in reversed(outs) if o is not None), None)
+            return await aput_each(self, steps)
         await self._touch(True)
         if customised(self.inner, True):
             await self._aguard(no_ops())
