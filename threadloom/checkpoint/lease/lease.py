@@ -249,10 +249,8 @@ class FencedSaver(BaseCheckpointSaver):
         stop = yield self._check_op()
         if stop is None:
             raise lo.lost(lease.thread_id, lease.holder)
-        if stop and not lease.stop:
-            lease.stop = stop
+        lease.seen(stop)
         lease.touch()
-        lease.checked = lease.due - lease.ttl_ms / 3000.0  # (touch's clock reading)
         return (yield from flow)
 
     def _guard(self, flow: Any) -> Any:
