@@ -6,15 +6,10 @@ one transaction); a user's override (auditing, logging) must not be bypassed.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
+from tests.runtime.test_put_step import chain
 from threadloom.checkpoint.memory import InMemorySaver
-from threadloom.graph import END, START, StateGraph
-
-
-class S(TypedDict):
-    log: Annotated[list[str], operator.add]
 
 
 class Audited(InMemorySaver):
@@ -40,21 +35,11 @@ class Audited(InMemorySaver):
         self.put_writes(config, writes, task_id, task_path)
 
 
-def _graph(saver: Any) -> Any:
-    b = StateGraph(S)
-    b.add_node("a", lambda s: {"log": ["a"]})
-    b.add_node("b", lambda s: {"log": ["b"]})
-    b.add_edge(START, "a")
-    b.add_edge("a", "b")
-    b.add_edge("b", END)
-    return b.compile(checkpointer=saver)
-
-
 def test_leased_run_calls_the_subclass_put_and_put_writes() -> None:
     saver = Audited()
-    graph = _graph(saver)
+    graph = chain(2, saver)
     cfg = {"configurable": {"thread_id": "t"}}
-    assert graph.invoke({"log": ["in"]}, cfg) == {"log": ["in", "a", "b"]}
+    assert graph.invoke({"log": ["in"]}, cfg) == {"log": ["in", "n0", "n1"]}
     assert saver.puts == [-1, 0, 1, 2]
     assert ["log"] in saver.writes  # the nodes' writes went through the override
     assert [h.metadata["step"] for h in graph.get_state_history(cfg)] == [2, 1, 0, -1]
@@ -62,8 +47,8 @@ def test_leased_run_calls_the_subclass_put_and_put_writes() -> None:
 
 async def test_leased_async_run_calls_the_subclass_aput() -> None:
     saver = Audited()
-    graph = _graph(saver)
+    graph = chain(2, saver)
     cfg = {"configurable": {"thread_id": "t"}}
-    assert await graph.ainvoke({"log": ["in"]}, cfg) == {"log": ["in", "a", "b"]}
+    assert await graph.ainvoke({"log": ["in"]}, cfg) == {"log": ["in", "n0", "n1"]}
     assert saver.puts == [-1, 0, 1, 2]
     assert ["log"] in saver.writes

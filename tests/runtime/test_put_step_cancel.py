@@ -9,17 +9,12 @@ saving the same checkpoint twice stores it once).
 from __future__ import annotations
 
 import asyncio
-import operator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
+from tests.runtime.test_put_step import chain
 from threadloom.checkpoint.memory import InMemorySaver
-from threadloom.graph import END, START, StateGraph
-
-
-class S(TypedDict):
-    log: Annotated[list[str], operator.add]
 
 
 class SlowSaver(InMemorySaver):
@@ -41,14 +36,8 @@ class SlowSaver(InMemorySaver):
 
 @pytest.mark.parametrize("slow_on", [2, 3])
 async def test_cancel_during_a_save_keeps_the_step(slow_on: int) -> None:
-    b = StateGraph(S)
-    b.add_node("a", lambda s: {"log": ["a"]})
-    b.add_node("b", lambda s: {"log": ["b"]})
-    b.add_edge(START, "a")
-    b.add_edge("a", "b")
-    b.add_edge("b", END)
     saver = SlowSaver(slow_on)
-    graph = b.compile(checkpointer=saver)
+    graph = chain(2, saver)
     cfg = {"configurable": {"thread_id": "t"}}
     run = asyncio.create_task(graph.ainvoke({"log": ["in"]}, cfg, durability="sync", lease=False))
     await saver.started.wait()
@@ -59,7 +48,7 @@ async def test_cancel_during_a_save_keeps_the_step(slow_on: int) -> None:
     state = await graph.aget_state(cfg)
     # the step whose save was cancelled is stored, with everything before it
     assert steps == list(range(slow_on - 2, -2, -1))
-    assert state.values["log"] == ["in", "a"][: slow_on - 1]
+    assert state.values["log"] == ["in", "n0"][: slow_on - 1]
     # and the run resumes from there to the same end as an uncancelled run
     final = await graph.ainvoke(None, cfg, lease=False)
-    assert final == {"log": ["in", "a", "b"]}
+    assert final == {"log": ["in", "n0", "n1"]}
