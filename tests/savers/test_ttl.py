@@ -233,3 +233,22 @@ def test_a_thread_written_before_ttl_was_enabled_gets_a_clock(tmp_path: Any) -> 
         clock.now += 101
         assert saver.get_tuple(cfg("old")) is None
         assert saver.sweep_expired().checkpoints == 2
+
+
+async def test_put_step_restarts_the_clock_like_put_writes(opener) -> None:
+    """``put_step``/``put_steps`` (one transaction per superstep) touch the clocks
+    of the threads they write, as ``put_writes``/``put`` do one call at a time."""
+    clock = Clock()
+    async with opener(ttl=100, clock=clock) as saver:
+        configs = await grow(saver, 1, "a")
+        clock.now += 90
+        writes = [(configs[-1], [("doc", "w")], "task-1", "")]
+        assert await call(saver, "put_step", writes, None) is None
+        clock.now += 90  # 180 s after the first write, 90 after the put_step
+        assert await saver.get_tuple(cfg("a")) is not None
+        clock.now += 90
+        await call(saver, "put_steps", [(writes, None)])
+        clock.now += 90
+        assert await saver.get_tuple(cfg("a")) is not None
+        clock.now += 101
+        assert await saver.get_tuple(cfg("a")) is None

@@ -66,9 +66,8 @@ def uses_put_step(saver: Any, is_async: bool = False) -> bool:
 
     Only when the class that defines ``put_step`` is not below a class overriding
     ``put``/``put_writes`` in the MRO: a subclass (or a ``__getattr__`` wrapper)
-    that customises ``put`` would otherwise be bypassed. The owner of
-    ``put_step`` may list classes whose overrides it honours (``put_step_honours``:
-    StorageSaver's covers the per-thread TTL mixin). Cached per class.
+    that customises ``put`` would otherwise be bypassed (a class overriding all
+    three, like the per-thread TTL mixin, is fine). Cached per class.
     """
     cls = type(saver)
     key = (cls, is_async)
@@ -80,9 +79,8 @@ def uses_put_step(saver: Any, is_async: bool = False) -> bool:
         mro = cls.__mro__
         owners = [next((k for k in mro if n in k.__dict__), None) for n in names]
         step = owners[0]
-        honours = getattr(step, "put_step_honours", ())
         answer = step is not None and all(
-            o is None or o in honours or mro.index(o) >= mro.index(step) for o in owners[1:]
+            o is None or mro.index(o) >= mro.index(step) for o in owners[1:]
         )
         _PUT_STEP[key] = answer
     return answer

@@ -13,7 +13,6 @@ from typing import Any
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import flows, puts, retention, step
 from threadloom.checkpoint.storage.drive import Flow
-from threadloom.checkpoint.storage.expiry import ThreadTTL
 from threadloom.checkpoint.storage.values import ValueCodec
 
 __all__ = ["StorageSaver"]
@@ -51,10 +50,6 @@ class StorageSaver(BaseCheckpointSaver):
             self.serde, delta=delta, compact_every=compact_every, cache_bytes=cache_bytes
         )
         self.codec.keyframe_every = max(1, keyframe_every)
-
-    put_step_honours: tuple[type, ...] = (ThreadTTL,)
-    """Classes whose ``put``/``put_writes`` overrides :meth:`put_step` honours (the
-    TTL mixin's clock touch): the runtime uses ``put_step`` despite them."""
 
     # -- how flows run (backends override) ------------------------------------
 
@@ -102,27 +97,12 @@ class StorageSaver(BaseCheckpointSaver):
         A subclass overriding ``put``/``put_writes`` must override this too (it
         runs the flows directly, as they do).
         """
-        self._touch_threads(writes, checkpoint, False)
         return self._run(step.put_step_flow(self.codec, writes, checkpoint), True)
 
     def put_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> Any:
         """Several :meth:`put_step`s in ONE write transaction (the async-durability
         drain coalescing what queued up); returns the last checkpoint's config."""
-        for writes, checkpoint in steps:
-            self._touch_threads(writes, checkpoint, False)
         return self._run(step.put_steps_flow(self.codec, steps), True)
-
-    def _touch_threads(self, writes: Sequence[Any], checkpoint: Any, is_async: bool) -> Any:
-        """Restart the per-thread TTL clocks a plain put/put_writes would restart
-        (``ThreadTTL._alive``, storage/expiry.py); None when the saver has no TTL."""
-        if not getattr(self, "_ttl_on", False):  # no TTL anywhere: _alive is a no-op
-            return None
-        alive = getattr(self, "_aalive" if is_async else "_alive")
-        configs = [w[0] for w in writes]
-        if checkpoint is not None:
-            configs.append(checkpoint[0])
-        threads = {str(c["configurable"]["thread_id"]) for c in configs}
-        return [alive(t, True) for t in threads]
 
     def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
         self._run(retention.delete_thread_flow(self.codec, str(thread_id), force), True)
@@ -186,15 +166,10 @@ class StorageSaver(BaseCheckpointSaver):
 
     async def aput_step(self, writes: Sequence[Any], checkpoint: Any = None) -> Any:
         """Async twin of :meth:`put_step`."""
-        for touched in self._touch_threads(writes, checkpoint, True) or ():
-            await touched
         return await self._arun(step.put_step_flow(self.codec, writes, checkpoint), True)
 
     async def aput_steps(self, steps: Sequence[tuple[Sequence[Any], Any]]) -> Any:
         """Async twin of :meth:`put_steps`."""
-        for writes, checkpoint in steps:
-            for touched in self._touch_threads(writes, checkpoint, True) or ():
-                await touched
         return await self._arun(step.put_steps_flow(self.codec, steps), True)
 
     async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:

@@ -160,6 +160,18 @@ class ThreadTTL:
             self._alive(_thread(config), write=True)
         super().put_writes(config, writes, task_id, task_path)  # type: ignore[misc]
 
+    def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
+        if self._ttl_on:
+            for thread_id in _step_threads([(writes, checkpoint)]):
+                self._alive(thread_id, write=True)
+        return super().put_step(writes, checkpoint)  # type: ignore[misc]
+
+    def put_steps(self, steps: Any) -> Any:
+        if self._ttl_on:
+            for thread_id in _step_threads(steps):
+                self._alive(thread_id, write=True)
+        return super().put_steps(steps)  # type: ignore[misc]
+
     async def aget_tuple(self, config: dict[str, Any]) -> Any:
         if self._ttl_on and not await self._aalive(_thread(config)):
             return None
@@ -191,6 +203,18 @@ class ThreadTTL:
         if self._ttl_on:
             await self._aalive(_thread(config), write=True)
         await super().aput_writes(config, writes, task_id, task_path)  # type: ignore[misc]
+
+    async def aput_step(self, writes: Any, checkpoint: Any = None) -> Any:
+        if self._ttl_on:
+            for thread_id in _step_threads([(writes, checkpoint)]):
+                await self._aalive(thread_id, write=True)
+        return await super().aput_step(writes, checkpoint)  # type: ignore[misc]
+
+    async def aput_steps(self, steps: Any) -> Any:
+        if self._ttl_on:
+            for thread_id in _step_threads(steps):
+                await self._aalive(thread_id, write=True)
+        return await super().aput_steps(steps)  # type: ignore[misc]
 
     # -- operator API -----------------------------------------------------------
 
@@ -235,3 +259,11 @@ class ThreadTTL:
             self._deadlines.pop(thread_id, None)
             for i, n in enumerate(done):
                 totals[i] += n
+
+
+def _step_threads(steps: Any) -> list[str | None]:
+    """The threads a batch of ``put_step``s writes to (each clock restarted once),
+    as :meth:`ThreadTTL.put` / ``put_writes`` would see them one call at a time."""
+    configs = [w[0] for writes, _ in steps for w in writes]
+    configs += [checkpoint[0] for _, checkpoint in steps if checkpoint is not None]
+    return list(dict.fromkeys(_thread(c) for c in configs))
