@@ -181,10 +181,10 @@ def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
         # `@>` is containment; `->` equality keeps the match exact for
         # arrays/objects (containment alone would accept supersets)
         wanted = {key: json.loads(value) for key, value in op.filter}
-        where += " AND metadata @> %s::jsonb"
+        where += " AND metadata::jsonb @> %s::jsonb"
         params.append(json.dumps(wanted))
         for key, value in op.filter:
-            where += " AND metadata -> %s = %s::jsonb"
+            where += " AND metadata::jsonb -> %s = %s::jsonb"
             params.extend((key, value))
     if op.before is not None:
         where += " AND checkpoint_id < %s"

@@ -2,7 +2,7 @@
 
 Tables (all in one schema, ``public`` unless ``schema=`` says otherwise):
 
-``checkpoints``        one row per checkpoint: body, metadata (JSONB), parent, run_id
+``checkpoints``        one row per checkpoint: body, metadata (JSON text), parent, run_id
 ``checkpoint_refs``    (thread, ns, channel, version) -> where the value lives
                        (inline bytes, one blob, or list chunks)
 ``checkpoint_blobs``   content-addressed bytes keyed by hash, written once
@@ -128,6 +128,16 @@ MIGRATIONS: list[str] = [
     # for a uuid, not 37); the ancestors query unpacks it to follow the chain
     "ALTER TABLE {s}.checkpoints ALTER COLUMN parent_checkpoint_id TYPE BYTEA USING "
     + sql_pack("parent_checkpoint_id"),
+    # 17: room on each lease page for a thread's row to be updated in place (HOT:
+    # no new index entry); a released lease is expired, not deleted (lease/postgres.py)
+    "ALTER TABLE {s}.tl_leases SET (fillfactor = 50)",
+    # 18: metadata as JSON text (`json`), not `jsonb`: the saver writes compact
+    # JSON, and `{"step":3,"source":"loop","parents":{}}` takes 43 bytes as text
+    # but 66 as jsonb. Filters cast to jsonb (`metadata::jsonb @> ...`); they read
+    # one thread's rows through the primary key anyway (no GIN index since 12)
+    "ALTER TABLE {s}.checkpoints ALTER COLUMN metadata DROP DEFAULT,"
+    " ALTER COLUMN metadata TYPE JSON USING metadata::json,"
+    " ALTER COLUMN metadata SET DEFAULT '{{}}'",
 ]
 
 
@@ -239,7 +249,7 @@ _STATEMENTS: dict[str, str] = {
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """
             INSERT INTO {ckpt} ({ckpt_cols_raw})
-            VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::jsonb, %s)
+            VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::json, %s)
             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
                 parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
                 data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id""",
