@@ -99,7 +99,8 @@ def relayed(pg_url: str, pg_schema: str) -> Iterator[tuple[PostgresSaver, Relay]
     relay.listener.close()
 
 
-def test_put_and_put_writes_cost_two_round_trips(relayed) -> None:
+def test_put_put_writes_and_put_step_cost_one_round_trip(relayed) -> None:
+    """Optimistic (postgres/optimistic.py): every statement travels with the Sync."""
     saver, relay = relayed
     parent = {"configurable": {"thread_id": "rtt", "checkpoint_ns": ""}}
     for i in range(3):
@@ -109,8 +110,18 @@ def test_put_and_put_writes_cost_two_round_trips(relayed) -> None:
         cp["channel_versions"] = versions
         put, parent = relay.count(saver.put, parent, cp, {"step": i}, versions)
         writes, _ = relay.count(saver.put_writes, parent, [("messages", [i])], f"t{i}")
-        assert (put, writes) == (2, 2)  # statements + Sync; read the task row + write/Sync
+        assert (put, writes) == (1, 1)
         assert b"BEGIN" not in relay.sent and b"COMMIT" not in relay.sent
+    for i in range(3, 6):  # a step: a task's writes (one a blob) and the next checkpoint
+        cp = empty_checkpoint()
+        versions = {"messages": str(i + 1), "doc": str(i + 1)}
+        cp["channel_values"] = {"messages": list(range(i + 1)), "doc": "x" * (300 + i)}
+        cp["channel_versions"] = versions
+        writes = [(parent, [("doc", os.urandom(600).hex()), ("n", i)], f"t{i}", "")]
+        step, parent = relay.count(saver.put_step, writes, (parent, cp, {"step": i}, versions))
+        assert step == 1
+    tup = saver.get_tuple(parent)
+    assert tup is not None and tup.checkpoint["channel_values"]["doc"] == "x" * 305
 
 
 def test_reads_cost_one_round_trip_per_operation(relayed) -> None:
@@ -161,6 +172,5 @@ def test_bench_style_connection_round_trips(pg_url: str, pg_schema: str) -> None
             counts.append((put, writes, get))
         assert b"COMMIT" not in relay.sent
     relay.listener.close()
-    # put: statements + Sync; put_writes: read the task row, insert blob + row,
-    # count the blob's reference + Sync
-    assert counts[1:] == [(2, 3, GET_AFTER_WRITE_TRIPS)] * 3
+    # put and put_writes: every statement with the Sync (optimistic)
+    assert counts[1:] == [(1, 1, GET_AFTER_WRITE_TRIPS)] * 3

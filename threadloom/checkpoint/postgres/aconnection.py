@@ -25,6 +25,7 @@ from threadloom.checkpoint.postgres.connection import (
     is_dead,
 )
 from threadloom.checkpoint.postgres.params import cheap_params
+from threadloom.checkpoint.storage.drive import OptimisticConflict
 
 __all__ = ["AsyncPgConnector"]
 
@@ -60,6 +61,7 @@ class AsyncPgConnector(ConnectorBase):
                 conn = await stack.enter_async_context(self._connection())
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write)
+                tx.optimistic = tx.optimistic and mode == "sql"
                 if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
                     stack.push_async_callback(arollback_if_open, conn)
                 if pipelined:
@@ -86,12 +88,12 @@ class AsyncPgConnector(ConnectorBase):
             await conn.close()
 
     @asynccontextmanager
-    async def atransaction(self, write: bool) -> AsyncIterator[None]:
-        """One transaction for a whole flow (the storage driver's interface)."""
+    async def atransaction(self, write: bool, optimistic: bool = False) -> AsyncIterator[None]:
+        """One transaction for a whole flow (the sync twin's ``transaction``)."""
         if self.current.get() is not None:
             yield
             return
-        tx = Tx(write)
+        tx = Tx(write, optimistic=optimistic)
         await self._open(tx)
         token = self.current.set(tx)
         try:
@@ -105,6 +107,8 @@ class AsyncPgConnector(ConnectorBase):
             await tx.stack.aclose()  # pipeline Sync (commits) or COMMIT
         except (psycopg.Error, PoolTimeout) as exc:
             await self._discard(tx, exc)
+            if self.refused(tx, exc):
+                raise OptimisticConflict(frozenset(tx.locked)) from exc
             raise self.error(exc, committing=True) from exc
         if self.pipe is not None and write:
             await self.pipe.sync()
@@ -118,6 +122,9 @@ class AsyncPgConnector(ConnectorBase):
         try:
             results = await self._send(tx.conn, batch)
         except (psycopg.Error, PoolTimeout) as exc:
+            if self.refused(tx, exc):
+                await self._discard(tx, exc)
+                raise OptimisticConflict(frozenset(tx.locked)) from exc
             if not self.retryable(exc, tx):
                 raise self.error(exc) from exc
             await self._discard(tx, exc)

@@ -51,6 +51,7 @@ from threadloom.checkpoint.postgres.health import (
     storage_error,
 )
 from threadloom.checkpoint.postgres.params import cheap_params
+from threadloom.checkpoint.storage.drive import OptimisticConflict
 from threadloom.errors import StorageError
 
 __all__ = ["Stmt", "PgConnector", "ConnectorBase", "connect_kwargs", "is_dead", "pool_kwargs"]
@@ -126,6 +127,8 @@ class Tx:
     stack: Any = None
     log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
     locked: set[str] = field(default_factory=set)  # threads whose advisory lock we hold
+    optimistic: bool = False  # some reads answered without asking (see optimistic.py)
+    pending: Any = None  # an optimistic read whose validation is not queued yet
 
 
 class ConnectorBase:
@@ -214,12 +217,30 @@ class ConnectorBase:
         conn = tx.conn if tx is not None else None
         return self.can_reconnect and is_connection_lost(exc, conn)
 
+    def refused(self, tx: Tx, exc: BaseException) -> bool:
+        """Whether ``exc`` ends an optimistic transaction that may simply run again
+        pessimistically: its validation failed, or the server aborted it (at
+        commit every statement of an optimistic run executes at once)."""
+        if not tx.optimistic:
+            return False
+        return getattr(exc, "sqlstate", None) in RETRY_STATES or is_conflict(exc)
+
     def check_replay(self, expected: list[Any], got: list[Any]) -> None:
         if expected != got:
             raise StorageError(
                 f"lost the connection to {self.target} mid-operation and the data changed "
                 "before it could be replayed; nothing was written, retry the call"
             )
+
+
+CONFLICT_MARK = "threadloom:optimistic-retry"
+"""The text an optimistic statement casts to an integer to fail the transaction
+(SQLSTATE 22P02, the text quoted in the message) when its guess was wrong."""
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is an optimistic statement refusing its transaction."""
+    return getattr(exc, "sqlstate", None) == "22P02" and CONFLICT_MARK in str(exc)
 
 
 def abort_implicit(conn: Any) -> Callable[..., bool]:
@@ -284,6 +305,7 @@ class PgConnector(ConnectorBase):
                 conn = stack.enter_context(self._connection())
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write)
+                tx.optimistic = tx.optimistic and mode == "sql"
                 if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
                     stack.callback(rollback_if_open, conn)
                 if pipelined:
@@ -311,12 +333,17 @@ class PgConnector(ConnectorBase):
             conn.close()
 
     @contextmanager
-    def transaction(self, write: bool) -> Iterator[None]:
-        """One transaction for a whole flow (the storage driver's interface)."""
+    def transaction(self, write: bool, optimistic: bool = False) -> Iterator[None]:
+        """One transaction for a whole flow (the storage driver's interface).
+
+        ``optimistic``: the executor may answer reads without asking (only in
+        the saver's own pipelined transactions; joined ones never are); a
+        refused one raises :class:`~..storage.drive.OptimisticConflict`.
+        """
         if self.current.get() is not None:
             yield  # already inside one (a flow run from a flow): join it
             return
-        tx = Tx(write)
+        tx = Tx(write, optimistic=optimistic)
         self._open(tx)
         token = self.current.set(tx)
         try:
@@ -330,6 +357,8 @@ class PgConnector(ConnectorBase):
             tx.stack.close()  # pipeline Sync (commits) or COMMIT, connection back to the pool
         except (psycopg.Error, PoolTimeout) as exc:
             self._discard(tx, exc)
+            if self.refused(tx, exc):
+                raise OptimisticConflict(frozenset(tx.locked)) from exc
             raise self.error(exc, committing=True) from exc
         if self.pipe is not None and write:
             self.pipe.sync()
@@ -343,6 +372,9 @@ class PgConnector(ConnectorBase):
         try:
             results = self._send(tx.conn, batch)
         except (psycopg.Error, PoolTimeout) as exc:
+            if self.refused(tx, exc):
+                self._discard(tx, exc)
+                raise OptimisticConflict(frozenset(tx.locked)) from exc
             if not self.retryable(exc, tx):
                 raise self.error(exc) from exc
             self._discard(tx, exc)

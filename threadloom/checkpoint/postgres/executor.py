@@ -9,11 +9,13 @@ batch. :class:`PgExecutor` is what the storage driver (:mod:`..storage.drive`) t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Generator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
+from threadloom.checkpoint.postgres import optimistic
 from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
@@ -52,21 +54,58 @@ class PgExecutor:
     def atransaction(self, write: bool) -> Any:
         return self.connector.atransaction(write)
 
-    def execute(self, op: ops.Op) -> Any:
+    @contextmanager
+    def optimistic_transaction(self, write: bool) -> Iterator[None]:
+        """A write flow's transaction in which reads a flow needs only for rare
+        cases are answered without a round trip (:mod:`.optimistic`); a refused
+        one raises :class:`~threadloom.checkpoint.storage.drive.OptimisticConflict`
+        and the driver runs the flow again in :meth:`transaction`."""
+        with self.connector.transaction(write, optimistic=True):
+            yield
+            self._flush(self.connector.execute)
+
+    @asynccontextmanager
+    async def aoptimistic_transaction(self, write: bool) -> AsyncIterator[None]:
+        """Async twin of :meth:`optimistic_transaction`."""
+        async with self.connector.atransaction(write, optimistic=True):
+            yield
+            tx = self.connector.current.get()
+            if tx is not None and tx.optimistic:
+                guard = optimistic.flush(tx, plan, self.sql)
+                if guard:
+                    await self.connector.aexecute(guard)
+
+    def _flush(self, send: Callable[[list[Stmt]], Any]) -> None:
+        tx = self.connector.current.get()
+        if tx is not None and tx.optimistic:
+            guard = optimistic.flush(tx, plan, self.sql)
+            if guard:
+                send(guard)
+
+    def _prepare(self, op: ops.Op) -> tuple[list[Stmt], Decoder]:
+        """The op's statements (the thread lock first when due) and their decoder."""
+        tx = self.connector.current.get()
+        head: list[Stmt] = []
+        if tx is not None and tx.optimistic:
+            guess = optimistic.plan(op, self.sql, tx, plan)
+            if guess is not None:
+                batch, answer = guess
+                return self._thread_lock(op, batch) + batch, lambda r: answer
+            head = optimistic.flush(tx, plan, self.sql)
         batch, decode = plan(op, self.sql)
-        if not batch:
-            return decode([])
-        lock = self._thread_lock(op, batch)
-        results = self.connector.execute(lock + batch)
-        return decode(results[len(lock) :])
+        if not batch and not head:
+            return [], decode
+        lock = self._thread_lock(op, batch) + head
+        skip = len(lock)
+        return lock + batch, lambda r: decode(r[skip:])
+
+    def execute(self, op: ops.Op) -> Any:
+        batch, decode = self._prepare(op)
+        return decode(self.connector.execute(batch) if batch else [])
 
     async def aexecute(self, op: ops.Op) -> Any:
-        batch, decode = plan(op, self.sql)
-        if not batch:
-            return decode([])
-        lock = self._thread_lock(op, batch)
-        results = await self.connector.aexecute(lock + batch)
-        return decode(results[len(lock) :])
+        batch, decode = self._prepare(op)
+        return decode(await self.connector.aexecute(batch) if batch else [])
 
     def _thread_lock(self, op: ops.Op, batch: list[Stmt]) -> list[Stmt]:
         """In a writing transaction, the first operation on a thread takes a

@@ -155,9 +155,9 @@ def lock_in_first(batch: list[Stmt], sql: SQL, key: int) -> bool:
     snapshot, which predates the wait), and every read that needs the lock
     (the check) is a later statement, whose snapshot follows it.
     """
-    if not batch or batch[0].sql != sql.insert_blobs:
-        return False
+    if not batch or not batch[0].sql.startswith(sql.insert_blobs.split("ON CONFLICT")[0]):
+        return False  # (the optimistic insert of .optimistic starts alike)
     first = batch[0]
-    stmt = guarded(sql.insert_blobs, "ON CONFLICT", _LOCKED)
+    stmt = guarded(first.sql, "ON CONFLICT", _LOCKED)
     batch[0] = Stmt(stmt, (*first.params, key), first.fetch)
     return True

@@ -8,10 +8,12 @@ results (or yields :class:`Emit` to hand a value to the caller, for lazy
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Generator, Iterator
+import inspect
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from types import FunctionType
 from typing import Any, NamedTuple
 
-__all__ = ["Emit", "run", "arun", "iterate", "aiterate"]
+__all__ = ["Emit", "OptimisticConflict", "run", "arun", "iterate", "aiterate"]
 
 Flow = Generator[Any, Any, Any]
 
@@ -22,28 +24,129 @@ class Emit(NamedTuple):
     items: list[Any]
 
 
+class OptimisticConflict(Exception):
+    """Raised by an executor when a transaction it ran optimistically (answering
+    some reads without asking, and queueing statements that fail in the database
+    when the answer was wrong) failed that validation. Nothing was kept; the
+    driver runs the flow again in a normal transaction.
+
+    ``threads``: the threads the failed run wrote to (their process caches may
+    describe rows that were rolled back and are forgotten).
+    """
+
+    def __init__(self, threads: frozenset[str] = frozenset()) -> None:
+        super().__init__("an optimistic transaction was refused by the store; run again")
+        self.threads = threads
+
+
+def _step(flow: Flow, executor: Any) -> Any:
+    result = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as stop:
+            return stop.value
+        result = executor.execute(op)
+
+
+async def _astep(flow: Flow, executor: Any) -> Any:
+    result = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as stop:
+            return stop.value
+        result = await executor.aexecute(op)
+
+
+def _restarter(flow: Any) -> Callable[[], Flow] | None:
+    """A way to build ``flow`` again from its arguments (None when it cannot be:
+    already started, a closure, or not a plain generator function's). An
+    argument that is itself an unstarted flow (a wrapper's inner flow) is built
+    again too.
+
+    Why here: callers hand the driver a generator, and an optimistic run that
+    the store refuses has to start over from the same arguments.
+    """
+    frame = getattr(flow, "gi_frame", None)
+    code = getattr(flow, "gi_code", None)
+    if frame is None or code is None or code.co_freevars:
+        return None
+    if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED or code.co_flags & (
+        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    ):
+        return None
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    local = frame.f_locals
+    args = {name: local[name] for name in names}
+    inner = {}
+    for name, value in args.items():
+        if inspect.isgenerator(value):
+            again = _restarter(value)
+            if again is None:
+                return None
+            inner[name] = again
+    make = FunctionType(code, frame.f_globals)
+
+    def restart() -> Flow:
+        return make(**{**args, **{name: again() for name, again in inner.items()}})
+
+    restart.codecs = [args.get("codec")] + [  # type: ignore[attr-defined]
+        codec
+        for again in inner.values()
+        for codec in again.codecs  # type: ignore[attr-defined]
+    ]
+    return restart
+
+
+def _forget(restart: Any, conflict: OptimisticConflict) -> None:
+    """Drop what the refused run cached about its threads (the flows' ``codec``)."""
+    for codec in restart.codecs:
+        forget = getattr(codec, "forget_thread", None)
+        if forget is not None:
+            for thread_id in conflict.threads:
+                forget(thread_id)
+
+
+def _optimistic(executor: Any, flow: Flow, write: bool, name: str) -> Any:
+    """(begin, restart) when the executor offers an optimistic transaction for
+    this flow, else (None, None)."""
+    begin = getattr(executor, name, None) if write else None
+    restart = _restarter(flow) if begin is not None else None
+    return (begin, restart) if restart is not None else (None, None)
+
+
 def run(flow: Flow, executor: Any, write: bool = False) -> Any:
-    """Run ``flow`` to completion in one transaction; return its return value."""
+    """Run ``flow`` to completion in one transaction; return its return value.
+
+    An executor offering ``optimistic_transaction`` runs a write flow in it
+    first; when it raises :class:`OptimisticConflict` the flow runs again,
+    from its arguments, in a normal transaction.
+    """
+    begin, restart = _optimistic(executor, flow, write, "optimistic_transaction")
+    if begin is not None:
+        try:
+            with begin(write):
+                return _step(flow, executor)
+        except OptimisticConflict as conflict:
+            _forget(restart, conflict)
+            flow = restart()
     with executor.transaction(write):
-        result = None
-        while True:
-            try:
-                op = flow.send(result)
-            except StopIteration as stop:
-                return stop.value
-            result = executor.execute(op)
+        return _step(flow, executor)
 
 
 async def arun(flow: Flow, executor: Any, write: bool = False) -> Any:
     """Async twin of :func:`run`."""
+    begin, restart = _optimistic(executor, flow, write, "aoptimistic_transaction")
+    if begin is not None:
+        try:
+            async with begin(write):
+                return await _astep(flow, executor)
+        except OptimisticConflict as conflict:
+            _forget(restart, conflict)
+            flow = restart()
     async with executor.atransaction(write):
-        result = None
-        while True:
-            try:
-                op = flow.send(result)
-            except StopIteration as stop:
-                return stop.value
-            result = await executor.aexecute(op)
+        return await _astep(flow, executor)
 
 
 def iterate(flow: Flow, executor: Any) -> Iterator[Any]:

@@ -1,0 +1,202 @@
+"""Optimistic plans: a put, a put_writes or a whole put_step in ONE round trip.
+
+A write flow waits for the server only to learn about rare cases: a task that
+already has a row of pending writes (``LoadWrites`` before its first write), a
+diff base or reused blob pruned by another process, a ref row that exists
+already, which blobs were new. In the saver's own pipelined transactions the
+executor answers those reads itself with the common case and queues statements
+that make the transaction FAIL in the database when the answer was wrong (they
+cast a marked text to an integer: SQLSTATE 22P02 naming
+:data:`~.connection.CONFLICT_MARK`). Nothing waits until the commit's Sync.
+A refused transaction leaves nothing behind (the Sync rolls it back) and the
+driver runs the flow again, pessimistically, in a new one
+(:class:`~threadloom.checkpoint.storage.drive.OptimisticConflict`).
+
+What the flow would have computed from an answer moves into SQL instead: a new
+list manifest's hold on its segments is counted by the blob insert itself, only
+for the manifests it really inserted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.postgres.blobpack import pack
+from threadloom.checkpoint.postgres.connection import CONFLICT_MARK, Stmt, Tx
+from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
+from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
+from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.ops import HASH_SIZE
+
+__all__ = ["REFUSE", "flush", "plan", "refuse_unless"]
+
+Guess = tuple[list[Stmt], Any]
+Planner = Callable[[Any, SQL], tuple[list[Stmt], Any]]
+
+REFUSE = f"('{CONFLICT_MARK}:' || pg_backend_pid())::int"
+"""Fails the statement, and so the transaction. ``pg_backend_pid()`` is not
+immutable, so the planner cannot fold the cast (and fail) before the condition
+guarding it is evaluated."""
+
+
+def refuse_unless(cond: str) -> str:
+    """A SELECT list item: 1 when ``cond`` holds, else the transaction fails."""
+    return f"CASE WHEN {cond} THEN 1 ELSE {REFUSE} END"
+
+
+def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
+    """(statements, the op's result) without waiting for the server, or None
+    when ``op`` needs a real answer (the caller then plans it normally, after
+    :func:`flush`)."""
+    if type(op) is ops.LoadWrites:
+        return _load_writes(op, sql, tx, pessimistic)
+    if type(op) is ops.SaveWrites:
+        return _save_writes(op, sql, tx, pessimistic)
+    if type(op) is ops.SaveCheckpoint:
+        batch, answer = _save_checkpoint(op, sql)
+        return flush(tx, pessimistic, sql) + batch, answer
+    if type(op) is lo.CheckLease:
+        return flush(tx, pessimistic, sql) + _check_lease(op, sql, pessimistic), ""
+    return None
+
+
+def _check_lease(op: lo.CheckLease, sql: SQL, pessimistic: Planner) -> list[Stmt]:
+    """A leased run's fence: usually the lease is ours and nobody asked it to
+    stop (answer ``""``). The fence's renewal runs as planned; the transaction
+    fails when it found no live lease of ours or a stop request, and the run
+    again learns which (lease lost, or the stop) from the pessimistic fence."""
+    [renew], _ = pessimistic(op, sql)
+    ok = refuse_unless("(SELECT stop FROM u) = ''")
+    stmt = f"WITH u AS ({renew.sql}) SELECT {ok}"
+    return [Stmt(stmt, renew.params)]
+
+
+def flush(tx: Tx, pessimistic: Planner, sql: SQL) -> list[Stmt]:
+    """The statement validating an earlier optimistic ``LoadWrites`` (it fails
+    when the checkpoint has any row of pending writes after all)."""
+    op, tx.pending = tx.pending, None
+    if op is None:
+        return []
+    [read], _ = pessimistic(op, sql)
+    return [Stmt(f"SELECT {REFUSE} FROM ({read.sql}) w LIMIT 1", read.params)]
+
+
+def _load_writes(op: ops.LoadWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
+    """A put_writes reads its task's row of one checkpoint: usually there is none."""
+    ids = op.checkpoint_ids
+    if ids is None or len(ids) != 1 or op.checkpoint_ns is None:
+        return None
+    batch = flush(tx, pessimistic, sql)
+    tx.pending = op  # validated by the next SaveWrites' insert, or by flush()
+    return batch, []
+
+
+def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
+    """Rows the flow expects to be new: a plain insert that fails on an existing one."""
+    expected = op.expected
+    if not op.rows or expected is None or len(expected) != len(op.rows):
+        return None
+    if any(e is not None for e in expected):
+        return None
+    pending = tx.pending
+    if pending is not None and all(
+        (w.thread_id, w.checkpoint_ns) == (pending.thread_id, pending.checkpoint_ns)
+        and w.checkpoint_id in pending.checkpoint_ids
+        for w in op.rows
+    ):
+        tx.pending = None  # the insert below checks exactly what the flow assumed
+    batch = flush(tx, pessimistic, sql) + insert_blobs(op.blobs, sql)
+    unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
+    head = sql.upsert_writes.split("ON CONFLICT")[0]
+    stmt = (
+        f"WITH ins AS ({head} ON CONFLICT DO NOTHING RETURNING 1)"
+        f" SELECT {refuse_unless('count(*) = %s')} FROM ins"
+    )
+    params = (*columns(map(packed_write, unique.values()), 7), len(unique))
+    batch.append(Stmt(stmt, params))
+    return batch, frozenset(b.hash for b in op.blobs)
+
+
+def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
+    """Insert the blobs that are new with their count rows, and count each new
+    one's hold on its children (a list manifest on its segments) right there:
+    the flow cannot, not knowing which were new. Children that exist neither in
+    this batch nor in the store get no count row (as an adjustment ignores them)."""
+    unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
+    if not unique:
+        return []
+    head = sql.insert_blobs.split("ON CONFLICT")[0]
+    counts = sql.counts
+    stmt = f"""{head} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
+            ), kid AS (
+                SELECT substring(ins.children FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
+                FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.children) / 16 - 1) i
+                GROUP BY 1
+            ), gain AS (
+                SELECT hash, sum(n) AS n FROM (
+                    SELECT hash, 0 AS n FROM ins
+                    UNION ALL SELECT kid.hash, kid.n FROM kid
+                    WHERE kid.hash IN (SELECT hash FROM ins)
+                        OR EXISTS (SELECT 1 FROM {counts} c WHERE c.hash = kid.hash)
+                ) a GROUP BY hash
+            )
+            INSERT INTO {counts} (hash, refs) SELECT hash, n FROM gain ORDER BY hash
+            ON CONFLICT (hash) DO UPDATE SET refs = {counts}.refs + EXCLUDED.refs"""
+    rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
+    return [Stmt(stmt, columns(rows, 4))]
+
+
+def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.SaveResult]:
+    """Blobs, the check (fails when stale), refs (fail when one exists), the row.
+
+    The answer: nothing stale, every ref inserted (a key repeated in the call
+    only once, as the pessimistic plan reports it), no new blob to settle
+    (their children are counted by the insert)."""
+    batch = insert_blobs(op.blobs, sql)
+    held = sorted(
+        {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), HASH_SIZE)}
+    )
+    check = _check(op, sql, held)
+    if check is not None:
+        batch.append(check)
+    flags, seen = [], set()
+    for ref in op.refs:
+        key = (ref.channel, ref.version)
+        flags.append(key not in seen)
+        seen.add(key)
+    if op.refs:
+        stmt = sql.insert_refs.replace(
+            "SELECT channel, version FROM ins", f"SELECT {refuse_unless('count(*) = %s')} FROM ins"
+        )
+        params = (*columns(map(packed_ref, op.refs), 10), held, len(seen))
+        batch.append(Stmt(stmt, params))
+    if op.row is not None:
+        batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
+    return batch, ops.SaveResult(frozenset(), tuple(flags))
+
+
+def _check(op: ops.SaveCheckpoint, sql: SQL, held: list[bytes]) -> Stmt | None:
+    """Lock every blob the refs hold or reuse (hash order) and fail unless all
+    are there and the diff base exists (see :func:`.saveplan.check`: a blob
+    deleted while the lock waited is not returned, so it counts as missing)."""
+    locking = sorted(set(held) | set(op.needs))
+    parts: list[str] = []
+    params: list[Any] = []
+    with_ = ""
+    if locking:
+        with_ = (
+            f"WITH l AS (SELECT hash FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])"
+            " ORDER BY hash FOR UPDATE) "
+        )
+        parts.append("(SELECT count(*) FROM l) = %s")
+        params += [locking, len(locking)]
+    if _cached_base(op):
+        base, bparams = _base_exists(op, sql)
+        parts.append(base)
+        params += bparams
+    if not parts:
+        return None
+    return Stmt(f"{with_}SELECT {refuse_unless(' AND '.join(parts))}", tuple(params))
