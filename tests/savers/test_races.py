@@ -96,3 +96,22 @@ async def test_concurrent_put_writes_of_one_task_all_land(saver) -> None:
         assert errors == []
         got = await saver.get_tuple(config)
         assert sorted(c for _, c, _ in got.pending_writes) == sorted(w[0][0] for w in writes)
+
+
+async def test_put_writes_merges_a_task_row_another_process_wrote(saver) -> None:
+    """A task's first put_writes in this process may skip reading its row (the
+    executor checks that none exists); a row another process wrote is merged
+    with LangGraph's first-wins rule, and references stay exact."""
+    (config,) = await grow(saver, 1)
+    await saver.put_writes(config, [("a", "first " + BIG), ("b", 1)], "task", "~p")
+    saver.raw.codec.tasks.clear()  # this process forgets it wrote the row
+    later = [("a", "second " + BIG), ("b", 2), ("c", "new " + BIG)]
+    await saver.put_writes(config, later, "task", "~p")
+    got = await saver.get_tuple(config)
+    assert [(c, v) for _, c, v in got.pending_writes] == [
+        ("a", "first " + BIG),
+        ("b", 1),
+        ("c", "new " + BIG),
+    ]
+    await saver.delete_thread("t")
+    assert all(n == 0 for n in (await saver.raw_counts()).values())

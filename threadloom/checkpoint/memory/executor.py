@@ -239,16 +239,27 @@ class MemoryExecutor:
                 insort(ids, cid)
         rows[cid] = row
 
-    def _save_writes(self, op: o.SaveWrites) -> frozenset[bytes]:
+    def _save_writes(self, op: o.SaveWrites) -> frozenset[bytes] | None:
+        writes, blobs = self.writes, self.blobs
+        if op.strict and op.expected is not None:  # the flow did not read: check
+            for w, old in zip(op.rows, op.expected):
+                rows = writes.get((w.thread_id, w.checkpoint_ns, w.checkpoint_id))
+                current = rows.get(w.task_id) if rows else None
+                if old is not o.ANY_ROW and current != old:
+                    return None
         new = []
         for blob in op.blobs:
-            if blob.hash not in self.blobs:
-                self.blobs[blob.hash] = [blob, 0]
+            if blob.hash not in blobs:
+                blobs[blob.hash] = [blob, 0]
                 new.append(blob.hash)
         for w in op.rows:
-            self.writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[
-                w.task_id
-            ] = w
+            writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[w.task_id] = w
+            if op.add_refs:
+                hashes = w.hashes
+                for i in range(0, len(hashes), o.HASH_SIZE):
+                    entry = blobs.get(hashes[i : i + o.HASH_SIZE])
+                    if entry is not None:
+                        entry[1] += 1
         return frozenset(new)
 
     def _insert(self, op: o.InsertRows) -> None:

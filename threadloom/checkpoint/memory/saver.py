@@ -27,6 +27,8 @@ class InMemorySaver(ThreadTTL, StorageSaver):
         super().__init__(**options)
         self.executor = MemoryExecutor()
         self.codec.cache_reads = False  # the store is a dict already: caching costs, saves nothing
+        # the executor checks SaveWrites.expected and counts references itself
+        self.codec.strict_writes = self.codec.writes_add_refs = True
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
         return drive.run(flow, self.executor, write)

@@ -336,11 +336,23 @@ class SaveWrites(Op):
     not isolated transactions (Redis) writes nothing and returns None when a
     task's current row differs (a concurrent ``put_writes`` of the same task
     came first); the flow then reads and merges again. Transactional backends
-    already serialize writers of a thread and may ignore it."""
+    already serialize writers of a thread and may ignore it, unless ``strict``.
+
+    ``strict``: the flow did NOT read the task rows (it believes none exists,
+    ``expected`` is all None): the executor must check ``expected`` and write
+    nothing, returning None, when a row differs; the flow then reads and
+    merges. ``add_refs``: also add one reference per hash occurrence in each
+    written row's ``hashes`` (only sent with ``strict``: no replaced row's
+    references to release), sparing the flow's :class:`AdjustRefcounts`.
+    Flows send these only to executors that declare them
+    (``ValueCodec.strict_writes`` / ``writes_add_refs``); the defaults keep
+    every executor working unchanged."""
 
     rows: tuple[WriteRow, ...]
     blobs: tuple[BlobRow, ...] = ()
     expected: tuple[Any, ...] | None = None
+    strict: bool = False
+    add_refs: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,29 @@ def release(counts: Counter[bytes], candidates: tuple[bytes, ...] = ()) -> Flow:
     return dropped_blobs, dropped_bytes
 
 
+def _insert_writes(
+    codec: ValueCodec,
+    key: tuple[str, str, str, str],
+    task_path: str,
+    writes: Sequence[tuple[str, Any]],
+) -> Flow:
+    """A task's first ``put_writes`` without reading its row first: the row is
+    built as if none existed and sent ``strict`` (the executor writes nothing
+    when one does, e.g. written by another process). True when it was stored."""
+    row, blobs = merge_writes(codec.serde, codec.inline_max, None, key, task_path, writes)
+    if row is None:  # pragma: no cover  (writes are never empty here)
+        return True
+    add = codec.writes_add_refs and bool(row.hashes)
+    by_hash = {b.hash: b for b in blobs}
+    new = yield SaveWrites((row,), tuple(by_hash.values()), (None,), True, add)
+    if new is None:
+        return False
+    codec.tasks.put(key, True)
+    if row.hashes and not add:
+        yield AdjustRefcounts(tuple(Counter(unpack(row.hashes)).items()))
+    return True
+
+
 def put_writes_flow(
     codec: ValueCodec,
     config: Mapping[str, Any],
@@ -210,6 +233,10 @@ def put_writes_flow(
     if not writes:
         return
     key = (thread_id, ns, checkpoint_id, str(task_id))
+    if codec.strict_writes and codec.tasks.get(key) is None:
+        done = yield from _insert_writes(codec, key, task_path, writes)
+        if done:
+            return
     for _ in range(_MERGE_ATTEMPTS):
         rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
         existing = next((r for r in rows if r.task_id == task_id), None)
@@ -219,6 +246,7 @@ def put_writes_flow(
         by_hash = {b.hash: b for b in blobs}
         new = yield SaveWrites((row,), tuple(by_hash.values()), (existing,))
         if new is not None:  # None: the row changed since we read it (Redis); merge again
+            codec.tasks.put(key, True)
             break
     else:
         raise StorageError(

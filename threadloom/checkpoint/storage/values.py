@@ -76,6 +76,11 @@ class ValueCodec(ValueReader):
         self.ref_cache: LRU[tuple[str, str, str, str], RefRow] = LRU(16384, 1 << 62)
         self.blob_cache: LRU[bytes, BlobRow] = LRU(16384, cache_bytes // 4)
         self.keyframe_every = 16
+        # what the saver's executor honours in SaveWrites (see ops.SaveWrites):
+        # with ``strict_writes`` a task's first put_writes skips reading its row
+        self.strict_writes = False
+        self.writes_add_refs = False
+        self.tasks: LRU[tuple[str, str, str, str], bool] = LRU(4096, 1 << 62)  # rows written
         self.fanout = 16  # segments per flat manifest (see _manifest)
 
     # -- writing ---------------------------------------------------------------
