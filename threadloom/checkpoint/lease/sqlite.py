@@ -5,6 +5,11 @@ A write flow takes SQLite's write lock before its first statement, so the
 fence (:class:`~.ops.CheckLease`) and the checkpoint it guards cannot be
 separated by another process taking the lease over. Times are wall-clock
 milliseconds of the writing process (processes sharing a file share a clock).
+
+The row is read in mode ``lease`` and written in modes ``leased`` (the
+whole row) or ``unlease`` (thread id first): the executor answers the per-step fence from memory while no one else
+wrote the database (``sqlite/memo.py``), so a step costs no lease statement
+between renewals.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from threadloom.checkpoint.lease import ops as lo
 
 
 class Stmt(NamedTuple):
-    """Same shape as ``sqlite.queries.Stmt`` (the executor reads sql/params/mode)."""
+    """Same shape as ``sqlite.queries.Stmt`` (the executor reads sql/params/mode;
+    modes ``lease``, ``leased`` and ``unlease``: see ``sqlite/memo.py``)."""
 
     sql: str
     params: Any = ()
@@ -31,6 +37,7 @@ TABLE = (
     " token TEXT NOT NULL, expires_at REAL NOT NULL, stop TEXT NOT NULL DEFAULT '')"
 )
 _SELECT = "SELECT holder, token, expires_at, stop FROM tl_leases WHERE thread_id = ?"
+_EXTEND = "UPDATE tl_leases SET expires_at = ?2 WHERE thread_id = ?1"
 
 Plan = Generator[Stmt, Any, Any]
 
@@ -40,7 +47,7 @@ def _now() -> float:
 
 
 def _live(thread_id: str) -> Plan:
-    row = yield Stmt(_SELECT, (thread_id,), "one")
+    row = yield Stmt(_SELECT, (thread_id,), "lease")
     if row is None or row[2] <= _now():
         return None
     return lo.LeaseInfo(row[0], row[1], int(row[2] - _now()), row[3])
@@ -51,7 +58,7 @@ def _acquire(op: lo.AcquireLease) -> Plan:
     if live is not None and live.token not in (op.token, op.steal):
         return live
     sql = "INSERT OR REPLACE INTO tl_leases VALUES (?, ?, ?, ?, '')"
-    yield Stmt(sql, (op.thread_id, op.holder, op.token, _now() + op.ttl_ms), "count")
+    yield Stmt(sql, (op.thread_id, op.holder, op.token, _now() + op.ttl_ms), "leased")
     return None
 
 
@@ -59,22 +66,21 @@ def _renew(op: lo.RenewLease) -> Plan:
     live = yield from _live(op.thread_id)
     if live is None or live.token != op.token:
         return None
-    sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
-    yield Stmt(sql, (_now() + op.ttl_ms, op.thread_id), "count")
+    yield Stmt(_EXTEND, (op.thread_id, _now() + op.ttl_ms), "unlease")
     return live
 
 
 def _release(op: lo.ReleaseLease) -> Plan:
     sql = "DELETE FROM tl_leases WHERE thread_id = ? AND token = ?"
-    yield Stmt(sql, (op.thread_id, op.token), "count")
+    yield Stmt(sql, (op.thread_id, op.token), "unlease")
 
 
 def _request_stop(op: lo.RequestStop) -> Plan:
     live = yield from _live(op.thread_id)
     if live is None:
         return None
-    sql = "UPDATE tl_leases SET stop = ? WHERE thread_id = ? AND stop = ''"
-    yield Stmt(sql, (op.mode, op.thread_id), "count")
+    sql = "UPDATE tl_leases SET stop = ?2 WHERE thread_id = ?1 AND stop = ''"
+    yield Stmt(sql, (op.thread_id, op.mode), "unlease")
     return live
 
 
@@ -84,8 +90,7 @@ def _check(op: lo.CheckLease) -> Plan:
         return None
     if live.expires_in_ms > op.ttl_ms * 2 // 3:  # renewed recently: spare the UPDATE
         return live.stop
-    sql = "UPDATE tl_leases SET expires_at = ? WHERE thread_id = ?"
-    yield Stmt(sql, (_now() + op.ttl_ms, op.thread_id), "count")
+    yield Stmt(_EXTEND, (op.thread_id, _now() + op.ttl_ms), "unlease")
     return live.stop
 
 

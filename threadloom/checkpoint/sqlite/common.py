@@ -35,9 +35,10 @@ THREAD = "(SELECT id FROM tl_threads WHERE thread_id = ?)"
 class Stmt(NamedTuple):
     """One statement. ``mode``: ``all`` (rows), ``one`` (row|None),
     ``count`` (rowcount), ``many`` (executemany, rowcount), ``each`` (params is
-    a list of rows: one execution per row, the list of their rowcounts),
-    ``thread`` (rows; repeats answered from memory within a transaction),
-    ``drop`` (rowcount; forgets those remembered thread ids)."""
+    a list of rows: one execution per row, the list of their rowcounts);
+    lookups the executor may answer from its memo (``sqlite/memo.py``):
+    ``thread`` (rows), ``base`` and ``lease`` (row|None); writes that tell the
+    memo what changed (rowcount): ``saved``, ``drop``, ``leased``, ``unlease``."""
 
     sql: str
     params: Any = ()

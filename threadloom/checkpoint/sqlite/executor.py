@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from threadloom.checkpoint.sqlite import queries
+from threadloom.checkpoint.sqlite.memo import DATA_VERSION, KNOWN, Memo
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
 from threadloom.errors import StorageError
@@ -49,21 +50,6 @@ def setup_statements(current: int, journal_wal: bool, pragmas: list[str]) -> lis
     return statements
 
 
-_MEMO = frozenset({"thread", "base"})
-"""Statement modes whose positive answer holds for the rest of the write lock's
-transaction (nothing else can write meanwhile): ``thread`` (rows of a thread id
-lookup) and ``base`` (one row: does a checkpoint exist). ``saved`` (a
-checkpoint row written: it exists) feeds ``base``; ``drop`` (rows deleted)
-forgets everything. Every transaction boundary clears the memo."""
-
-
-def _remember(memo: dict[tuple, Any], stmt: Any) -> None:
-    if stmt.mode == "saved":
-        memo[("base", *stmt.params[:3])] = (1,)
-    elif stmt.mode == "drop":
-        memo.clear()
-
-
 def _migrations(current: int) -> list[tuple[int, tuple[str, ...]]]:
     return [(v + 1, MIGRATIONS[v]) for v in range(current, len(MIGRATIONS))]
 
@@ -77,7 +63,7 @@ class SqliteExecutor:
         self.tracer = tracer
         self.lock = threading.RLock()
         self._depth = 0
-        self._memo: dict[tuple, Any] = {}  # see _MEMO; this transaction only
+        self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -103,24 +89,42 @@ class SqliteExecutor:
     @contextmanager
     def transaction(self, write: bool) -> Iterator[None]:
         with self.lock:
-            if self._depth or self.conn.in_transaction:
-                begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            else:
+            nested = self._depth > 0
+            own = not nested and not self.conn.in_transaction
+            if own:
                 begin = "BEGIN IMMEDIATE" if write else "BEGIN"
                 commit, rollback = "COMMIT", "ROLLBACK"
+            else:
+                begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
             self._exec_script(begin)
             self._depth += 1
-            self._memo.clear()
+            self._memo_begin(nested, own)
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                self._memo.clear()
+                self._memo_end(nested, False)
                 self._exec_script(rollback)
                 raise
             self._depth -= 1
-            self._memo.clear()
-            self._exec_script(commit)
+            try:
+                self._exec_script(commit)
+            except BaseException:
+                self._memo_end(nested, False)
+                raise
+            self._memo_end(nested, True)
+
+    def _memo_begin(self, nested: bool, own: bool) -> None:
+        if nested:  # our own savepoint: may roll back alone
+            self.memo.forget()
+        else:
+            self.memo.begin(own)
+
+    def _memo_end(self, nested: bool, committed: bool) -> None:
+        if nested:
+            self.memo.forget()
+        else:
+            self.memo.end(committed, self.conn.total_changes)
 
     def _exec_script(self, sql: str) -> None:
         try:
@@ -130,44 +134,48 @@ class SqliteExecutor:
             raise storage_error(exc, self.where) from exc
 
     def execute(self, op: Op) -> Any:
-        gen = queries.plan(op)
+        send = queries.plan(op).send
         result = None
-        conn = self.conn
+        conn, memo, tracer = self.conn, self.memo, self.tracer
         try:
             while True:
                 try:
-                    stmt = gen.send(result)
+                    sql, params, mode = send(result)
                 except StopIteration as stop:
                     return stop.value
-                mode = stmt.mode
-                if mode in _MEMO and self._depth and (hit := self._memo.get((mode, *stmt.params))):
-                    result = hit  # this transaction already knows the answer
-                    continue
-                if self.tracer is not None:
-                    self.tracer(stmt.sql, stmt.params)
+                if mode in KNOWN and self._depth:
+                    if not memo.checked:
+                        self._validate()
+                    if (hit := memo.rows.get((mode, *params))) is not None:
+                        result = hit  # this connection already knows the answer
+                        continue
+                if tracer is not None:
+                    tracer(sql, params)
                 if mode == "many":
-                    result = conn.executemany(stmt.sql, stmt.params).rowcount
-                    continue
-                if mode == "each":  # one statement per row, each row's rowcount
-                    sql = stmt.sql
-                    result = [conn.execute(sql, row).rowcount for row in stmt.params]
-                    continue
-                cur = conn.execute(stmt.sql, stmt.params)
-                if mode in _MEMO:
+                    result = conn.executemany(sql, params).rowcount
+                elif mode == "each":  # one statement per row, each row's rowcount
+                    result = [conn.execute(sql, row).rowcount for row in params]
+                elif mode == "all":
+                    result = conn.execute(sql, params).fetchall()
+                elif mode == "one":
+                    result = conn.execute(sql, params).fetchone()
+                elif mode in KNOWN:
+                    cur = conn.execute(sql, params)
                     result = cur.fetchall() if mode == "thread" else cur.fetchone()
-                    if result and result[0]:
-                        self._memo[(mode, *stmt.params)] = result
-                    continue
-                _remember(self._memo, stmt)
-                result = (
-                    cur.fetchall()
-                    if mode == "all"
-                    else cur.fetchone()
-                    if mode == "one"
-                    else cur.rowcount
-                )
+                    if self._depth:
+                        memo.learn(mode, params, result)
+                else:
+                    result = conn.execute(sql, params).rowcount
+                    if mode != "count":
+                        memo.wrote(mode, params)
         except sqlite3.DatabaseError as exc:
             raise storage_error(exc, self.where) from exc
+
+    def _validate(self) -> None:
+        if self.tracer is not None:
+            self.tracer(DATA_VERSION, ())
+        version = self.conn.execute(DATA_VERSION).fetchone()[0]
+        self.memo.validate(version, self.conn.total_changes)
 
 
 class AsyncSqliteExecutor:
@@ -179,7 +187,7 @@ class AsyncSqliteExecutor:
         self.tracer = tracer
         self.lock = asyncio.Lock()
         self._depth = 0
-        self._memo: dict[tuple, Any] = {}  # see _MEMO; this transaction only
+        self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
 
     async def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         async with self.lock:
@@ -209,24 +217,29 @@ class AsyncSqliteExecutor:
     @asynccontextmanager
     async def atransaction(self, write: bool) -> AsyncIterator[None]:
         async with self.lock:
-            if self.conn.in_transaction:
-                begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            else:
+            own = not self.conn.in_transaction
+            if own:
                 begin = "BEGIN IMMEDIATE" if write else "BEGIN"
                 commit, rollback = "COMMIT", "ROLLBACK"
+            else:
+                begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
             await self._script(begin)
-            self._memo.clear()
+            self.memo.begin(own)
             self._depth += 1
             try:
                 yield
             except BaseException:
                 self._depth -= 1
-                self._memo.clear()
+                self.memo.end(False, 0)
                 await self._script(rollback)
                 raise
             self._depth -= 1
-            self._memo.clear()
-            await self._script(commit)
+            try:
+                await self._script(commit)
+            except BaseException:
+                self.memo.end(False, 0)
+                raise
+            self.memo.end(True, self.conn.total_changes)
 
     async def _script(self, sql: str) -> None:
         try:
@@ -237,43 +250,53 @@ class AsyncSqliteExecutor:
             raise storage_error(exc, self.where) from exc
 
     async def aexecute(self, op: Op) -> Any:
-        gen = queries.plan(op)
+        send = queries.plan(op).send
         result = None
-        conn = self.conn
+        conn, memo, tracer = self.conn, self.memo, self.tracer
         try:
             while True:
                 try:
-                    stmt = gen.send(result)
+                    sql, params, mode = send(result)
                 except StopIteration as stop:
                     return stop.value
-                mode = stmt.mode
-                if mode in _MEMO and self._depth and (hit := self._memo.get((mode, *stmt.params))):
-                    result = hit  # this transaction already knows the answer
-                    continue
-                if self.tracer is not None:
-                    self.tracer(stmt.sql, stmt.params)
+                if mode in KNOWN and self._depth:
+                    if not memo.checked:
+                        await self._validate()
+                    if (hit := memo.rows.get((mode, *params))) is not None:
+                        result = hit  # this connection already knows the answer
+                        continue
+                if tracer is not None:
+                    tracer(sql, params)
                 if mode == "many":
-                    cur = await conn.executemany(stmt.sql, stmt.params)
+                    cur = await conn.executemany(sql, params)
                     result = cur.rowcount
                     await cur.close()
                     continue
                 if mode == "each":  # one statement per row, each row's rowcount
                     result = []
-                    for row in stmt.params:
-                        async with conn.execute(stmt.sql, row) as cur:
+                    for row in params:
+                        async with conn.execute(sql, row) as cur:
                             result.append(cur.rowcount)
                     continue
-                _remember(self._memo, stmt)
-                async with conn.execute(stmt.sql, stmt.params) as cur:
-                    if mode in _MEMO:
-                        result = await (cur.fetchall() if mode == "thread" else cur.fetchone())
-                        if result and result[0]:
-                            self._memo[(mode, *stmt.params)] = result
-                    elif mode == "all":
+                async with conn.execute(sql, params) as cur:
+                    if mode == "all":
                         result = await cur.fetchall()
                     elif mode == "one":
                         result = await cur.fetchone()
+                    elif mode in KNOWN:
+                        result = await (cur.fetchall() if mode == "thread" else cur.fetchone())
+                        if self._depth:
+                            memo.learn(mode, params, result)
                     else:
                         result = cur.rowcount
+                        if mode != "count":
+                            memo.wrote(mode, params)
         except sqlite3.DatabaseError as exc:
             raise storage_error(exc, self.where) from exc
+
+    async def _validate(self) -> None:
+        if self.tracer is not None:
+            self.tracer(DATA_VERSION, ())
+        async with self.conn.execute(DATA_VERSION) as cur:
+            version = (await cur.fetchone())[0]
+        self.memo.validate(version, self.conn.total_changes)

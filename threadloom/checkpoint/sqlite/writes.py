@@ -2,8 +2,9 @@
 contract allows.
 
 A checkpoint save: the thread's integer id (a primary-key read the executor
-answers from memory for the rest of the transaction; an insert the first
-time), one staleness probe when the flow needs one, one ``INSERT OR IGNORE``
+answers from its memo while no one else wrote, ``sqlite/memo.py``; an insert
+the first time), one staleness probe when the flow needs one (the memo knows
+a base this connection saved), one ``INSERT OR IGNORE``
 per ref row and per blob (their rowcount says what was inserted: per-row
 statements cost the same CPU as ``executemany`` or a multi-row ``VALUES``, and
 ``RETURNING`` costs more), blobs inserted holding their final reference count
@@ -67,7 +68,7 @@ UPSERT_WRITE = (
 def _thread_ids(names: Iterable[str], create: bool = True) -> Plan:
     """thread id text -> integer key, inserting a ``tl_threads`` row if missing
     (unless not ``create``: then missing names are absent). Mode ``thread``: the
-    executor answers repeats within one transaction from memory."""
+    executor answers repeats from its memo (``sqlite/memo.py``)."""
     ids: dict[str, int] = {}
     for name in dict.fromkeys(names):
         rows = yield Stmt(FIND_THREAD, (name,), "thread")
@@ -87,7 +88,7 @@ def _stale(op: o.SaveCheckpoint) -> Plan:
         if tid is None:
             return True
         base = (tid, op.row.checkpoint_ns, enc_id(op.base))
-        if not op.needs:  # mode base: a base this transaction saved is not asked again
+        if not op.needs:  # mode base: a base this connection knows is not asked again
             return not (yield Stmt(f"SELECT {BASE_EXISTS}", base, "base"))[0]
         cols.append(BASE_EXISTS)
         params.extend(base)
