@@ -5,7 +5,8 @@ ormsgpack with no Python-level walk. Everything else reaches ``default`` and is
 stored as one of three extensions:
 
 - ``EXT_TUPLE``: a tuple (msgpack has only arrays), payload = packed items;
-- ``EXT_OBJECT``: ``[name, state]`` for a registered type (see resolver.py);
+- ``EXT_OBJECT``: ``[name, state]`` for a registered type (see resolver.py); ``name``
+  is a small integer for the well-known classes of aliases.py;
 - ``EXT_KEYED``: a dict whose keys are not all plain strings, as ``[[k, v], ...]``
   (only the slow path in paths.py writes it).
 
@@ -22,6 +23,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.serde.aliases import WIRE_NAMES
 from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, decode_langgraph
 from threadloom.checkpoint.serde.resolver import Resolver
 
@@ -47,6 +49,7 @@ _UNORDERED = frozenset({"set", "frozenset"})
 _packb = ormsgpack.packb
 _unpackb = ormsgpack.unpackb
 _Ext = ormsgpack.Ext
+_WIRE = WIRE_NAMES
 
 
 class Packer:
@@ -67,11 +70,11 @@ class Packer:
             return _Ext(EXT_TUPLE, _packb(list(obj), default=self.default, option=self.option))
         entry = self._cache.get(cls) or self.resolver.entry(cls)
         state = entry.encode(obj)
-        if self.canonical and entry.name in _UNORDERED:
+        name = entry.name
+        if self.canonical and name in _UNORDERED:
             state = sorted(state, key=self.pack)
-        return _Ext(
-            EXT_OBJECT, _packb([entry.name, state], default=self.default, option=self.option)
-        )
+        wire = _WIRE.get(name, name)
+        return _Ext(EXT_OBJECT, _packb([wire, state], default=self.default, option=self.option))
 
     def pack(self, obj: Any) -> bytes:
         """msgpack bytes for ``obj``.

@@ -14,6 +14,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.serde.aliases import WIRE_NAMES, name_of_alias
 from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, decode_langgraph
 from threadloom.checkpoint.serde.msgpack import EXT_KEYED, EXT_OBJECT, EXT_TUPLE, UNPACK_OPTION
 from threadloom.checkpoint.serde.resolver import UnknownType, Unsupported
@@ -61,7 +62,8 @@ def pack_slow(obj: Any, packer: Any) -> bytes:
 
 
 def _ext_object(name: str, state: Any, path: str, packer: Any) -> ormsgpack.Ext:
-    body = ormsgpack.packb([name, _prepare(state, path, packer)], option=packer.slow_option)
+    wire = WIRE_NAMES.get(name, name)
+    body = ormsgpack.packb([wire, _prepare(state, path, packer)], option=packer.slow_option)
     return ormsgpack.Ext(EXT_OBJECT, body)
 
 
@@ -187,11 +189,12 @@ def _revive_ext(ext: _Deferred, path: str, resolver: Any) -> Any:
         return _revive_langgraph(ext.code, payload, path, resolver)
     if ext.code != EXT_OBJECT or type(payload) is not list or len(payload) != 2:
         raise CorruptBlobError(f"malformed extension (code {ext.code}) at {_where(path)}")
-    name, state = payload
+    wire, state = payload
+    name = (name_of_alias(wire) or f"alias #{wire}") if type(wire) is int else wire
     if not isinstance(name, str):
         raise CorruptBlobError(f"malformed type name at {_where(path)}")
     state = _revive(state, path, resolver)
-    return _decode_named(name, path, resolver.decode, name, state)
+    return _decode_named(name, path, resolver.decode, wire, state)
 
 
 def _revive_langgraph(code: int, payload: list, path: str, resolver: Any) -> Any:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from threadloom.checkpoint.serde import structs
+from threadloom.checkpoint.serde.aliases import name_of_alias
 from threadloom.checkpoint.serde.exceptions import EXCEPTION, exception_state, revive_unknown
 from threadloom.checkpoint.serde.generics import generic_origin, resolve_ref, type_ref
 from threadloom.checkpoint.serde.registry import (
@@ -175,8 +176,17 @@ class Resolver:
                 return candidate
         return None
 
-    def decode(self, name: str, state: Any) -> Any:
-        """Revive a stored ``(name, state)``; raises :class:`UnknownType` when untrusted."""
+    def decode(self, name: str | int, state: Any) -> Any:
+        """Revive a stored ``(name, state)``; raises :class:`UnknownType` when untrusted.
+
+        An integer name is an alias (aliases.py) for a registry name: it is read
+        exactly as that name, through the same registry and allowlist.
+        """
+        if type(name) is int:
+            alias = name_of_alias(name)
+            if alias is None:
+                raise UnknownType(f"alias #{name}")
+            name = alias
         if name == EXCEPTION:
             entry = self.entry_named(str(state.get("type", "")))
             if entry is not None and issubclass(entry.cls, BaseException):

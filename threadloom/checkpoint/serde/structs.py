@@ -14,13 +14,18 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from threadloom.checkpoint.serde.models import construct_model, encode_model
 from threadloom.errors import SerializationError
 
-__all__ = ["codec_for", "is_pydantic_model", "is_namedtuple", "is_structured"]
+__all__ = [
+    "codec_for",
+    "construct_model",
+    "is_pydantic_model",
+    "is_namedtuple",
+    "is_structured",
+]
 
 Codec = tuple[Callable[[Any], Any], Callable[[Any], Any]]
-
-_UNSET = "__unset__"  # pydantic forbids field names starting with "_": no clash
 
 
 def is_pydantic_model(cls: type) -> bool:
@@ -122,59 +127,7 @@ def _namedtuple_codec(cls: type) -> Codec:
 
 
 def _pydantic_codec(cls: type) -> Codec:
-    own_names = tuple(cls.__pydantic_fields__)  # type: ignore[attr-defined]
-
-    def encode(obj: Any) -> dict[str, Any]:
-        names = own_names if type(obj) is cls else tuple(type(obj).__pydantic_fields__)
-        state = obj.__dict__  # pydantic keeps exactly the field values here...
-        if len(state) != len(names):  # ...unless e.g. a cached_property wrote to it
-            state = {name: getattr(obj, name) for name in names}
-        extra = obj.__pydantic_extra__
-        fields_set = obj.__pydantic_fields_set__
-        if extra or len(fields_set) < len(names) or not fields_set.issuperset(names):
-            state = dict(state)
-            if extra:
-                state.update(extra)
-            unset = [name for name in names if name not in fields_set]
-            if unset:
-                state[_UNSET] = unset
-        return state
-
     def decode(state: dict[str, Any], klass: type = cls) -> Any:
         return construct_model(klass, state)
 
-    return encode, decode
-
-
-_PLANS: dict[type, tuple[frozenset[str], bool, bool]] = {}
-
-
-def _plan(cls: Any) -> tuple[frozenset[str], bool, bool]:
-    """Field names, whether the direct path applies, whether extras are kept."""
-    plan = _PLANS.get(cls)
-    if plan is None:
-        direct = not cls.__pydantic_root_model__ and not cls.__pydantic_post_init__
-        extra = cls.model_config.get("extra") == "allow"
-        plan = _PLANS[cls] = (frozenset(cls.__pydantic_fields__), direct, extra)
-    return plan
-
-
-def construct_model(cls: Any, state: dict[str, Any]) -> Any:
-    """Rebuild a pydantic model from its stored fields without running validators.
-
-    When every field is stored and the class has no post-init hook (private
-    attributes), the instance is assembled exactly as ``model_construct`` would,
-    minus its per-field default and alias handling; otherwise ``model_construct``.
-    """
-    values = dict(state)
-    unset = values.pop(_UNSET, ())
-    names, direct, extra_allowed = _plan(cls)
-    if direct and len(values) == len(names) and values.keys() >= names:
-        obj = cls.__new__(cls)
-        object.__setattr__(obj, "__dict__", values)
-        object.__setattr__(obj, "__pydantic_fields_set__", set(names.difference(unset)))
-        object.__setattr__(obj, "__pydantic_extra__", {} if extra_allowed else None)
-        object.__setattr__(obj, "__pydantic_private__", None)
-        return obj
-    fields_set = {name for name in values if name in names} - set(unset)
-    return cls.model_construct(_fields_set=fields_set, **values)
+    return encode_model, decode
