@@ -16,7 +16,6 @@ from uuid import UUID, uuid5
 from threadloom.channels.untracked_value import UntrackedValue
 from threadloom.checkpoint.base import (
     WRITES_IDX_MAP,
-    copy_checkpoint,
     create_checkpoint,
     empty_checkpoint,
 )
@@ -308,8 +307,16 @@ class Loop:
             cfg = self.checkpoint_config
             self.prev_checkpoint_config = cfg if cfg["configurable"].get("checkpoint_id") else None
             cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns}}
-            snapshot = copy_checkpoint(self.checkpoint)  # the loop mutates its own in place
-            versions = snapshot["channel_versions"]  # read-only from here on: shared
+            # The loop changes its checkpoint's versions in place and replaces (never
+            # changes) per-node versions_seen dicts and the values dict: copying the
+            # two top-level version dicts is enough for a snapshot nothing touches.
+            ck = self.checkpoint
+            versions = dict(ck["channel_versions"])  # read-only from here on: shared
+            snapshot = {
+                **ck,
+                "channel_versions": versions,
+                "versions_seen": {**ck["versions_seen"]},
+            }
             new_versions = get_new_channel_versions(self.previous_versions, versions)
             self.previous_versions = versions
             o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions)

@@ -161,9 +161,12 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
         if updated_channels is not None:
             updated_channels.update(more)
     if mode.resuming:
-        seen = loop.checkpoint["versions_seen"].setdefault(INTERRUPT, {})
+        seen_all = loop.checkpoint["versions_seen"]  # per-node dicts are replaced (writes.py)
         versions = loop.checkpoint["channel_versions"]
-        seen.update({k: versions[k] for k in loop.channels if k in versions})
+        seen_all[INTERRUPT] = {
+            **seen_all.get(INTERRUPT, {}),
+            **{k: versions[k] for k in loop.channels if k in versions},
+        }
         if mode.forks:
             loop.pending_writes = [w for w in loop.pending_writes if w[1] != INTERRUPT]
             loop.put_checkpoint({"source": "fork"})

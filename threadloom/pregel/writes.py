@@ -59,7 +59,9 @@ def apply_writes(
     """Apply ``tasks``' writes (in task-path order) to ``channels``, bumping versions.
 
     Args:
-        checkpoint: mutated in place (``channel_versions``, ``versions_seen``).
+        checkpoint: mutated in place (``channel_versions``; ``versions_seen`` gets new
+            per-node dicts, the old ones are left as they were, so a snapshot taken
+            with a shallow copy of ``versions_seen`` stays intact).
         channels: mutated in place.
         tasks: objects with ``path``, ``name``, ``writes``, ``triggers``.
         get_next_version: ``None`` applies values without moving versions.
@@ -78,10 +80,13 @@ def apply_writes(
     versions = checkpoint["channel_versions"]
     seen_all = checkpoint["versions_seen"]
     for task in tasks:
-        seen = seen_all.setdefault(task.name, {})
+        # replaced, never changed in place: a saved snapshot may share the old dict
+        seen = seen_all.get(task.name)
+        seen = {} if seen is None else seen.copy()
         for chan in task.triggers:
             if chan in versions:
                 seen[chan] = versions[chan]
+        seen_all[task.name] = seen
     next_version = (
         None
         if get_next_version is None

@@ -225,6 +225,9 @@ class FencedSaver(BaseCheckpointSaver):
         self.created: list[tuple[str, str]] = []  # (ns, checkpoint id) this run stored
         self._inline: int | None = None  # who ran the last fenced put (thread / task id)
         self._check: lo.CheckLease | None = None
+        # whether the inner saver's class customises put/put_writes (sync, async):
+        # a property of its class, asked once here instead of on every step
+        self._custom = (customised(inner, False), customised(inner, True))
         self.get_next_version = inner.get_next_version  # type: ignore[method-assign]  # no hop
 
     def __getattr__(self, name: str) -> Any:
@@ -312,10 +315,21 @@ class FencedSaver(BaseCheckpointSaver):
             return await self.inner.aput_writes(config, writes, task_id, task_path)
         await self.aput_steps([(((config, writes, task_id, task_path),), None)])
 
-    def _all_ours(self, writes: Any, checkpoint: Any) -> bool:
-        return (checkpoint is None or self._ours(checkpoint[0])) and all(
-            self._ours(w[0]) for w in writes
-        )
+    def _all_ours(self, steps: Any) -> bool:
+        """Whether every write and checkpoint of ``steps`` is for the leased thread
+        (a step's entries usually share one config object: compared once)."""
+        last = None
+        for writes, checkpoint in steps:
+            for w in writes:
+                if w[0] is not last:
+                    if not self._ours(w[0]):
+                        return False
+                    last = w[0]
+            if checkpoint is not None and checkpoint[0] is not last:
+                if not self._ours(checkpoint[0]):
+                    return False
+                last = checkpoint[0]
+        return True
 
     def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
         """A step's writes and checkpoint in one transaction, fenced once."""
@@ -327,10 +341,10 @@ class FencedSaver(BaseCheckpointSaver):
 
     def put_steps(self, steps: Any) -> Any:
         """Several steps in one transaction, fenced once (StorageSaver.put_steps)."""
-        if not all(self._all_ours(w, c) for w, c in steps):
+        if not self._all_ours(steps):
             return put_each(self, steps)
         self._touch(False)
-        if customised(self.inner, False):
+        if self._custom[0]:
             self._guard(no_ops())  # the fence, in a transaction of its own
             out = put_each(self.inner, steps)
         else:
@@ -340,10 +354,10 @@ class FencedSaver(BaseCheckpointSaver):
 
     async def aput_steps(self, steps: Any) -> Any:
         """Async twin of :meth:`put_steps`."""
-        if not all(self._all_ours(w, c) for w, c in steps):
+        if not self._all_ours(steps):
             return await aput_each(self, steps)
         await self._touch(True)
-        if customised(self.inner, True):
+        if self._custom[1]:
             await self._aguard(no_ops())
             out = await aput_each(self.inner, steps)
         else:
