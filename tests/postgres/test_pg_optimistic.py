@@ -21,6 +21,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import drive
+from threadloom.errors import StorageError
 
 pytestmark = pytest.mark.postgres
 
@@ -250,3 +251,32 @@ class _Named:
 
     def __init__(self, schema: str) -> None:
         self.sql = SQL(schema)
+
+
+def test_a_connection_killed_before_the_sync_loses_nothing_silently(
+    pg_url: str, pg_schema: str
+) -> None:
+    """One round trip: a backend killed after the statements went out but before
+    the Sync is a loss while committing (reported, never guessed); the server
+    rolled the open transaction back, and the next call works on a new connection."""
+    from tests.postgres.test_pg_operations import terminate
+
+    app = f"tl-opt-kill-{pg_schema}"
+    url = f"{pg_url}?application_name={app}"
+    with PostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
+        saver.setup()
+        parent = put(saver, config("kill"), cp(1, "a"))
+        send = saver.connector._send
+
+        def send_then_kill(conn: Any, batch: Any) -> Any:
+            result = send(conn, batch)
+            terminate(pg_url, app)
+            return result
+
+        saver.connector._send = send_then_kill
+        with pytest.raises(StorageError, match="while committing"):
+            saver.put_writes(parent, [("n", "late")], "task")
+        saver.connector._send = send
+        assert saver.get_tuple(parent).pending_writes == []
+        saver.put_writes(parent, [("n", "again")], "task")
+        assert saver.get_tuple(parent).pending_writes == [("task", "n", "again")]

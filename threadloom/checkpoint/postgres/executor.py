@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
@@ -28,6 +27,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpacked_ckpt,
     unpacked_ref,
 )
+from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.saveplan import lock_in_first, save_checkpoint
 from threadloom.checkpoint.postgres.stats import plan_stats
@@ -90,7 +90,9 @@ class PgExecutor:
             guess = optimistic.plan(op, self.sql, tx, plan)
             if guess is not None:
                 batch, answer = guess
-                return self._thread_lock(op, batch) + batch, lambda r: answer
+                if batch:  # (a read answered from nothing locks nothing yet: see flush)
+                    batch = self._thread_lock(op, batch) + batch
+                return batch, lambda r: answer
             head = optimistic.flush(tx, plan, self.sql)
         batch, decode = plan(op, self.sql)
         if not batch and not head:
@@ -123,6 +125,8 @@ class PgExecutor:
             return []
         tx.locked.add(thread_id)
         key = thread_lock_key(self.sql, thread_id)
+        if optimistic.lock_first(batch, key):
+            return []
         if isinstance(op, ops.SaveCheckpoint) and lock_in_first(batch, self.sql, key):
             return []
         return [Stmt("SELECT pg_advisory_xact_lock(%s)", (key,))]
@@ -163,12 +167,6 @@ def op_thread(op: ops.Op) -> str | None:
     elif isinstance(op, ops.InsertRows):
         first = next(iter(op.checkpoints or op.refs or op.writes), None)
     return first.thread_id if first is not None else None
-
-
-def thread_lock_key(sql: SQL, thread_id: str) -> int:
-    """A signed 64-bit advisory lock id for (schema, thread)."""
-    digest = blake2b(f"{sql.schema}\0{thread_id}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big", signed=True)
 
 
 def plan(op: ops.Op, sql: SQL) -> Plan:

@@ -20,6 +20,7 @@ for the manifests it really inserted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
@@ -31,7 +32,7 @@ from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 
-__all__ = ["REFUSE", "flush", "plan", "refuse_unless"]
+__all__ = ["LOCK_SLOT", "REFUSE", "flush", "lock_first", "plan", "refuse_unless", "thread_lock_key"]
 
 Guess = tuple[list[Stmt], Any]
 Planner = Callable[[Any, SQL], tuple[list[Stmt], Any]]
@@ -45,6 +46,34 @@ guarding it is evaluated."""
 def refuse_unless(cond: str) -> str:
     """A SELECT list item: 1 when ``cond`` holds, else the transaction fails."""
     return f"CASE WHEN {cond} THEN 1 ELSE {REFUSE} END"
+
+
+LOCK_SLOT = "TRUE /*threadloom:thread-lock*/"
+"""Where an optimistic statement can take its thread's advisory lock before it
+writes anything (:func:`lock_first`); left alone it is just TRUE."""
+_LOCKED = "(SELECT 1 FROM pg_advisory_xact_lock(%s)) = 1"
+
+
+def thread_lock_key(sql: SQL, thread_id: str) -> int:
+    """A signed 64-bit advisory lock id for (schema, thread)."""
+    digest = blake2b(f"{sql.schema}\0{thread_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def lock_first(batch: list[Stmt], key: int) -> bool:
+    """Make ``batch``'s first statement take the advisory lock ``key`` in its
+    :data:`LOCK_SLOT` (True), instead of a statement of its own (one statement
+    less per transaction). The slot is a one-time filter evaluated before the
+    statement writes a row, so the lock is held as early as before."""
+    if not batch or LOCK_SLOT not in batch[0].sql:
+        return False
+    first = batch[0]
+    at = first.sql.index(LOCK_SLOT)
+    n = first.sql.count("%s", 0, at)
+    params = tuple(first.params)
+    text = first.sql.replace(LOCK_SLOT, _LOCKED, 1)
+    batch[0] = Stmt(text, (*params[:n], key, *params[n:]), first.fetch)
+    return True
 
 
 def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
@@ -69,8 +98,10 @@ def _check_lease(op: lo.CheckLease, sql: SQL, pessimistic: Planner) -> list[Stmt
     fails when it found no live lease of ours or a stop request, and the run
     again learns which (lease lost, or the stop) from the pessimistic fence."""
     [renew], _ = pessimistic(op, sql)
-    ok = refuse_unless("(SELECT stop FROM u) = ''")
-    stmt = f"WITH u AS ({renew.sql}) SELECT {ok}"
+    stmt = (
+        f"WITH u AS ({renew.sql}) SELECT CASE WHEN NOT ({LOCK_SLOT}) THEN 0"
+        f" WHEN (SELECT stop FROM u) = '' THEN 1 ELSE {REFUSE} END"
+    )
     return [Stmt(stmt, renew.params)]
 
 
@@ -81,7 +112,14 @@ def flush(tx: Tx, pessimistic: Planner, sql: SQL) -> list[Stmt]:
     if op is None:
         return []
     [read], _ = pessimistic(op, sql)
-    return [Stmt(f"SELECT {REFUSE} FROM ({read.sql}) w LIMIT 1", read.params)]
+    lock = []
+    if op.thread_id not in tx.locked:  # the read took no lock (it sent nothing)
+        tx.locked.add(op.thread_id)
+        lock = [Stmt(_LOCK, (thread_lock_key(sql, op.thread_id),))]
+    return [*lock, Stmt(f"SELECT {REFUSE} FROM ({read.sql}) w LIMIT 1", read.params)]
+
+
+_LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
 
 def _load_writes(op: ops.LoadWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
@@ -112,7 +150,7 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
     head = sql.upsert_writes.split("ON CONFLICT")[0]
     stmt = (
-        f"WITH ins AS ({head} ON CONFLICT DO NOTHING RETURNING 1)"
+        f"WITH ins AS ({head} WHERE {LOCK_SLOT} ON CONFLICT DO NOTHING RETURNING 1)"
         f" SELECT {refuse_unless('count(*) = %s')} FROM ins"
     )
     params = (*columns(map(packed_write, unique.values()), 7), len(unique))
@@ -130,7 +168,7 @@ def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
         return []
     head = sql.insert_blobs.split("ON CONFLICT")[0]
     counts = sql.counts
-    stmt = f"""{head} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
+    stmt = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
             ), kid AS (
                 SELECT substring(ins.children FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
                 FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.children) / 16 - 1) i
@@ -159,7 +197,11 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     held = sorted(
         {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), HASH_SIZE)}
     )
-    check = _check(op, sql, held)
+    locking = sorted(set(held) | set(op.needs))
+    upsert = None
+    if op.row is not None and not locking:  # the base check rides on the row's upsert
+        upsert = _checked_upsert(op, sql)
+    check = None if upsert is not None else _check(op, sql, locking)
     if check is not None:
         batch.append(check)
     flags, seen = [], set()
@@ -173,16 +215,35 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
         )
         params = (*columns(map(packed_ref, op.refs), 10), held, len(seen))
         batch.append(Stmt(stmt, params))
-    if op.row is not None:
+    if upsert is not None:
+        batch.append(upsert)
+    elif op.row is not None:
         batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
     return batch, ops.SaveResult(frozenset(), tuple(flags))
 
 
-def _check(op: ops.SaveCheckpoint, sql: SQL, held: list[bytes]) -> Stmt | None:
+def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
+    """The checkpoint upsert, failing the transaction when its diff base is gone
+    (evaluated once, before the row is written), with a lock slot first. None
+    when the upsert's text has no ``VALUES (...)`` to turn into a SELECT."""
+    text = sql.upsert_ckpt
+    start = text.find("VALUES (")
+    end = text.find(")", start)
+    if start < 0 or end < 0:
+        return None
+    row = packed_ckpt(op.row)
+    where, cparams = LOCK_SLOT, []
+    if _cached_base(op):  # (a CASE: the lock is taken before the base is looked at)
+        cond, cparams = _base_exists(op, sql)
+        where = f"CASE WHEN NOT ({LOCK_SLOT}) THEN FALSE ELSE ({refuse_unless(cond)}) = 1 END"
+    stmt = f"{text[:start]}SELECT {text[start + 8 : end]} WHERE {where}{text[end + 1 :]}"
+    return Stmt(stmt, (*row, *cparams))
+
+
+def _check(op: ops.SaveCheckpoint, sql: SQL, locking: list[bytes]) -> Stmt | None:
     """Lock every blob the refs hold or reuse (hash order) and fail unless all
     are there and the diff base exists (see :func:`.saveplan.check`: a blob
     deleted while the lock waited is not returned, so it counts as missing)."""
-    locking = sorted(set(held) | set(op.needs))
     parts: list[str] = []
     params: list[Any] = []
     with_ = ""
