@@ -7,7 +7,7 @@ by type name, revived as :class:`RevivedError` when their class is unknown).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from threadloom.checkpoint.serde import structs
@@ -100,6 +100,8 @@ class Resolver:
                 self._by_type[cls] = entry
                 self._by_name.setdefault(entry.name, entry)
         self.cache: dict[type, TypeEntry] = {}  # resolved entries, read by the packer
+        # stored name (or alias number) -> decode; safe to keep: a name never changes class
+        self._decoders: dict[str | int, Callable[[Any], Any]] = {}
 
     # -- dumps ----------------------------------------------------------------
 
@@ -182,6 +184,10 @@ class Resolver:
         An integer name is an alias (aliases.py) for a registry name: it is read
         exactly as that name, through the same registry and allowlist.
         """
+        decode = self._decoders.get(name)
+        if decode is not None:
+            return decode(state)
+        stored = name
         if type(name) is int:
             alias = name_of_alias(name)
             if alias is None:
@@ -199,6 +205,7 @@ class Resolver:
             if self.on_unknown == "raw":
                 return UnknownObject(name, state)
             raise UnknownType(name)
+        self._decoders[stored] = entry.decode
         return entry.decode(state)
 
     def _decode_generic(self, state: list[Any]) -> Any:
