@@ -19,6 +19,7 @@ import pytest
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
+from threadloom.checkpoint.postgres.idpack import pack_ordered
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import drive
 from threadloom.errors import StorageError
@@ -153,7 +154,7 @@ def test_a_pruned_diff_base_refuses_the_put(pair, refusals) -> None:
         with psycopg.connect(pair[2], autocommit=True) as conn:  # "another process" prunes
             conn.execute(
                 f"DELETE FROM {saver.sql.ckpt} WHERE checkpoint_id = %s",
-                (mid["configurable"]["checkpoint_id"],),
+                (pack_ordered(mid["configurable"]["checkpoint_id"]),),
             )
         put(saver, mid, cp(3, BIG + "3"))
 
@@ -280,3 +281,31 @@ def test_a_connection_killed_before_the_sync_loses_nothing_silently(
         assert saver.get_tuple(parent).pending_writes == []
         saver.put_writes(parent, [("n", "again")], "task")
         assert saver.get_tuple(parent).pending_writes == [("task", "n", "again")]
+
+
+def test_one_shot_iterators_are_never_guessed() -> None:
+    """A refused run starts again from the flow's arguments: an argument that is
+    (or holds) a one-shot iterator would be exhausted by then, so such a flow
+    is never run optimistically; a wrapper's inner flow is rebuilt too."""
+
+    def flow(items: Any, n: int) -> Any:
+        got = yield list(items)
+        return got, n
+
+    def wrapper(inner: Any) -> Any:
+        return (yield from inner)
+
+    assert drive._restarter(flow(iter([1]), 1)) is None
+    assert drive._restarter(flow([(iter([1]), 2)], 1)) is None
+    assert drive._restarter(wrapper(flow(iter([1]), 1))) is None
+    started = flow([1], 1)
+    next(started)
+    assert drive._restarter(started) is None
+    restart = drive._restarter(wrapper(flow([(1, 2)], 3)))
+    assert restart is not None
+    for _ in range(2):  # each rebuild runs from the start
+        again = restart()
+        assert next(again) == [(1, 2)]
+        with pytest.raises(StopIteration) as stop:
+            again.send("answer")
+        assert stop.value.value == ("answer", 3)

@@ -86,6 +86,8 @@ def _restarter(flow: Any) -> Callable[[], Flow] | None:
             if again is None:
                 return None
             inner[name] = again
+        elif _consumable(value, 4):  # a second run would see it exhausted
+            return None
     make = FunctionType(code, frame.f_globals)
 
     def restart() -> Flow:
@@ -97,6 +99,15 @@ def _restarter(flow: Any) -> Callable[[], Flow] | None:
         for codec in again.codecs  # type: ignore[attr-defined]
     ]
     return restart
+
+
+def _consumable(value: Any, depth: int) -> bool:
+    """Whether ``value`` is, or holds in nested lists/tuples, a one-shot iterator."""
+    if isinstance(value, Iterator):
+        return True
+    if depth and type(value) in (list, tuple):
+        return any(_consumable(v, depth - 1) for v in value)
+    return False
 
 
 def _forget(restart: Any, conflict: OptimisticConflict) -> None:
