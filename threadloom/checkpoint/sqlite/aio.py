@@ -39,6 +39,10 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         **options: Any,
     ) -> None:
         super().__init__(**options)
+        # SaveWrites: strict (INSERT OR IGNORE says whether a row was there) and
+        # add_refs (blobs inserted holding their count): a task's first put_writes
+        # is one flow op, no read
+        self.codec.strict_writes = self.codec.writes_add_refs = True
         self.conn = conn
         self._pragmas = pragmas(synchronous, busy_timeout)
         self.executor = AsyncSqliteExecutor(conn, "the SQLite database", tracer)

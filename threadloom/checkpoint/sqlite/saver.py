@@ -62,6 +62,10 @@ class SqliteSaver(ThreadTTL, StorageSaver):
     ) -> None:
         super().__init__(**options)
         self.conn = conn
+        # SaveWrites: strict (INSERT OR IGNORE says whether a row was there) and
+        # add_refs (blobs inserted holding their count): a task's first put_writes
+        # is one flow op, no read
+        self.codec.strict_writes = self.codec.writes_add_refs = True
         self._pragmas = pragmas(synchronous, busy_timeout)
         self.executor = SqliteExecutor(conn, _where(conn), tracer)
         self._owns = False

@@ -31,6 +31,7 @@ from threadloom.checkpoint.sqlite.common import (
     _marks,
     _scope,
     _w_params,
+    _w_row,
     enc_id,
 )
 from threadloom.checkpoint.storage import ops as o
@@ -54,6 +55,7 @@ INSERT_BLOB = (
 INSERT_REF = f"INSERT OR IGNORE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({_marks(10)})"
 SAVE_CP = f"INSERT OR REPLACE INTO tl_checkpoints (thread, {CP_COLS[11:]}) VALUES ({_marks(8)})"
 SAVE_WRITE = f"INSERT OR REPLACE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({_marks(7)})"
+INSERT_WRITE = f"INSERT OR IGNORE INTO tl_writes (thread, {WRITE_COLS[11:]}) VALUES ({_marks(7)})"
 UPSERT_REF = (
     f"INSERT OR REPLACE INTO tl_refs (thread, {REF_COLS[11:]}) VALUES ({THREAD}, {_marks(9)})"
 )
@@ -140,13 +142,46 @@ def _save(op: o.SaveCheckpoint) -> Plan:
 
 def _save_writes(op: o.SaveWrites) -> Plan:
     ids = yield from _thread_ids(r.thread_id for r in op.rows)
-    new: frozenset[bytes] = frozenset()
-    if op.blobs:
-        counts = yield Stmt(INSERT_BLOB, [(*blob, 0) for blob in op.blobs], "each")
-        new = frozenset(blob.hash for blob, count in zip(op.blobs, counts) if count)
     params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
-    yield Stmt(SAVE_WRITE, params, "many")
+    if op.strict:
+        if not (yield from _expected_rows(op, params)):
+            return None  # a row differs (another writer): nothing written
+    else:
+        yield Stmt(SAVE_WRITE, params, "many")
+    held: Counter[bytes] = Counter()
+    if op.add_refs:
+        for w in op.rows:
+            h = w.hashes
+            held.update([h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE)])
+    new: frozenset[bytes] = frozenset()
+    if op.blobs:  # inserted holding their final count: no UPDATE for new blobs
+        counts = yield Stmt(INSERT_BLOB, [(*b, held.get(b.hash, 0)) for b in op.blobs], "each")
+        new = frozenset(blob.hash for blob, count in zip(op.blobs, counts) if count)
+    rest = [(n, h) for h, n in held.items() if h not in new]
+    if rest:
+        yield Stmt(ADD_REFS, rest, "many")
     return new
+
+
+def _expected_rows(op: o.SaveWrites, params: list[tuple[Any, ...]]) -> Plan:
+    """``strict``: write the rows only if each task row is as the flow expects.
+    The usual case (one row, none expected) is one ``INSERT OR IGNORE`` whose
+    rowcount says whether a row was there; otherwise the rows are compared
+    first. True when written."""
+    expected = op.expected or (o.ANY_ROW,) * len(op.rows)
+    if len(params) == 1 and expected[0] is None:
+        return bool((yield Stmt(INSERT_WRITE, params[0], "count")))
+    for w, old in zip(op.rows, expected):
+        if old is o.ANY_ROW:
+            continue
+        where, values = _scope(w.thread_id, w.checkpoint_ns)
+        sql = f"SELECT {WRITE_COLS} FROM v_writes WHERE {' AND '.join(where)}"
+        sql += " AND checkpoint_id = ? AND task_id = ?"
+        row = yield Stmt(sql, (*values, enc_id(w.checkpoint_id), enc_id(w.task_id)), "one")
+        if (_w_row(row) if row else None) != old:
+            return False
+    yield Stmt(SAVE_WRITE, params, "many")
+    return True
 
 
 def _add_threads(rows: Sequence[Any]) -> Plan:
