@@ -10,7 +10,7 @@ import pytest
 
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
-from threadloom.checkpoint.postgres.idpack import unpack_id, unpack_version
+from threadloom.checkpoint.postgres.idpack import unpack_id, unpack_ordered, unpack_version
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -27,6 +27,8 @@ BLOB_REFS = next(
 PACKED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "checkpoint_id TYPE BYTEA" in m)
 PACKED_VERSIONS = next(i for i, m in enumerate(MIGRATIONS) if "version TYPE BYTEA" in m)
 PACKED_PARENTS = next(i for i, m in enumerate(MIGRATIONS) if "parent_checkpoint_id TYPE BYTEA" in m)
+# checkpoint ids (and parents again) packed in order
+ORDERED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "tl_pack_ordered(checkpoint_id)" in m)
 
 _UNPACK_VERSION_SQL = (  # idpack.unpack_version in SQL
     "CASE WHEN get_byte({c}, 0) = 0 THEN convert_from(substring({c} FROM 2), 'UTF8')"
@@ -39,6 +41,14 @@ _UNPACK_SQL = (  # idpack.unpack_id in SQL, to write the old (text) id columns
     " '(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})', '\\1-\\2-\\3-\\4-\\5')"
     " WHEN get_byte({c}, 0) = 1 THEN convert_from(substring({c} FROM 3), 'UTF8')"
     " ELSE convert_from(substring({c} FROM 2), 'UTF8') END"
+)
+
+
+_UNPACK_ORDERED_SQL = (  # idpack.unpack_ordered in SQL
+    "CASE WHEN get_byte({c}, 0) = 0 THEN convert_from(substring({c} FROM 2), 'UTF8')"
+    " WHEN octet_length({c}) = 17 THEN regexp_replace(encode(substring({c} FROM 2), 'hex'),"
+    " '(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})', '\\1-\\2-\\3-\\4-\\5')"
+    " ELSE convert_from(substring({c} FROM 18), 'UTF8') END"
 )
 
 
@@ -68,6 +78,7 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
         conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
         conn.execute(MIGRATIONS[PACKED_VERSIONS].format(s=s))
         conn.execute(MIGRATIONS[PACKED_PARENTS].format(s=s))
+        conn.execute(MIGRATIONS[ORDERED_IDS].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
@@ -88,16 +99,23 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
         )
         conn.execute(
-            f"ALTER TABLE {s}.checkpoints ALTER COLUMN parent_checkpoint_id TYPE TEXT"
-            f" USING {_UNPACK_SQL.format(c='parent_checkpoint_id')}"
+            f"ALTER TABLE {s}.checkpoints"
+            f" ALTER COLUMN checkpoint_id TYPE TEXT"
+            f" USING {_UNPACK_ORDERED_SQL.format(c='checkpoint_id')},"
+            f" ALTER COLUMN parent_checkpoint_id TYPE TEXT"
+            f" USING {_UNPACK_ORDERED_SQL.format(c='parent_checkpoint_id')}"
         )
     return before
 
 
 def _unpacked_ckpts(rows: list) -> list:
-    """Raw ``checkpoints`` rows with their parent ids as text again."""
+    """Raw ``checkpoints`` rows with their ids and parent ids as text again."""
     return sorted(
-        [(*r[:3], None if r[3] is None else unpack_id(r[3]), *r[4:]) for r in rows], key=repr
+        [
+            (*r[:2], unpack_ordered(r[2]), None if r[3] is None else unpack_ordered(r[3]), *r[4:])
+            for r in rows
+        ],
+        key=repr,
     )
 
 

@@ -19,6 +19,7 @@ from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs,
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
+    pack_ordered,
     packed_ckpt,
     packed_keys,
     packed_ref,
@@ -206,7 +207,7 @@ def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
     else:
         stmt = Stmt(
             f"{sql.select_ckpt} WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-            (op.thread_id, op.checkpoint_ns, op.checkpoint_id),
+            (op.thread_id, op.checkpoint_ns, pack_ordered(op.checkpoint_id)),
             "one",
         )
     return [stmt], lambda r: unpacked_ckpt(r[0]) if r[0] else None
@@ -225,10 +226,10 @@ def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
             params.extend((key, value))
     if op.before is not None:
         where += " AND checkpoint_id < %s"
-        params.append(op.before)
+        params.append(pack_ordered(op.before))
     if op.after is not None:
         where += " AND (checkpoint_id, thread_id, checkpoint_ns) < (%s, %s, %s)"
-        params.extend(op.after)
+        params.extend((pack_ordered(op.after[0]), *op.after[1:]))
     query = (
         f"{sql.select_ckpt} WHERE {where}"
         " ORDER BY checkpoint_id DESC, thread_id DESC, checkpoint_ns DESC"
@@ -295,7 +296,7 @@ def _write_key(w: WriteRow) -> tuple[str, str, str, str]:
 
 
 def _load_ancestors(op: ops.LoadAncestors, sql: SQL) -> Plan:
-    params = (op.thread_id, op.checkpoint_ns, op.checkpoint_id, int(op.depth))
+    params = (op.thread_id, op.checkpoint_ns, pack_ordered(op.checkpoint_id), int(op.depth))
     return [Stmt(sql.ancestors, params, "all")], _ckpt_rows
 
 
@@ -321,8 +322,8 @@ def _delete_checkpoints(op: ops.DeleteCheckpoints, sql: SQL) -> Plan:
             f"DELETE FROM {sql.writes} WHERE {where} AND checkpoint_id = ANY(%s::bytea[])",
             [*params, [pack_id(c) for c in ids]],
         )
-        where += " AND checkpoint_id = ANY(%s::text[])"
-        params.append(ids)
+        where += " AND checkpoint_id = ANY(%s::bytea[])"
+        params.append([pack_ordered(c) for c in ids])
     else:
         writes = Stmt(f"DELETE FROM {sql.writes} WHERE {where}", params)
     batch = [

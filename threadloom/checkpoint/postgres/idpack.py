@@ -9,7 +9,8 @@ so a canonical lowercase uuid is stored as its 16 raw bytes and anything else
 as its UTF-8 bytes behind a 1-2 byte marker chosen so that the result is never
 16 bytes long: the encoding is one-to-one and :func:`unpack_id` gives back the
 exact string. ``checkpoints`` keeps text ids: it is ordered by them, and this
-encoding does not keep the order between uuid and non-uuid ids.
+encoding does not keep the order between uuid and non-uuid ids (``checkpoints``
+uses the ordered encoding below).
 
 :func:`sql_pack` is the same encoding in SQL, for the migration that converts
 existing rows.
@@ -22,6 +23,17 @@ a marker byte, the counter as 4 big-endian bytes and the fraction's digits two
 per byte (13-14 bytes), and a thread's new versions are appended in order.
 Anything of another shape is stored as marker + UTF-8. :func:`sql_pack_version`
 is the SQL twin.
+
+**Ordered ids** (``checkpoints.checkpoint_id`` and ``parent_checkpoint_id``) take
+17 bytes instead of 37 and keep the order of the strings (code point order, as
+Python sorts them), so ``ORDER BY checkpoint_id`` and the list cursors work on
+the packed bytes. A canonical lowercase uuid ``U`` is ``0x01 + U's 16 bytes``
+(uuid strings sort like their 128-bit numbers). Any other string ``s`` lies
+between two adjacent uuids: ``X``, the greatest uuid string below ``s``, and
+the next one; it becomes ``0x01 + X + UTF-8(s)``, which sorts after ``X``'s
+17 bytes and before the next uuid's. A string below every uuid (below
+``00000000-0000-…``) becomes ``0x00 + UTF-8(s)``. :func:`sql_pack_ordered` is
+the SQL twin (a function body for the migration).
 """
 
 from __future__ import annotations
@@ -33,6 +45,8 @@ from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow
 
 __all__ = [
     "pack_id",
+    "pack_ordered",
+    "unpack_ordered",
     "packed_keys",
     "packed_ref",
     "packed_write",
@@ -40,6 +54,7 @@ __all__ = [
     "pack_version",
     "sql_pack",
     "sql_pack_version",
+    "SQL_PACK_ORDERED",
     "sql_unpack",
     "packed_ckpt",
     "unpacked_ckpt",
@@ -122,6 +137,98 @@ def sql_pack_version(column: str) -> str:
     )
 
 
+_TEMPLATE = "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+_HEX = "0123456789abcdef"
+
+
+def _below(s: str) -> int:
+    """The greatest canonical uuid (as its number) whose string sorts below
+    ``s``, or -1 when none does; ``s`` is not itself a canonical uuid."""
+    digits = ""
+    for i, want in enumerate(_TEMPLATE):
+        if i == len(s):  # s is a proper prefix: below every uuid it begins
+            return _pad(digits, "0") - 1
+        c = s[i]
+        if (want == "-" and c != "-") or (want == "x" and c not in _HEX):
+            if c < ("-" if want == "-" else "0"):
+                return _pad(digits, "0") - 1
+            if want == "x" and c < "a":  # between '9' and 'a'
+                return _pad(digits + "9", "f")
+            return _pad(digits, "f")
+        if want == "x":
+            digits += c
+    return int(digits, 16)  # s is a uuid followed by more characters
+
+
+def _pad(digits: str, fill: str) -> int:
+    return int(digits + fill * (32 - len(digits)), 16)
+
+
+def pack_ordered(value: str) -> bytes:
+    """A checkpoint id packed so that byte order is the strings' order."""
+    if len(value) == 36 and _UUID.fullmatch(value):
+        return b"\x01" + bytes.fromhex(value.replace("-", ""))
+    below = _below(value)
+    if below < 0:
+        return b"\x00" + value.encode()
+    return b"\x01" + below.to_bytes(16, "big") + value.encode()
+
+
+def unpack_ordered(packed: bytes | memoryview) -> str:
+    """The id string :func:`pack_ordered` was given."""
+    b = bytes(packed)
+    if b[0] == 0:
+        return b[1:].decode()
+    if len(b) == 17:
+        h = b[1:].hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return b[17:].decode()
+
+
+# pack_ordered in PL/pgSQL, for the migration that packs existing checkpoint ids:
+# a migration template (braces doubled); characters compared by code point (ascii)
+SQL_PACK_ORDERED = r"""CREATE OR REPLACE FUNCTION pg_temp.tl_pack_ordered(s text) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE STRICT AS $tl_pack$
+DECLARE
+    tpl CONSTANT text := 'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx';
+    hex CONSTANT text := '0123456789abcdef';
+    digits text := ''; h text; c int; i int := 1; j int;
+BEGIN
+    IF s ~ '^[0-9a-f]{{8}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{4}}-[0-9a-f]{{12}}$' THEN
+        RETURN '\x01'::bytea || decode(replace(s, '-', ''), 'hex');
+    END IF;
+    LOOP
+        IF i > 36 THEN h := digits; EXIT; END IF;
+        IF i > length(s) THEN h := rpad(digits, 32, '0'); EXIT; END IF;
+        c := ascii(substr(s, i, 1));
+        IF substr(tpl, i, 1) = '-' THEN
+            IF c <> 45 THEN
+                h := CASE WHEN c < 45 THEN rpad(digits, 32, '0') ELSE rpad(digits, 32, 'f') END;
+                EXIT;
+            END IF;
+        ELSIF (c BETWEEN 48 AND 57) OR (c BETWEEN 97 AND 102) THEN
+            digits := digits || chr(c);
+        ELSE
+            h := CASE WHEN c < 48 THEN rpad(digits, 32, '0')
+                WHEN c < 97 THEN rpad(digits || '9', 32, 'f') ELSE rpad(digits, 32, 'f') END;
+            EXIT;
+        END IF;
+        i := i + 1;
+    END LOOP;
+    IF i <= 36 AND (i > length(s) OR ascii(substr(s, i, 1)) < CASE
+            WHEN substr(tpl, i, 1) = '-' THEN 45 ELSE 48 END) THEN
+        j := 32;  -- the uuid just below every uuid that begins with s[:i]: minus one
+        WHILE j >= 1 AND substr(h, j, 1) = '0' LOOP j := j - 1; END LOOP;
+        IF j = 0 THEN
+            RETURN '\x00'::bytea || convert_to(s, 'UTF8');
+        END IF;
+        h := substr(h, 1, j - 1) || substr(hex, strpos(hex, substr(h, j, 1)) - 1, 1)
+            || repeat('f', 32 - j);
+    END IF;
+    RETURN '\x01'::bytea || decode(h, 'hex') || convert_to(s, 'UTF8');
+END $tl_pack$"""
+
+
 # rows as the executor stores and reads them (storage rows are NamedTuples)
 
 
@@ -146,12 +253,24 @@ def packed_keys(keys: Any) -> list[list[Any]]:
 
 
 def packed_ckpt(row: Any) -> tuple[Any, ...]:
-    """A CheckpointRow as stored: its parent id packed (None stays None)."""
+    """A CheckpointRow as stored: its id and parent id packed in order (None stays None)."""
     parent = row[3]
-    return (*row[:3], None if parent is None else pack_id(parent), *row[4:])
+    return (
+        row[0],
+        row[1],
+        pack_ordered(row[2]),
+        None if parent is None else pack_ordered(parent),
+        *row[4:],
+    )
 
 
 def unpacked_ckpt(row: Any) -> CheckpointRow:
     """A stored checkpoint row back as the CheckpointRow the storage core wrote."""
     parent = row[3]
-    return CheckpointRow(*row[:3], None if parent is None else unpack_id(parent), *row[4:])
+    return CheckpointRow(
+        row[0],
+        row[1],
+        unpack_ordered(row[2]),
+        None if parent is None else unpack_ordered(parent),
+        *row[4:],
+    )

@@ -31,7 +31,12 @@ from typing import Any
 
 from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import sql_pack, sql_pack_version, sql_unpack
+from threadloom.checkpoint.postgres.idpack import (
+    SQL_PACK_ORDERED,
+    sql_pack,
+    sql_pack_version,
+    sql_unpack,
+)
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
@@ -138,6 +143,15 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE {s}.checkpoints ALTER COLUMN metadata DROP DEFAULT,"
     " ALTER COLUMN metadata TYPE JSON USING metadata::json,"
     " ALTER COLUMN metadata SET DEFAULT '{{}}'",
+    # 19: checkpoint ids (and parent ids) packed in order (idpack.pack_ordered):
+    # 17 bytes instead of 37 for a uuid, in the heap and again in the primary key,
+    # and byte order is the ids' order, so ORDER BY and list cursors are unchanged
+    SQL_PACK_ORDERED + ";"
+    " ALTER TABLE {s}.checkpoints"
+    " ALTER COLUMN checkpoint_id TYPE BYTEA USING pg_temp.tl_pack_ordered(checkpoint_id),"
+    " ALTER COLUMN parent_checkpoint_id TYPE BYTEA USING pg_temp.tl_pack_ordered("
+    + sql_unpack("parent_checkpoint_id").replace("{", "{{").replace("}", "}}")
+    + ")",
 ]
 
 
@@ -272,7 +286,7 @@ _STATEMENTS: dict[str, str] = {
                 UNION ALL
                 SELECT p.*, chain.depth + 1 FROM {ckpt} p JOIN chain
                     ON p.thread_id = chain.thread_id AND p.checkpoint_ns = chain.checkpoint_ns
-                    AND p.checkpoint_id = {unpack_parent}
+                    AND p.checkpoint_id = chain.parent_checkpoint_id
                 WHERE chain.depth < %s
             )
             SELECT {ckpt_cols} FROM chain ORDER BY depth""",
@@ -356,7 +370,6 @@ class SQL:
             "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
             "ref_cols": self.REF_COLS,
             "write_cols": self.WRITE_COLS,
-            "unpack_parent": sql_unpack("chain.parent_checkpoint_id"),
         }
         for name, template in _STATEMENTS.items():
             setattr(self, name, template.format(**names))

@@ -19,7 +19,12 @@ from typing import Any
 
 from threadloom.checkpoint.postgres.blobplans import guarded, insert_blobs, lock_blobs
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, unpack_version
+from threadloom.checkpoint.postgres.idpack import (
+    pack_ordered,
+    packed_ckpt,
+    packed_ref,
+    unpack_version,
+)
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
@@ -139,7 +144,7 @@ def _base_exists(op: ops.SaveCheckpoint, sql: SQL) -> tuple[str, list[Any]]:
     return (
         f"EXISTS (SELECT 1 FROM {sql.ckpt} WHERE thread_id = %s"
         " AND checkpoint_ns = %s AND checkpoint_id = %s)"
-    ), [op.row.thread_id, op.row.checkpoint_ns, op.base]
+    ), [op.row.thread_id, op.row.checkpoint_ns, pack_ordered(op.base)]
 
 
 _LOCKED = "(SELECT 1 FROM pg_advisory_xact_lock(%s)) = 1"
