@@ -175,14 +175,13 @@ def pack_ordered(value: str) -> bytes:
 
 
 def unpack_ordered(packed: bytes | memoryview) -> str:
-    """The id string :func:`pack_ordered` was given."""
+    """The id string :func:`pack_ordered` was given (a uuid without copying the
+    bytes first: every listed row unpacks two ids)."""
+    if len(packed) == 17 and packed[0] == 1:
+        h = packed.hex()
+        return f"{h[2:10]}-{h[10:14]}-{h[14:18]}-{h[18:22]}-{h[22:]}"
     b = bytes(packed)
-    if b[0] == 0:
-        return b[1:].decode()
-    if len(b) == 17:
-        h = b[1:].hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
-    return b[17:].decode()
+    return b[1:].decode() if b[0] == 0 else b[17:].decode()
 
 
 # pack_ordered in PL/pgSQL, for the migration that packs existing checkpoint ids:
