@@ -309,3 +309,8 @@ def test_aliased_rows_decode_in_a_fresh_process():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["AIMessage", "hey", "['content',", "'id']"]
+
+
+def test_extra_field_named_like_the_marker_is_refused():
+    with pytest.raises(SerializationError, match="__unset__"):
+        SER.dumps_typed(Item(name="a", __unset__=["name"]))

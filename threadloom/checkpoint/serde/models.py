@@ -67,7 +67,7 @@ def _classify(field: Any) -> tuple[int, int, Any]:
         return _KEEP, _FILL_NONE, None
     factory = field.default_factory
     if factory is not None:
-        if factory in _CONTAINERS and not field.default_factory_takes_validated_data:
+        if factory in _CONTAINERS and not _takes_data(field):
             return _EMPTY, _FILL_EMPTY, factory
         return _KEEP, _FILL_DEFAULT, field
     default = field.default
@@ -83,6 +83,11 @@ def _classify(field: Any) -> tuple[int, int, Any]:
     return _KEEP, _FILL_DEFAULT, field
 
 
+def _takes_data(field: Any) -> bool:
+    """A factory reading the fields before it (pydantic >= 2.10; older ones have none)."""
+    return bool(getattr(field, "default_factory_takes_validated_data", False))
+
+
 def plan_for(cls: Any) -> _Plan:
     """The cached :class:`_Plan` of a pydantic model class (parametrized generics included)."""
     plan = _PLANS.get(cls)
@@ -95,7 +100,7 @@ def plan_for(cls: Any) -> _Plan:
         checks.append((name, test, default))
         fills.append((name, fill, default))
         template[name] = default if fill == _FILL_CONST else None
-        ordered_fill = ordered_fill or bool(field.default_factory_takes_validated_data)
+        ordered_fill = ordered_fill or _takes_data(field)
     plan = _PLANS[cls] = _Plan(
         names=tuple(template),
         name_set=frozenset(template),
@@ -145,6 +150,8 @@ def encode_model(obj: Any) -> dict[str, Any]:
         out[name] = value
         unset.append(name)
     if extra:
+        if UNSET_KEY in extra:  # would be read back as the marker: refuse, never corrupt
+            raise ValueError(f"extra field {UNSET_KEY!r} is reserved by the serializer")
         out.update(extra)
         unset.extend(key for key in extra if key not in fields_set)
     if unset:
