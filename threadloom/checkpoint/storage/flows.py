@@ -40,6 +40,13 @@ Flow = Generator[Any, Any, Any]
 
 
 def target(config: Mapping[str, Any]) -> tuple[str, str, str | None]:
+    """``(thread_id, checkpoint_ns, checkpoint_id)`` of a config (every put and
+    put_writes starts here: a plain ``str`` thread id takes no other call)."""
+    conf = config.get("configurable")
+    if conf:
+        thread_id = conf.get("thread_id")
+        if type(thread_id) is str and thread_id:
+            return thread_id, conf.get("checkpoint_ns") or "", conf.get("checkpoint_id")
     thread_id = get_thread_id(config)  # type: ignore[arg-type]
     conf = config.get("configurable") or {}
     return thread_id, conf.get("checkpoint_ns") or "", get_checkpoint_id(config)  # type: ignore[arg-type]

@@ -201,12 +201,17 @@ class StatsResult(NamedTuple):
 
 
 class Op:
-    """Base of every operation (executors dispatch on the concrete type)."""
+    """Base of every operation (executors dispatch on the concrete type).
+
+    Operations are slotted dataclasses, not frozen ones: a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__`` and costs ~3x
+    more, on the hot path of every put. Treat them as immutable all the same.
+    """
 
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class GetCheckpoint(Op):
     """-> ``CheckpointRow | None``: the row with ``checkpoint_id``, or the latest
     (greatest ``checkpoint_id``) of the thread/namespace when it is None."""
@@ -216,7 +221,7 @@ class GetCheckpoint(Op):
     checkpoint_id: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ListCheckpoints(Op):
     """-> ``list[CheckpointRow]`` ordered by ``(checkpoint_id, thread_id,
     checkpoint_ns)`` DESC.
@@ -238,7 +243,7 @@ class ListCheckpoints(Op):
     limit: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadAncestors(Op):
     """-> ``list[CheckpointRow]``: the checkpoint ``checkpoint_id`` itself and then
     its parent, grandparent, ... following ``parent_checkpoint_id`` within the
@@ -252,14 +257,14 @@ class LoadAncestors(Op):
     depth: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FindRunCheckpoints(Op):
     """-> ``list[CheckpointRow]`` whose ``run_id`` is in ``run_ids`` (any thread)."""
 
     run_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadRefs(Op):
     """-> ``list[RefRow]`` for the given ``(channel, version_key)`` pairs of one
     thread/namespace (missing keys are simply absent)."""
@@ -269,7 +274,7 @@ class LoadRefs(Op):
     keys: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadThreadRefs(Op):
     """-> ``list[RefRow]``: every ref row of a thread (one namespace, or all
     when ``checkpoint_ns`` is None)."""
@@ -278,7 +283,7 @@ class LoadThreadRefs(Op):
     checkpoint_ns: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadBlobs(Op):
     """-> ``dict[bytes, BlobRow]`` for the hashes that exist; with ``refcounts``,
     ``dict[bytes, tuple[BlobRow, int]]`` (the row and its reference count: a
@@ -288,7 +293,7 @@ class LoadBlobs(Op):
     refcounts: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LoadWrites(Op):
     """-> ``list[WriteRow]`` of the given checkpoints (any order; flows sort).
 
@@ -301,7 +306,7 @@ class LoadWrites(Op):
     checkpoint_ids: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SaveCheckpoint(Op):
     """-> :class:`SaveResult`. Atomically, in this order:
 
@@ -325,7 +330,7 @@ ANY_ROW: Any = object()
 """``SaveWrites.expected`` entry: no expectation about the task's current row."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SaveWrites(Op):
     """-> ``frozenset[bytes]`` (hashes of blobs that were new). Inserts each blob
     unless present (``refs`` 0), then inserts or REPLACES each task row. No
@@ -355,7 +360,7 @@ class SaveWrites(Op):
     add_refs: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InsertRows(Op):
     """-> None. Bulk insert-or-replace (copy_thread); refcounts are NOT touched
     (the flow follows with :class:`AdjustRefcounts`)."""
@@ -365,7 +370,7 @@ class InsertRows(Op):
     writes: tuple[WriteRow, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class AdjustRefcounts(Op):
     """-> None. ``refs += delta`` for each ``(hash, delta)`` (hashes are unique
     in ``deltas``; unknown hashes are ignored)."""
@@ -373,7 +378,7 @@ class AdjustRefcounts(Op):
     deltas: tuple[tuple[bytes, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DropUnreferenced(Op):
     """-> ``list[BlobRow]``: deletes the blobs among ``hashes`` whose ``refs``
     is <= 0 and returns them (the flow then releases their ``children``)."""
@@ -381,7 +386,7 @@ class DropUnreferenced(Op):
     hashes: tuple[bytes, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeleteCheckpoints(Op):
     """-> int (checkpoints deleted). Deletes checkpoint rows AND their write rows
     (flows load and release the writes' ``hashes`` first).
@@ -395,7 +400,7 @@ class DeleteCheckpoints(Op):
     checkpoint_ids: tuple[str, ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeleteRefs(Op):
     """-> None. Deletes ref rows (no refcount change: flows adjust first).
 
@@ -407,7 +412,7 @@ class DeleteRefs(Op):
     keys: tuple[tuple[str, str], ...] | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CollectStats(Op):
     """-> :class:`StatsResult` for one thread, or the whole store when None."""
 

@@ -50,6 +50,7 @@ class _Encoded(NamedTuple):
     refs: list[RefRow]
     blobs: dict[bytes, BlobRow]
     lists: list[tuple[str, ListState]]
+    fresh: dict[str, list[Any]]  # inline entries encoded by this put (not carried)
 
 
 def _encode_values(
@@ -67,7 +68,7 @@ def _encode_values(
     as refs + blobs. A channel not in ``new_versions`` is re-encoded only when
     its version differs from the parent's (``changed``: a copy/fork put) and its
     value is given."""
-    out = _Encoded({}, [], {}, [])
+    out = _Encoded({}, [], {}, [], {})
     if prev is None or changed is None:
         changed, carried_iv = cv, {}
     else:
@@ -88,7 +89,7 @@ def _encode_values(
         except SerializationError as exc:
             raise exc.under(channel) from None
         if inline is not None:
-            out.iv[channel] = [packed, *inline]
+            out.iv[channel] = out.fresh[channel] = [packed, *inline]
         else:
             out.refs.append(ref)  # type: ignore[arg-type]
             for blob in new_blobs:
@@ -112,7 +113,7 @@ def put_flow(
     prev: State | None = yield from _parent_state(codec, thread_id, ns, parent_id)
     raw_cv = checkpoint["channel_versions"]
     cv, vs, raw, changes = record.pack_state(raw_cv, checkpoint["versions_seen"], prev)
-    iv, refs, blobs, lists = _encode_values(
+    iv, refs, blobs, lists, fresh = _encode_values(
         codec,
         thread_id,
         ns,
@@ -127,7 +128,8 @@ def put_flow(
     state = State(cv, vs, iv, depth, raw=raw)
     core, extra = record.core_fields(checkpoint)  # type: ignore[arg-type]
     extra_typed = list(codec.serde.dumps_typed(extra)) if extra else None
-    data = record.encode(core, extra_typed, state, prev if depth else None, changes)
+    iv_changes = _iv_changes(iv, fresh, prev.iv) if depth else None  # type: ignore[union-attr]
+    data = record.encode(core, extra_typed, state, prev if depth else None, changes, iv_changes)
     state.data, state.core, state.extra = data, core, extra_typed
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
@@ -149,6 +151,17 @@ def put_flow(
             codec.lists.pop((thread_id, ns, channel))
     codec.states.put((thread_id, ns, cid), state)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _iv_changes(
+    iv: dict[str, list[Any]], fresh: dict[str, list[Any]], old: dict[str, list[Any]]
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """What :func:`record.encode` would find diffing ``iv`` against the parent's
+    ``old``: only ``fresh`` entries can differ (the others are the parent's own
+    objects), so the rest is not compared again."""
+    changed = {c: e for c, e in fresh.items() if old.get(c) != e}
+    gone = [c for c in old if c not in iv] if len(old) > len(iv) - len(changed) else []
+    return changed, gone
 
 
 def _needs(refs: list[RefRow], blobs: dict[bytes, BlobRow]) -> tuple[bytes, ...]:

@@ -200,6 +200,7 @@ def encode(
     state: State,
     prev: State | None,
     changes: Changes | None = None,
+    iv_changes: tuple[dict[str, Any], list[str]] | None = None,
 ) -> bytes:
     """The record of ``state``: a keyframe when ``prev`` is None, else a diff.
 
@@ -207,7 +208,8 @@ def encode(
     only what this record adds); maps become flat ``[name, value, ...]`` lists;
     an inline value written at the version this record sets omits it. Fills
     ``state.names``/``state.versions``/``state.index``. ``changes`` (from
-    :func:`pack_state`) spares comparing versions with the parent's again.
+    :func:`pack_state`) spares comparing versions with the parent's again,
+    ``iv_changes`` (changed inline values, removed ones) comparing the values.
     """
     index = prev.index if prev is not None and prev.index is not None else (None, None)
     nref, new_names, names_added, names_index = _table(
@@ -229,7 +231,7 @@ def encode(
         else:
             cv, cx = _diff(state.cv, prev.cv)
             vs, vx = _diff(state.vs, prev.vs)
-        iv, ix = _diff(state.iv, prev.iv)
+        iv, ix = iv_changes if iv_changes is not None else _diff(state.iv, prev.iv)
         for key, gone in (("cx", cx), ("vx", vx), ("ix", ix)):
             if gone:
                 rec[key] = [nref(c) for c in gone]
@@ -336,14 +338,17 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
 
 def core_fields(checkpoint: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(small fields stored directly, every other non-state key or None)."""
-    core = {k: checkpoint[k] for k in _CORE if k in checkpoint}
-    if "ts" in core:  # a None ts is not stored (as a reader rebuilds it)
-        if core["ts"] is None:
-            del core["ts"]
-        else:
-            core["ts"] = pack_ts(core["ts"])
-    if type(core.get("updated_channels")) is list:  # kept with the cached state
-        core["updated_channels"] = list(core["updated_channels"])
+    core = {}
+    if "v" in checkpoint:
+        core["v"] = checkpoint["v"]
+    ts = checkpoint.get("ts")
+    if ts is not None:  # a None ts is not stored (as a reader rebuilds it)
+        core["ts"] = pack_ts(ts)
+    if "updated_channels" in checkpoint:
+        uc = checkpoint["updated_channels"]
+        core["updated_channels"] = list(uc) if type(uc) is list else uc  # kept with the state
+    if checkpoint.keys() <= _NOT_EXTRA:  # the usual checkpoint: no other key
+        return core, None
     extra = {k: v for k, v in checkpoint.items() if k not in _NOT_EXTRA}
     return core, (extra or None)
 
