@@ -1,0 +1,66 @@
+"""Row layouts that keep the stored size down (migrations 17-18): metadata kept as
+the compact JSON text the saver writes (``json``, not ``jsonb``) and still
+filterable, and a released lease expired in place (one row per thread, reused by
+the next run) instead of deleted and inserted again."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, TypedDict
+
+import pytest
+
+from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.graph import END, START, StateGraph
+
+psycopg = pytest.importorskip("psycopg")
+
+
+class State(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _graph(saver: PostgresSaver):
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", END)
+    return g.compile(checkpointer=saver)
+
+
+def test_metadata_is_compact_json_text_and_filters_still_match(pg_url, fresh_schema):
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        cfg = {"configurable": {"thread_id": "m"}}
+        _graph(saver).invoke({"log": []}, cfg)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            kind = conn.execute(
+                "SELECT data_type FROM information_schema.columns WHERE table_schema = %s"
+                " AND table_name = 'checkpoints' AND column_name = 'metadata'",
+                (fresh_schema,),
+            ).fetchone()
+            texts = conn.execute(
+                f'SELECT metadata::text FROM "{fresh_schema}".checkpoints'
+            ).fetchall()
+        assert kind == ("json",)
+        assert texts and all(", " not in t and ": " not in t for (t,) in texts)  # compact
+        every = [t.metadata for t in saver.list(cfg)]
+        loop = [t.metadata for t in saver.list(cfg, filter={"source": "loop"})]
+        assert loop and loop == [m for m in every if m["source"] == "loop"] != every
+        assert list(saver.list(cfg, filter={"parents": {}}))  # object equality, not containment
+        assert not list(saver.list(cfg, filter={"source": "nope"}))
+
+
+def test_a_released_lease_stays_one_expired_row(pg_url, fresh_schema):
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        graph = _graph(saver)
+        cfg = {"configurable": {"thread_id": "l"}}
+        for _ in range(3):
+            graph.invoke({"log": []}, cfg)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            rows = conn.execute(
+                f'SELECT thread_id, expires_at FROM "{fresh_schema}".tl_leases'
+            ).fetchall()
+        assert rows == [("l", 0.0)]  # released (expired), reused by each run
+        assert graph.get_state(cfg).values["log"] == ["a", "a", "a"]
