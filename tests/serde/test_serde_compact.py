@@ -314,3 +314,43 @@ def test_aliased_rows_decode_in_a_fresh_process():
 def test_extra_field_named_like_the_marker_is_refused():
     with pytest.raises(SerializationError, match="__unset__"):
         SER.dumps_typed(Item(name="a", __unset__=["name"]))
+
+
+def alias_samples() -> list:
+    from langchain_core.documents import Document
+
+    from threadloom.graph.message import RemoveMessage
+    from threadloom.types import Command, Interrupt, Overwrite, Send
+
+    m = messages
+    return [
+        m.HumanMessage(content="h"),
+        m.AIMessage(content="a", id="1"),
+        m.ToolMessage(content="t", tool_call_id="c"),
+        m.SystemMessage(content="s"),
+        m.AIMessageChunk(content="a"),
+        m.HumanMessageChunk(content="h"),
+        m.ToolMessageChunk(content="t", tool_call_id="c"),
+        m.SystemMessageChunk(content="s"),
+        m.ChatMessage(content="c", role="r"),
+        m.ChatMessageChunk(content="c", role="r"),
+        m.FunctionMessage(content="f", name="n"),
+        m.FunctionMessageChunk(content="f", name="n"),
+        m.RemoveMessage(id="x"),
+        Document(page_content="p", metadata={"a": 1}),
+        Send("node", {"x": 1}),
+        Interrupt(value=1, id="i"),
+        Command(goto="a"),
+        Overwrite([1]),
+        RemoveMessage("m-1"),
+    ]
+
+
+def test_every_alias_names_a_registered_class_written_under_its_number():
+    samples = alias_samples()
+    assert len(samples) == len(ALIASES)
+    for number, value in enumerate(samples, start=1):
+        payload = raw(SER.dumps_typed(value)[1])[2]
+        assert payload[0] == number, type(value)
+        back = roundtrip(value)
+        assert type(back) is type(value) and back == value
