@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import ormsgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.ops import WriteRow
+from threadloom.checkpoint.storage.writes import merge_writes
 from threadloom.constants import ERROR, INTERRUPT
 
 BIG = "pending write " * 20
@@ -93,3 +96,24 @@ def test_strict_path_stores_what_the_read_path_stores(calls) -> None:
             saver.put_writes(config, writes, task, "~p")
     assert _store(strict) == _store(plain)
     assert strict.get_tuple(config).pending_writes == plain.get_tuple(config).pending_writes
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    writes=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b", "messages", INTERRUPT]),
+            st.one_of(st.integers(), st.text(max_size=3), st.just(BIG)),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_first_writes_shortcut_merges_like_an_empty_row(writes) -> None:
+    """A task's first writes skip the merge (entries are in index order already)."""
+    serde = InMemorySaver().serde
+    key = ("t", "", _ID, "task")
+    empty = WriteRow(*key, "", ormsgpack.packb([]), b"")
+    assert merge_writes(serde, 64, None, key, "~p", writes) == merge_writes(
+        serde, 64, empty, key, "~p", writes
+    )

@@ -110,7 +110,9 @@ def put_flow(
     """Store a checkpoint: a record (diff against the parent when possible),
     refs and blobs for changed large values only."""
     thread_id, ns, parent_id = target(config)
-    prev: State | None = yield from _parent_state(codec, thread_id, ns, parent_id)
+    prev: State | None = codec.states.get((thread_id, ns, parent_id)) if parent_id else None
+    if prev is None and parent_id is not None:  # not the process's last put: read it
+        prev = yield from _parent_state(codec, thread_id, ns, parent_id)
     raw_cv = checkpoint["channel_versions"]
     cv, vs, raw, changes = record.pack_state(raw_cv, checkpoint["versions_seen"], prev)
     iv, refs, blobs, lists, fresh = _encode_values(

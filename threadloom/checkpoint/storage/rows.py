@@ -13,6 +13,7 @@ from typing import Any
 
 from threadloom.checkpoint.base import get_checkpoint_metadata
 from threadloom.checkpoint.storage.ops import HASH_SIZE
+from threadloom.checkpoint.storage.packing import packed_get as _packed_get
 from threadloom.errors import ConfigError, CorruptBlobError
 
 __all__ = [
@@ -63,7 +64,11 @@ def version_key(version: str | int | float) -> str:
     if key is None:
         if len(_KEYS) > 65536:
             _KEYS.clear()
-        key = _KEYS[version] = _version_key(version)
+        packed = _packed_get(version)  # put packed it just before: the counter is parsed
+        if type(packed) is tuple:
+            key = _KEYS[version] = f"{packed[0]}{version[32:]}"
+        else:
+            key = _KEYS[version] = _version_key(version)
     return key
 
 

@@ -45,8 +45,11 @@ def merge_writes(
     writes: Sequence[tuple[str, Any]],
 ) -> tuple[WriteRow | None, list[BlobRow]]:
     """The task row after ``writes`` (None when nothing changes) and new blobs."""
+    special = sum(channel in WRITES_IDX_MAP for channel, _ in writes)
+    if existing is None and not special:  # a task's first writes: idx = position, in order
+        return _first_writes(serde, inline_max, key, task_path, writes)
+    upsert = special == len(writes)
     entries = {e[0]: e for e in decode_entries(existing)} if existing is not None else {}
-    upsert = all(channel in WRITES_IDX_MAP for channel, _ in writes)
     blobs: list[BlobRow] = []
     changed = False
     for i, (channel, value) in enumerate(writes):
@@ -71,3 +74,30 @@ def merge_writes(
     path = task_path or (existing.task_path if existing is not None else "")
     row = WriteRow(*key, path, ormsgpack.packb(ordered), hashes)
     return row, blobs
+
+
+def _first_writes(
+    serde: Any,
+    inline_max: int,
+    key: tuple[str, str, str, str],
+    task_path: str,
+    writes: Sequence[tuple[str, Any]],
+) -> tuple[WriteRow, list[BlobRow]]:
+    """:func:`merge_writes` into no row with no special channel among the
+    writes: every write is kept at its position (its index), so the entries
+    are already in index order."""
+    blobs: list[BlobRow] = []
+    ordered: list[list[Any]] = []
+    for idx, (channel, value) in enumerate(writes):
+        try:
+            tag, data = serde.dumps_typed(value)
+        except SerializationError as exc:
+            raise exc.under(channel) from None
+        if len(data) > inline_max:
+            h = blob_hash(tag, data)
+            blobs.append(BlobRow(h, tag, data, b""))
+            ordered.append([idx, channel, None, h])
+        else:
+            ordered.append([idx, channel, tag, data])
+    hashes = pack(e[3] for e in ordered if e[2] is None) if blobs else b""
+    return WriteRow(*key, task_path or "", ormsgpack.packb(ordered), hashes), blobs
