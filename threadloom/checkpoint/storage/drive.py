@@ -9,7 +9,7 @@ results (or yields :class:`Emit` to hand a value to the caller, for lazy
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from types import FunctionType
 from typing import Any, NamedTuple
 
@@ -59,55 +59,72 @@ async def _astep(flow: Flow, executor: Any) -> Any:
         result = await executor.aexecute(op)
 
 
-def _restarter(flow: Any) -> Callable[[], Flow] | None:
+class _Restart:
+    """Builds a flow again from the function and arguments it was made of (an
+    argument that was itself a flow, e.g. a wrapper's inner flow, is rebuilt too)."""
+
+    __slots__ = ("code", "globals", "args", "inner")
+
+    def __init__(self, code: Any, globals_: Any, args: dict[str, Any], inner: Any) -> None:
+        self.code, self.globals, self.args, self.inner = code, globals_, args, inner
+
+    def __call__(self) -> Flow:
+        args = dict(self.args)
+        for name, again in self.inner:
+            args[name] = again()
+        return FunctionType(self.code, self.globals)(**args)
+
+    @property
+    def codecs(self) -> list[Any]:
+        """The ``codec`` arguments of this flow and its inner flows."""
+        return [self.args.get("codec"), *(c for _, again in self.inner for c in again.codecs)]
+
+
+_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+_PLAIN = frozenset({dict, str, bytes, int, float, bool, type(None)})
+
+
+def _restarter(flow: Any) -> _Restart | None:
     """A way to build ``flow`` again from its arguments (None when it cannot be:
-    already started, a closure, or not a plain generator function's). An
-    argument that is itself an unstarted flow (a wrapper's inner flow) is built
-    again too.
+    already started, a closure, or not a plain generator function's).
 
     Why here: callers hand the driver a generator, and an optimistic run that
     the store refuses has to start over from the same arguments.
     """
-    frame = getattr(flow, "gi_frame", None)
     code = getattr(flow, "gi_code", None)
-    if frame is None or code is None or code.co_freevars:
+    if code is None or code.co_freevars or code.co_flags & _FLAGS:
         return None
-    if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED or code.co_flags & (
-        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-    ):
+    if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
         return None
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    local = frame.f_locals
+    local = flow.gi_frame.f_locals
     args = {name: local[name] for name in names}
-    inner = {}
+    inner = []
     for name, value in args.items():
+        if type(value) in _PLAIN:
+            continue
         if inspect.isgenerator(value):
             again = _restarter(value)
             if again is None:
                 return None
-            inner[name] = again
+            inner.append((name, again))
         elif _consumable(value, 4):  # a second run would see it exhausted
             return None
-    make = FunctionType(code, frame.f_globals)
-
-    def restart() -> Flow:
-        return make(**{**args, **{name: again() for name, again in inner.items()}})
-
-    restart.codecs = [args.get("codec")] + [  # type: ignore[attr-defined]
-        codec
-        for again in inner.values()
-        for codec in again.codecs  # type: ignore[attr-defined]
-    ]
-    return restart
+    return _Restart(code, flow.gi_frame.f_globals, args, inner)
 
 
 def _consumable(value: Any, depth: int) -> bool:
     """Whether ``value`` is, or holds in nested lists/tuples, a one-shot iterator."""
-    if isinstance(value, Iterator):
-        return True
-    if depth and type(value) in (list, tuple):
-        return any(_consumable(v, depth - 1) for v in value)
-    return False
+    kind = type(value)
+    if kind in _PLAIN:
+        return False
+    if kind is list or kind is tuple:
+        if depth:
+            for item in value:
+                if _consumable(item, depth - 1):
+                    return True
+        return False
+    return isinstance(value, Iterator)
 
 
 def _forget(restart: Any, conflict: OptimisticConflict) -> None:
