@@ -220,3 +220,26 @@ async def test_async_executor_runs_the_same_plans(tmp_path) -> None:
         assert found == {_blob(1).hash: _blob(1)}
     conn = sqlite3.connect(str(tmp_path / "a.db"))
     assert conn.execute("SELECT refs FROM tl_blobs").fetchall() == [(1,)]
+
+
+def test_read_transactions_begin_with_their_first_statement(tmp_path) -> None:
+    with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for i in range(3):
+            versions = {"a": str(uuid6())}
+            cp = _checkpoint({"a": i}, versions)
+            config = saver.put(config, cp, {"source": "loop", "step": i}, versions)
+        sent: list[str] = []
+        saver.conn.set_trace_callback(sent.append)
+        with saver.executor.transaction(False):
+            pass  # nothing read: nothing sent
+        assert sent == []
+        items = list(saver.list({"configurable": {"thread_id": "t"}}, limit=2))
+        assert [t.metadata["step"] for t in items] == [2, 1]
+        assert sent.count("BEGIN") == sent.count("COMMIT") == 1, sent
+        sent.clear()
+        with saver.executor.transaction(False):
+            with saver.executor.transaction(False):  # nested in a read not yet begun
+                saver.executor.execute(o.GetCheckpoint("t", "", None))
+        assert sent[0] == "BEGIN" and sent[-1] == "COMMIT"
+        assert not saver.conn.in_transaction

@@ -49,10 +49,28 @@ Plan = Generator[Stmt, Any, Any]
 
 _HEX = frozenset("0123456789abcdef")
 
+# Both directions of recent conversions: a runtime step encodes the ids it just
+# decoded (parent, task ids) and history pages decode the same ids again; a dict
+# hit is ~10x cheaper than hex parsing and formatting. Bounded: starts over.
+_ENC: dict[Any, bytes] = {}
+_DEC: dict[bytes, str] = {}
+_KEEP = 1 << 15
+
+
+def _learn(text: str, raw: bytes) -> None:
+    if len(_DEC) >= _KEEP:
+        _ENC.clear()
+        _DEC.clear()
+    _ENC[text] = raw
+    _DEC[raw] = text
+
 
 def enc_id(value: str | None) -> Any:
     """A canonical lowercase UUID string as its 16 bytes (BLOB order = text order
     for these), anything else unchanged; ids are most of a row's key."""
+    raw = _ENC.get(value)
+    if raw is not None:
+        return raw
     if (
         type(value) is str
         and len(value) == 36
@@ -60,14 +78,20 @@ def enc_id(value: str | None) -> Any:
     ):
         hexdigits = value.replace("-", "")
         if len(hexdigits) == 32 and _HEX.issuperset(hexdigits):
-            return bytes.fromhex(hexdigits)
+            raw = bytes.fromhex(hexdigits)
+            _learn(value, raw)
+            return raw
     return value
 
 
 def dec_id(value: Any) -> Any:
     if type(value) is bytes:
-        h = value.hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        text = _DEC.get(value)
+        if text is None:
+            h = value.hex()
+            text = f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            _learn(text, value)
+        return text
     return value
 
 

@@ -4,8 +4,10 @@ Both executors share every statement, every row mapping and the migration
 logic; they differ only in ``await``. Transactions: writers take
 ``BEGIN IMMEDIATE`` (the write lock up front, so two processes queue on
 ``busy_timeout`` instead of failing mid-transaction); readers use a deferred
-``BEGIN`` for a consistent snapshot. If the caller's connection is already in
-a transaction, a SAVEPOINT is used instead so theirs is never committed.
+``BEGIN`` for a consistent snapshot, sent with their first statement (a read
+that needs none, like the end of a ``list``, costs nothing). If the caller's
+connection is already in a transaction, a SAVEPOINT is used instead so theirs
+is never committed.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class SqliteExecutor:
         self.tracer = tracer
         self.lock = threading.RLock()
         self._depth = 0
+        self._lazy = False  # a read transaction whose BEGIN waits for a statement
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
@@ -96,7 +99,12 @@ class SqliteExecutor:
                 commit, rollback = "COMMIT", "ROLLBACK"
             else:
                 begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            self._exec_script(begin)
+            if self._lazy:  # a read we nest in: its BEGIN first
+                self._begin_read()
+            if own and not write:
+                self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+            else:
+                self._exec_script(begin)
             self._depth += 1
             self._memo_begin(nested, own)
             try:
@@ -104,15 +112,25 @@ class SqliteExecutor:
             except BaseException:
                 self._depth -= 1
                 self._memo_end(nested, False)
-                self._exec_script(rollback)
+                if self._lazy:
+                    self._lazy = False
+                else:
+                    self._exec_script(rollback)
                 raise
             self._depth -= 1
             try:
-                self._exec_script(commit)
+                if self._lazy:
+                    self._lazy = False
+                else:
+                    self._exec_script(commit)
             except BaseException:
                 self._memo_end(nested, False)
                 raise
             self._memo_end(nested, True)
+
+    def _begin_read(self) -> None:
+        self._lazy = False
+        self._exec_script("BEGIN")
 
     def _memo_begin(self, nested: bool, own: bool) -> None:
         if nested:  # our own savepoint: may roll back alone
@@ -134,6 +152,8 @@ class SqliteExecutor:
             raise storage_error(exc, self.where) from exc
 
     def execute(self, op: Op) -> Any:
+        if self._lazy:
+            self._begin_read()
         send = queries.plan(op).send
         result = None
         conn, memo, tracer = self.conn, self.memo, self.tracer
@@ -187,6 +207,7 @@ class AsyncSqliteExecutor:
         self.tracer = tracer
         self.lock = asyncio.Lock()
         self._depth = 0
+        self._lazy = False  # a read transaction whose BEGIN waits for a statement
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
 
     async def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
@@ -223,7 +244,10 @@ class AsyncSqliteExecutor:
                 commit, rollback = "COMMIT", "ROLLBACK"
             else:
                 begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            await self._script(begin)
+            if own and not write:
+                self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+            else:
+                await self._script(begin)
             self.memo.begin(own)
             self._depth += 1
             try:
@@ -231,11 +255,17 @@ class AsyncSqliteExecutor:
             except BaseException:
                 self._depth -= 1
                 self.memo.end(False, 0)
-                await self._script(rollback)
+                if self._lazy:
+                    self._lazy = False
+                else:
+                    await self._script(rollback)
                 raise
             self._depth -= 1
             try:
-                await self._script(commit)
+                if self._lazy:
+                    self._lazy = False
+                else:
+                    await self._script(commit)
             except BaseException:
                 self.memo.end(False, 0)
                 raise
@@ -250,6 +280,9 @@ class AsyncSqliteExecutor:
             raise storage_error(exc, self.where) from exc
 
     async def aexecute(self, op: Op) -> Any:
+        if self._lazy:
+            self._lazy = False
+            await self._script("BEGIN")
         send = queries.plan(op).send
         result = None
         conn, memo, tracer = self.conn, self.memo, self.tracer
