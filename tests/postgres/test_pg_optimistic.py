@@ -366,3 +366,27 @@ def test_concurrent_writers_of_one_task_both_land(pg_url: str, pg_schema: str, r
             assert mine in (["x"], ["y"])  # the same write index: the first one wins
         assert len(refusals) == 5  # exactly the second writer of each task
         consistent(pg_url, one)
+
+
+def test_a_flow_run_from_a_flow_is_restarted_with_the_outermost(pg_url, pg_schema, refusals):
+    """A refusal inside a joined (nested) run restarts the outer flow, whose
+    transaction it was; the nested run never restarts on its own."""
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        parent = put(saver, config("nest"), cp(1, "a"))
+        saver.put_writes(parent, [("a", 1)], "task")
+        runs: list[str] = []
+
+        def outer() -> Any:
+            runs.append("outer")
+            yield from ()
+            saver.put_writes(parent, [("b", 2)], "task")  # joins; refused at commit
+            return "done"
+
+        assert saver._run(outer_flow(outer), True) == "done"
+        assert runs == ["outer", "outer"] and len(refusals) == 1
+        assert saver.get_tuple(parent).pending_writes == [("task", "a", 1)]
+
+
+def outer_flow(body: Any) -> Any:
+    return (yield from body())

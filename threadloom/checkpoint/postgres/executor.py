@@ -55,6 +55,10 @@ class PgExecutor:
     def atransaction(self, write: bool) -> Any:
         return self.connector.atransaction(write)
 
+    def in_transaction(self) -> bool:
+        """Whether a flow runs now (a flow run from it joins its transaction)."""
+        return self.connector.current.get() is not None
+
     @contextmanager
     def optimistic_transaction(self, write: bool) -> Iterator[None]:
         """A write flow's transaction in which reads a flow needs only for rare

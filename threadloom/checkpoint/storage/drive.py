@@ -140,6 +140,8 @@ def _optimistic(executor: Any, flow: Flow, write: bool, name: str) -> Any:
     """(begin, restart) when the executor offers an optimistic transaction for
     this flow, else (None, None)."""
     begin = getattr(executor, name, None) if write else None
+    if begin is not None and executor.in_transaction():
+        begin = None  # a flow run from a flow: a refusal restarts the outermost one
     restart = _restarter(flow) if begin is not None else None
     return (begin, restart) if restart is not None else (None, None)
 
@@ -147,9 +149,9 @@ def _optimistic(executor: Any, flow: Flow, write: bool, name: str) -> Any:
 def run(flow: Flow, executor: Any, write: bool = False) -> Any:
     """Run ``flow`` to completion in one transaction; return its return value.
 
-    An executor offering ``optimistic_transaction`` runs a write flow in it
-    first; when it raises :class:`OptimisticConflict` the flow runs again,
-    from its arguments, in a normal transaction.
+    An executor offering ``optimistic_transaction`` (and ``in_transaction()``)
+    runs a write flow in it first; when it raises :class:`OptimisticConflict`
+    the flow runs again, from its arguments, in a normal transaction.
     """
     begin, restart = _optimistic(executor, flow, write, "optimistic_transaction")
     if begin is not None:
