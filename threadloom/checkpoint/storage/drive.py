@@ -4,6 +4,13 @@ A flow is a generator that yields :mod:`.ops` operations and receives their
 results (or yields :class:`Emit` to hand a value to the caller, for lazy
 ``list``). Executors implement ``execute(op)`` (sync) or ``aexecute(op)``
 (async) and ``transaction(write)`` / ``atransaction(write)`` context managers.
+
+An executor may also offer ``optimistic_transaction(write)`` /
+``aoptimistic_transaction(write)`` and ``in_transaction()``: a write flow then
+runs first in a transaction where the executor answers rare-case reads itself
+and lets the store validate them (Postgres: one round trip per write). When the
+store refuses, the executor raises :class:`OptimisticConflict` and the driver
+runs the flow again, rebuilt from its arguments, in a normal transaction.
 """
 
 from __future__ import annotations
