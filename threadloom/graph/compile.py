@@ -32,7 +32,7 @@ from threadloom.graph.schema import (
 )
 from threadloom.graph.state import StateGraph, StateNodeSpec
 from threadloom.pregel.main import Pregel
-from threadloom.pregel.node import PregelNode
+from threadloom.pregel.node import PregelNode, runs_inline
 from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry
 from threadloom.types import Command, Overwrite, Send
 
@@ -149,6 +149,7 @@ class CompiledStateGraph(Pregel):
         self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
 
 
+@runs_inline  # a dict read: async runs call it without a thread hop
 def _start_input(values: dict[str, Any]) -> Any:
     """The START node's output: the graph input (the state it also read is for branches)."""
     return values.get(START)

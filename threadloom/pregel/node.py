@@ -14,28 +14,42 @@ from typing import Any
 from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry
 from threadloom.types import CachePolicy, RetryPolicy
 
-__all__ = ["NodeBuilder", "PregelNode", "call_style"]
+__all__ = ["NodeBuilder", "PregelNode", "call_style", "runs_inline"]
+
+Style = tuple[bool, bool, bool, bool, bool]
+"""(is_async, wants_config, wants_writer, has_invoke, runs_inline)"""
 
 
+def runs_inline(fn: Any) -> Any:
+    """Mark an internal sync function (plumbing such as the START node's input read)
+    that async runs call on the event loop instead of sending it to the thread pool:
+    the hop to a thread and back costs far more than such a function, and LangGraph
+    runs its own plumbing without one. Only for functions that never block."""
+    fn.__threadloom_inline__ = True
+    return fn
+
+
+@runs_inline
 def _identity(value: Any) -> Any:
     return value
 
 
-def call_style(fn: Any) -> tuple[bool, bool, bool, bool]:
-    """How to call ``fn``: (is_async, wants_config, wants_writer, has_invoke)."""
+def call_style(fn: Any) -> Style:
+    """How to call ``fn``: (is_async, wants_config, wants_writer, has_invoke, runs_inline)."""
     if not callable(fn) and hasattr(fn, "invoke"):
-        return (False, False, False, True)
+        return (False, False, False, True, False)
     if hasattr(fn, "invoke") and hasattr(fn, "ainvoke") and not inspect.isfunction(fn):
-        return (False, False, False, True)
+        return (False, False, False, True, False)
     target = fn
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and callable(target):
         target = target.__call__  # type: ignore[operator]
     is_async = inspect.iscoroutinefunction(target)
+    inline = not is_async and getattr(fn, "__threadloom_inline__", False) is True
     try:
         params = inspect.signature(target).parameters
     except (TypeError, ValueError):
-        return (is_async, False, False, False)
-    return (is_async, "config" in params, "writer" in params, False)
+        return (is_async, False, False, False, inline)
+    return (is_async, "config" in params, "writer" in params, False, inline)
 
 
 class PregelNode:
@@ -82,13 +96,13 @@ class PregelNode:
             subgraphs = [found] if found is not None else []
         self.subgraphs = list(subgraphs)
         self.input_cache_key = (tuple(channels) if isinstance(channels, list) else channels, mapper)
-        self._steps: list[tuple[Any, tuple[bool, bool, bool, bool]]] | None = None
+        self._steps: list[tuple[Any, Style]] | None = None
 
     def _bounds(self) -> list[Any]:
         return list(self.bound) if isinstance(self.bound, (list, tuple)) else [self.bound]
 
     @property
-    def steps(self) -> list[tuple[Any, tuple[bool, bool, bool, bool]]]:
+    def steps(self) -> list[tuple[Any, Style]]:
         """The functions to run in order, each with its calling convention (cached)."""
         if self._steps is None:
             self._steps = [(b, call_style(b)) for b in self._bounds()]

@@ -8,6 +8,8 @@ threads exit after ``idle_timeout`` seconds.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import queue
 import threading
 from collections.abc import Callable
@@ -34,7 +36,22 @@ class ElasticPool(Executor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         fut: Future[Any] = Future()
-        job = (fut, fn, args, kwargs)
+        self._dispatch((fut, fn, args, kwargs))
+        return fut
+
+    def run_async(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Any:
+        """``fn()`` on a pool thread, as an asyncio future of ``loop``.
+
+        What ``loop.run_in_executor(self, fn)`` does, without the concurrent
+        ``Future`` and the callbacks chaining it to an asyncio one: the worker
+        hands the outcome straight to ``loop`` (an async run's sync node pays
+        this hop every step). A future cancelled before its job starts skips it.
+        """
+        afut = loop.create_future()
+        self._dispatch((None, _settle_later, (loop, afut, fn), {}))
+        return afut
+
+    def _dispatch(self, job: tuple[Any, Any, Any, Any]) -> None:
         with self._lock:
             worker = self._idle.pop() if self._idle else None
         if worker is not None:
@@ -45,7 +62,6 @@ class ElasticPool(Executor):
             threading.Thread(
                 target=self._work, args=(worker,), daemon=True, name="threadloom-worker"
             ).start()
-        return fut
 
     def _work(self, worker: _Worker) -> None:
         while True:
@@ -58,7 +74,9 @@ class ElasticPool(Executor):
                         return
                 job = worker.jobs.get()  # someone handed us a job meanwhile
             fut, fn, args, kwargs = job
-            if fut.set_running_or_notify_cancel():
+            if fut is None:  # run_async: the job reports its own outcome
+                fn(*args)
+            elif fut.set_running_or_notify_cancel():
                 try:
                     result = fn(*args, **kwargs)
                 except BaseException as exc:
@@ -71,6 +89,35 @@ class ElasticPool(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """The shared pool is never shut down; idle threads exit on their own."""
+
+
+def _settle_later(loop: asyncio.AbstractEventLoop, afut: Any, fn: Callable[[], Any]) -> None:
+    if afut.cancelled():
+        return
+    result, error = None, None
+    try:
+        result = fn()
+    except BaseException as exc:
+        error = exc
+    try:
+        loop.call_soon_threadsafe(_settle, afut, result, error)
+    except RuntimeError:  # the loop is closed: nobody waits for the outcome
+        pass
+
+
+def _settle(afut: Any, result: Any, error: BaseException | None) -> None:
+    if afut.done():  # cancelled meanwhile
+        return
+    if error is None:
+        afut.set_result(result)
+        return
+    if type(error) is concurrent.futures.CancelledError:  # as run_in_executor converts it
+        error = asyncio.CancelledError(*error.args)
+    elif isinstance(error, StopIteration):  # a future cannot hold one (PEP 479)
+        wrapped = RuntimeError(f"node raised StopIteration: {error!r}")
+        wrapped.__cause__ = error
+        error = wrapped
+    afut.set_exception(error)
 
 
 POOL = ElasticPool()

@@ -19,6 +19,7 @@ from threadloom.errors import GraphBubbleUp, ParentCommand
 from threadloom.pregel.context import CURRENT, TaskScope
 from threadloom.pregel.ids import recast_checkpoint_ns
 from threadloom.pregel.io import command_writes
+from threadloom.pregel.node import Style
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.write import ChannelWrite, assemble_writes
 from threadloom.types import Command
@@ -26,7 +27,7 @@ from threadloom.types import Command
 __all__ = ["arun_task", "run_task", "retry_delay"]
 
 
-def _kwargs(style: tuple[bool, bool, bool, bool], scope: TaskScope) -> dict[str, Any]:
+def _kwargs(style: Style, scope: TaskScope) -> dict[str, Any]:
     kw: dict[str, Any] = {}
     if style[1]:
         kw["config"] = scope.config()
@@ -130,10 +131,12 @@ async def _arun_once(scope: TaskScope) -> None:
             value = await fn.ainvoke(value, scope.config())
         elif style[0]:
             value = await fn(value, **_kwargs(style, scope))
+        elif style[4] and not (style[1] or style[2]):
+            value = fn(value)  # internal plumbing (node.runs_inline): no thread hop
         else:
             ctx = contextvars.copy_context()
-            value = await loop.run_in_executor(
-                POOL, lambda f=fn, v=value, s=style, c=ctx: c.run(f, v, **_kwargs(s, scope))
+            value = await POOL.run_async(
+                loop, lambda f=fn, v=value, s=style, c=ctx: c.run(f, v, **_kwargs(s, scope))
             )
     _finish(scope, value)
 
