@@ -57,17 +57,16 @@ class _AsyncRun:
 
     def drain(self) -> list[Any]:
         out = []
-        while True:
-            try:
-                ev = self.aq.get_nowait()
-            except asyncio.QueueEmpty:
-                return out
+        aq = self.aq
+        while not aq.empty():  # the driver is the only consumer: no exception per call
+            ev = aq.get_nowait()
             if isinstance(ev, Done):
                 self.done.append(ev)
                 continue
             ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
             if ok:
                 out.append(chunk)
+        return out
 
     async def _get(self, deadline: float | None, step: int) -> Any:
         if deadline is None:

@@ -140,11 +140,9 @@ class _SyncRun:
         return shape_output(ev, self.stream_mode, self.subgraphs)
 
     def drain(self) -> Iterator[Any]:
-        while True:
-            try:
-                ev = self.q.get_nowait()
-            except queue.Empty:
-                return
+        q = self.q
+        while not q.empty():  # the driver is the only consumer: no exception per call
+            ev = q.get_nowait()
             if isinstance(ev, Done):
                 self.done.append(ev)
                 continue
