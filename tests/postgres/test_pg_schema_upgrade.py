@@ -10,7 +10,12 @@ import pytest
 
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
-from threadloom.checkpoint.postgres.idpack import unpack_id, unpack_ordered, unpack_version
+from threadloom.checkpoint.postgres.idpack import (
+    unpack_id,
+    unpack_ordered,
+    unpack_path,
+    unpack_version,
+)
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -49,6 +54,14 @@ _UNPACK_ORDERED_SQL = (  # idpack.unpack_ordered in SQL
     " WHEN octet_length({c}) = 17 THEN regexp_replace(encode(substring({c} FROM 2), 'hex'),"
     " '(.{{8}})(.{{4}})(.{{4}})(.{{4}})(.{{12}})', '\\1-\\2-\\3-\\4-\\5')"
     " ELSE convert_from(substring({c} FROM 18), 'UTF8') END"
+)
+
+
+_UNPACK_PATHS_SQL = (  # idpack.unpack_path in SQL: task paths as they were written before
+    "UPDATE {s}.checkpoint_writes SET task_path = CASE left(task_path, 1)"
+    " WHEN chr(1) THEN '~__pregel_pull, ' || substr(task_path, 2)"
+    " WHEN chr(2) THEN '~__pregel_push, ' || substr(task_path, 2)"
+    " WHEN chr(3) THEN substr(task_path, 2) ELSE task_path END"
 )
 
 
@@ -94,6 +107,7 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             f" ALTER COLUMN checkpoint_id TYPE TEXT USING {_UNPACK_SQL.format(c='checkpoint_id')},"
             f" ALTER COLUMN task_id TYPE TEXT USING {_UNPACK_SQL.format(c='task_id')}"
         )
+        conn.execute(_UNPACK_PATHS_SQL.format(s=s))
         conn.execute(
             f"ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE TEXT"
             f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
@@ -125,8 +139,11 @@ def _unpacked_refs(rows: list) -> list:
 
 
 def _unpacked_writes(rows: list) -> list:
-    """Raw ``checkpoint_writes`` rows with their ids as text again."""
-    return sorted([(r[0], r[1], unpack_id(r[2]), unpack_id(r[3]), *r[4:]) for r in rows], key=repr)
+    """Raw ``checkpoint_writes`` rows with their ids and task paths as text again."""
+    return sorted(
+        [(r[0], r[1], unpack_id(r[2]), unpack_id(r[3]), unpack_path(r[4]), *r[5:]) for r in rows],
+        key=repr,
+    )
 
 
 def unpacked() -> Any:
@@ -158,6 +175,7 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
     _, versions, raw_before = _state(pg_url, fresh_schema)
     assert versions == list(range(OLD_VERSION)) and "tl_leases" not in raw_before
     assert raw_before["checkpoint_blobs"] and raw_before["checkpoint_writes"]
+    assert any(r[4].startswith("~__pregel_pull, ") for r in raw_before["checkpoint_writes"])
 
     with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
         saver.setup()

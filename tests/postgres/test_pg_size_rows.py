@@ -1,7 +1,8 @@
 """Row layouts that keep the stored size down (migrations 17-18): metadata kept as
 the compact JSON text the saver writes (``json``, not ``jsonb``) and still
 filterable, and a released lease expired in place (one row per thread, reused by
-the next run) instead of deleted and inserted again."""
+the next run) instead of deleted and inserted again; task paths of pending
+writes packed (migration 20)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import operator
 from typing import Annotated, TypedDict
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
+from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
 from threadloom.graph import END, START, StateGraph
 
 psycopg = pytest.importorskip("psycopg")
@@ -64,3 +69,38 @@ def test_a_released_lease_stays_one_expired_row(pg_url, fresh_schema):
             ).fetchall()
         assert rows == [("l", 0.0)]  # released (expired), reused by each run
         assert graph.get_state(cfg).values["log"] == ["a", "a", "a"]
+
+
+PATHS = ["", "~__pregel_pull, agent", "~__pregel_push, 0, ~__pregel_pull, a, 2", "\x01x", "\x03"]
+PACKED_PATHS = MIGRATIONS.index(next(m for m in MIGRATIONS if "SET task_path = chr(3)" in m))
+
+
+@given(st.one_of(st.sampled_from(PATHS), st.text(max_size=30)), st.text(max_size=10))
+def test_task_paths_round_trip(path, tail):
+    for p in (path, path + tail, "~__pregel_pull, " + tail):
+        assert unpack_path(pack_path(p)) == p
+    assert len(pack_path("~__pregel_pull, " + tail)) == 1 + len(tail)
+
+
+def test_migration_keeps_old_task_paths(pg_url, fresh_schema):
+    """Paths written before migration 20 read back unchanged after it, even one
+    that starts with a code character."""
+    s = quote_ident(fresh_schema)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        for v in range(PACKED_PATHS):
+            conn.execute(MIGRATIONS[v].format(s=s))
+            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
+        for i, path in enumerate(PATHS):
+            conn.execute(
+                f"INSERT INTO {s}.checkpoint_writes (thread_id, checkpoint_id, task_id,"
+                " task_path, data, hashes) VALUES ('t', 'c', %s, %s, '', '')",
+                (str(i).encode(), path),
+            )
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            f"SELECT task_path FROM {s}.checkpoint_writes ORDER BY task_id"
+        ).fetchall()
+    assert [unpack_path(r[0]) for r in rows] == PATHS

@@ -24,9 +24,9 @@ from threadloom.checkpoint.postgres.idpack import (
     packed_keys,
     packed_ref,
     packed_write,
-    unpack_id,
     unpacked_ckpt,
     unpacked_ref,
+    unpacked_write,
 )
 from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL, columns
@@ -281,9 +281,7 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
         where += " AND checkpoint_id = ANY(%s::bytea[])"
         params.append([pack_id(c) for c in op.checkpoint_ids])
     stmt = Stmt(f"{sql.select_writes} WHERE {where}", params, "all")
-    return [stmt], lambda r: [
-        WriteRow(t, ns, unpack_id(c), unpack_id(task), *rest) for t, ns, c, task, *rest in r[0]
-    ]
+    return [stmt], lambda r: [unpacked_write(row) for row in r[0]]
 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:

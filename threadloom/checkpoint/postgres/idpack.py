@@ -1,5 +1,5 @@
-"""Keys compared only for equality, stored packed: ids of ``checkpoint_writes`` and
-channel versions of ``checkpoint_refs``.
+"""Keys stored packed: ids and task paths of ``checkpoint_writes``, channel
+versions of ``checkpoint_refs``, checkpoint ids of ``checkpoints`` (in order).
 
 **Ids** (``checkpoint_writes``) take 16 bytes instead of 37.
 
@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow
+from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow
 
 __all__ = [
     "pack_id",
@@ -50,6 +50,9 @@ __all__ = [
     "packed_keys",
     "packed_ref",
     "packed_write",
+    "pack_path",
+    "unpack_path",
+    "unpacked_write",
     "unpacked_ref",
     "pack_version",
     "sql_pack",
@@ -232,8 +235,41 @@ END $tl_pack$"""
 
 
 def packed_write(w: Any) -> tuple[Any, ...]:
-    """A WriteRow as stored: checkpoint and task ids packed."""
-    return (w[0], w[1], pack_id(w[2]), pack_id(w[3]), *w[4:])
+    """A WriteRow as stored: checkpoint and task ids and the task path packed."""
+    return (w[0], w[1], pack_id(w[2]), pack_id(w[3]), pack_path(w[4]), *w[5:])
+
+
+def unpacked_write(row: Any) -> WriteRow:
+    """A stored write row back as the WriteRow the storage core wrote."""
+    return WriteRow(
+        row[0], row[1], unpack_id(row[2]), unpack_id(row[3]), unpack_path(row[4]), *row[5:]
+    )
+
+
+# a task path's usual prefixes (pregel/ids.task_path_str), stored as one character;
+# a path that itself starts with one of the codes is stored behind ESCAPE
+_PATH_PREFIXES = {"\x01": "~__pregel_pull, ", "\x02": "~__pregel_push, "}
+_PATH_ESCAPE = "\x03"
+
+
+def pack_path(path: str) -> str:
+    """``~__pregel_pull, agent`` -> ``\\x01agent`` (23 bytes stored -> 7); any other
+    path is kept, escaped when it starts with a code character."""
+    for code, prefix in _PATH_PREFIXES.items():
+        if path.startswith(prefix):
+            return code + path[len(prefix) :]
+    if path[:1] in ("\x01", "\x02", _PATH_ESCAPE):
+        return _PATH_ESCAPE + path
+    return path
+
+
+def unpack_path(stored: str) -> str:
+    """The task path :func:`pack_path` was given."""
+    head = stored[:1]
+    if head == _PATH_ESCAPE:
+        return stored[1:]
+    prefix = _PATH_PREFIXES.get(head)
+    return stored if prefix is None else prefix + stored[1:]
 
 
 def packed_ref(r: Any) -> tuple[Any, ...]:

@@ -152,6 +152,11 @@ MIGRATIONS: list[str] = [
     " ALTER COLUMN parent_checkpoint_id TYPE BYTEA USING pg_temp.tl_pack_ordered("
     + sql_unpack("parent_checkpoint_id").replace("{", "{{").replace("}", "}}")
     + ")",
+    # 20: task paths of pending writes packed (idpack.pack_path: the usual
+    # "~__pregel_pull, " prefix as one character). Old paths are read as they
+    # are; the few that start with a code character get the escape first
+    "UPDATE {s}.checkpoint_writes SET task_path = chr(3) || task_path"
+    " WHERE left(task_path, 1) IN (chr(1), chr(2), chr(3))",
 ]
 
 
