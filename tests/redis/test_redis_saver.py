@@ -196,3 +196,35 @@ def test_scripts_are_reloaded_after_script_flush(saver, redis_client) -> None:
     redis_client.script_flush()  # as after a restart or failover to a fresh replica
     put_steps(saver, "flush2", 2)
     assert len(list(saver.list(cfg("flush2")))) == 2
+
+
+def test_first_put_writes_take_their_references_in_one_script(
+    saver, redis_client, key_prefix, scan_keys
+) -> None:
+    """A task's first put_writes is one WRITES call that also holds its blobs
+    (SaveWrites.add_refs); merging into a row written elsewhere stays exact."""
+    config = put_steps(saver, "w", 1)[0]
+    big = "pending write " * 20
+    calls: list = []
+    execute = saver.client.execute_command
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return execute(*args, **kwargs)
+
+    saver.client.execute_command = counting
+    try:
+        saver.put_writes(config, [("a", big), ("b", big)], "t1", "~p")
+    finally:
+        del saver.client.execute_command
+    assert calls == ["EVALSHA"]
+    saver.put_writes(config, [("a", big)], "t2", "~p")
+    saver.codec.tasks.clear()  # as if another process had written t1's row
+    saver.put_writes(config, [("a", "x"), ("b", "y"), ("c", big + "!")], "t1", "~p")
+    stored, held = blob_accounting(redis_client, saver.layout, "w")
+    assert stored == held and 3 in stored.values()  # big: twice in t1, once in t2
+    got = saver.get_tuple(config).pending_writes
+    mine = [(t, c, v) for t, c, v in got if t in ("t1", "t2")]
+    assert mine == [("t1", "a", big), ("t1", "b", big), ("t1", "c", big + "!"), ("t2", "a", big)]
+    saver.delete_thread("w")
+    assert scan_keys(redis_client, key_prefix) == []

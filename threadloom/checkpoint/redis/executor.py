@@ -264,7 +264,7 @@ class RedisPlanner:
             args += [b.hash, _pack([b.tag, b.data, b.children])]
         expected = op.expected if op.expected is not None else (ops.ANY_ROW,) * len(op.rows)
         for w, old in zip(op.rows, expected):
-            args += [*_write_args(w), _expected(old)]
+            args += [*_write_args(w), _expected(old), w.hashes if op.add_refs else ""]
         (new,) = yield [fenced(self._lua("writes", thread_id, *args), scope.lease, Call)]
         return None if new is None else frozenset(new)
 

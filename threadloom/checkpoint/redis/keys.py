@@ -220,14 +220,15 @@ touch()
 return {new, pre, inserted, 0}
 """
 
-# WRITES: ARGV ttl, nblobs, (hash, packed)*, (ns\0cid, task_id, packed, expected)*
+# WRITES: ARGV ttl, nblobs, (hash, packed)*, (ns\0cid, task_id, packed, expected, hold)*
 # -> new blob hashes, or nil (nothing written) when a task's stored entry is not
 # the expected one ('*' any, '' none, '=' .. packed): a concurrent put_writes of
-# the same task came first, and the flow merges again (compare-and-set)
+# the same task came first, and the flow merges again (compare-and-set).
+# ``hold``: packed hashes to take one reference on each (SaveWrites.add_refs), or ''
 _WRITES = """
 local new, blobs, rows = {}, {}, {}
 for _ = 1, tonumber(nxt()) do blobs[#blobs + 1] = {nxt(), nxt()} end
-while pos < #ARGV do rows[#rows + 1] = {nxt(), nxt(), nxt(), nxt()} end
+while pos < #ARGV do rows[#rows + 1] = {nxt(), nxt(), nxt(), nxt(), nxt()} end
 for _, r in ipairs(rows) do
     if r[4] ~= '*' then
         local cur = redis.call('HGET', W, r[1] .. '\\0' .. r[2]) or ''
@@ -237,7 +238,10 @@ end
 for _, b in ipairs(blobs) do
     if redis.call('HSETNX', BLOB, b[1], b[2]) == 1 then new[#new + 1] = b[1] end
 end
-for _, r in ipairs(rows) do add_write(r[1], r[2], r[3]) end
+for _, r in ipairs(rows) do
+    add_write(r[1], r[2], r[3])
+    if #r[5] > 0 then hold(r[5], nil) end
+end
 touch()
 return new
 """

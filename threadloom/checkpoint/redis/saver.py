@@ -114,8 +114,9 @@ class _RedisSaverBase(StorageSaver):
     ) -> None:
         super().__init__(serde=serde, **options)
         # the WRITES script always checks SaveWrites.expected (compare-and-set), so a
-        # task's first put_writes need not read its row first
-        self.codec.strict_writes = True
+        # task's first put_writes need not read its row first; it also takes the
+        # row's blob references when asked (SaveWrites.add_refs)
+        self.codec.strict_writes = self.codec.writes_add_refs = True
         check_client(client)
         if ttl is not None and int(ttl) <= 0:
             raise ConfigError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
