@@ -92,6 +92,10 @@ class Ints(RootModel[list[int]]):
     pass
 
 
+class Score(RootModel[int]):
+    root: int = 5
+
+
 for _cls, _name in (
     (Sub, "tests.compact.Sub"),
     (Item, "tests.compact.Item"),
@@ -102,5 +106,6 @@ for _cls, _name in (
     (Private, "tests.compact.Private"),
     (Cached, "tests.compact.Cached"),
     (Ints, "tests.compact.Ints"),
+    (Score, "tests.compact.Score"),
 ):
     register(_cls, name=_name)

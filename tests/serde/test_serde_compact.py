@@ -21,6 +21,7 @@ from tests.serde.compact_models import (
     Kitchen,
     Page,
     Private,
+    Score,
     Sub,
 )
 from threadloom.checkpoint.serde import MsgpackSerializer
@@ -241,6 +242,13 @@ def test_cached_property_and_root_model_roundtrip():
     assert back.value == 3 and back.model_fields_set == set() and back.double == 6
     ints = Ints([1, 2])
     assert_exact(roundtrip(ints), ints)
+
+
+def test_root_model_with_unset_default_root_roundtrips():
+    # pydantic revives a root model only when given its root: an unset default is stored
+    for score in (Score(), Score(7), Score(5)):
+        assert_exact(roundtrip(score), score)
+    assert Score().model_fields_set == set() and roundtrip(Score()).model_fields_set == set()
 
 
 def test_missing_fields_take_defaults_and_extras_follow_the_class():

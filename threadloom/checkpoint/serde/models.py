@@ -127,6 +127,12 @@ def encode_model(obj: Any) -> dict[str, Any]:
     extra = obj.__pydantic_extra__
     if not extra and fields_set.issuperset(plan.names):
         return state  # everything was set: the common case for models built by hand
+    if not plan.direct:  # pydantic revives a root model only with its root: always store it
+        out = dict(state)
+        unset_root = [name for name in plan.names if name not in fields_set]
+        if unset_root:
+            out[UNSET_KEY] = unset_root
+        return out
     out: dict[str, Any] = {}
     unset: list[str] = []
     for name, kind, default in plan.checks:
