@@ -1,7 +1,6 @@
 """Row layouts that keep the stored size down (migrations 17-18): metadata kept as
 the compact JSON text the saver writes (``json``, not ``jsonb``) and still
-filterable, and a released lease expired in place (one row per thread, reused by
-the next run) instead of deleted and inserted again; task paths of pending
+filterable, and a released lease leaves no row behind; task paths of pending
 writes packed (migration 20)."""
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def test_metadata_is_compact_json_text_and_filters_still_match(pg_url, fresh_sch
         assert not list(saver.list(cfg, filter={"source": "nope"}))
 
 
-def test_a_released_lease_stays_one_expired_row(pg_url, fresh_schema):
+def test_a_released_lease_leaves_no_row(pg_url, fresh_schema):
     with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
         saver.setup()
         graph = _graph(saver)
@@ -67,8 +66,12 @@ def test_a_released_lease_stays_one_expired_row(pg_url, fresh_schema):
             rows = conn.execute(
                 f'SELECT thread_id, expires_at FROM "{fresh_schema}".tl_leases'
             ).fetchall()
-        assert rows == [("l", 0.0)]  # released (expired), reused by each run
+        assert rows == []  # released: nothing stays for a thread nobody runs
         assert graph.get_state(cfg).values["log"] == ["a", "a", "a"]
+        saver.delete_thread("l")
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            left = conn.execute(f'SELECT count(*) FROM "{fresh_schema}".tl_leases').fetchone()
+        assert left == (0,)
 
 
 PATHS = ["", "~__pregel_pull, agent", "~__pregel_push, 0, ~__pregel_pull, a, 2", "\x01x", "\x03"]
