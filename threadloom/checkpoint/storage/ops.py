@@ -202,11 +202,8 @@ class StatsResult(NamedTuple):
 
 class Op:
     """Base of every operation (executors dispatch on the concrete type).
-
-    Operations are slotted dataclasses, not frozen ones: a frozen dataclass's
-    ``__init__`` sets each field through ``object.__setattr__`` and costs ~3x
-    more, on the hot path of every put. Treat them as immutable all the same.
-    """
+    Slotted, not frozen, dataclasses (a frozen ``__init__`` costs ~3x on every
+    put's hot path); treat them as immutable all the same."""
 
     __slots__ = ()
 
@@ -333,8 +330,8 @@ ANY_ROW: Any = object()
 @dataclass(slots=True)
 class SaveWrites(Op):
     """-> ``frozenset[bytes]`` (hashes of blobs that were new). Inserts each blob
-    unless present (``refs`` 0), then inserts or REPLACES each task row. No
-    refcount change: the flow follows with :class:`AdjustRefcounts`.
+    unless present (``refs`` 0), then inserts or REPLACES each task row; no
+    refcount change unless ``add_refs`` (else the flow adjusts them after).
 
     ``expected``: per row, the task row the flow read and merged into (None =
     none existed, :data:`ANY_ROW` = no expectation). A backend whose flows are
@@ -343,15 +340,12 @@ class SaveWrites(Op):
     came first); the flow then reads and merges again. Transactional backends
     already serialize writers of a thread and may ignore it, unless ``strict``.
 
-    ``strict``: the flow did NOT read the task rows (it believes none exists,
-    ``expected`` is all None): the executor must check ``expected`` and write
-    nothing, returning None, when a row differs; the flow then reads and
-    merges. ``add_refs``: also add one reference per hash occurrence in each
-    written row's ``hashes`` (only sent with ``strict``: no replaced row's
-    references to release), sparing the flow's :class:`AdjustRefcounts`.
-    Flows send these only to executors that declare them
-    (``ValueCodec.strict_writes`` / ``writes_add_refs``); the defaults keep
-    every executor working unchanged."""
+    ``strict``: the flow did NOT read the rows (``expected`` all None): the
+    executor must check ``expected``, writing nothing and returning None when
+    a row differs (the flow then reads and merges). ``add_refs`` (only with
+    ``strict``: no replaced row to release): add one reference per hash
+    occurrence in each row's ``hashes``. Sent only to executors declaring them
+    (``ValueCodec.strict_writes`` / ``writes_add_refs``)."""
 
     rows: tuple[WriteRow, ...]
     blobs: tuple[BlobRow, ...] = ()
