@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,11 +14,12 @@ from threadloom.checkpoint.storage.rows import (
     _version_key,
     blob_hash,
     filter_pairs,
+    load_metadata,
     pack,
     unpack,
     version_key,
 )
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, CorruptBlobError
 
 
 def test_version_keys_are_short_and_injective() -> None:
@@ -60,3 +63,35 @@ def test_version_key_after_packing_is_the_parsed_key(counter, tail) -> None:
     version = f"{counter:032}.{tail}"
     record.pack_version(version)
     assert version_key(version) == _version_key(version)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.one_of(
+        st.dictionaries(st.text(max_size=5), json_values, max_size=4).map(
+            lambda d: json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+        ),
+        st.dictionaries(st.text(max_size=5), json_values, max_size=4).map(json.dumps),
+        st.tuples(
+            st.sampled_from(["", " ", "\n", "\\n"]), json_values, st.sampled_from(["", " ", "x"])
+        ).map(lambda t: t[0] + json.dumps(t[1]) + t[2]),
+        st.text(max_size=12),
+    )
+)
+def test_load_metadata_accepts_exactly_what_json_loads_accepts(text) -> None:
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(CorruptBlobError):
+            load_metadata(text, "t", "c")
+    else:
+        assert load_metadata(text, "t", "c") == expected

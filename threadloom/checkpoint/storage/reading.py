@@ -112,7 +112,7 @@ class ValueReader:
                 if ref.kind == KIND_BLOB:  # the common case, inline: one hash, never a chunk
                     h = ref.hashes
                     if h not in blobs:
-                        hit = cache.get(h)
+                        hit = cache.get(h) if cache is not _NO_CACHE else None
                         if hit is not None:
                             blobs[h] = hit
                         else:
@@ -128,8 +128,9 @@ class ValueReader:
             if not found:
                 break  # truly missing: reported with its location below
             blobs.update(found)
-            for h in whole.intersection(found):
-                cache.put(h, found[h], len(found[h].data) + 64)
+            if cache is not _NO_CACHE:  # (memory: storage is a dict already)
+                for h in whole.intersection(found):
+                    cache.put(h, found[h], len(found[h].data) + 64)
         values: dict[tuple[str, str], Any] = {}
         for ref in refs:
             key = (ref.channel, ref.version)

@@ -4,6 +4,7 @@ metadata JSON and validated metadata filters."""
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 from collections.abc import Mapping
 from hashlib import blake2b
@@ -110,8 +111,24 @@ def _encoder() -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_json_default)
 
 
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # the C scanner json.loads ends in
+
+
 def load_metadata(text: str, thread_id: str, checkpoint_id: str) -> dict[str, Any]:
-    """Parse stored metadata, naming the checkpoint when it is not JSON."""
+    """Parse stored metadata, naming the checkpoint when it is not JSON.
+
+    Every listed checkpoint parses one: the scanner is called directly (no
+    Python layers of ``json.loads``) when it consumes the whole text, which is
+    what the saver writes; anything else goes through ``json.loads``, so what
+    is accepted or refused does not change."""
+    if type(text) is str:
+        try:
+            value, end = _scan(text, 0)
+        except (StopIteration, ValueError):
+            pass
+        else:
+            if end == len(text):
+                return value
     try:
         return json.loads(text)
     except (TypeError, ValueError) as exc:
