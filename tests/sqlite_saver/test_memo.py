@@ -99,6 +99,21 @@ def test_another_saver_on_the_same_connection_is_seen() -> None:
     conn.close()
 
 
+def test_a_read_in_between_does_not_hide_another_savers_delete() -> None:
+    # a transaction that never validated the memo must not mark the count as seen
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    a, b = SqliteSaver(conn), SqliteSaver(conn)
+    a.setup()
+    first = _row()
+    _save(a, first)
+    second = _row(first)
+    _save(a, second)
+    b.delete_thread("t")
+    assert a.get_tuple({"configurable": {"thread_id": "other", "checkpoint_ns": ""}}) is None
+    assert _save(a, _row(second)).stale
+    conn.close()
+
+
 def test_a_rolled_back_caller_transaction_is_forgotten() -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     saver = SqliteSaver(conn)

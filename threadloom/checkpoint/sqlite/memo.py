@@ -62,11 +62,16 @@ class Memo:
             self.checked = True  # within it, answers stay true (its snapshot)
 
     def end(self, committed: bool, total_changes: int) -> None:
-        """The outermost transaction ended: keep the memo only past our own commit."""
-        if committed and self.own:
-            self.changes = total_changes
-        else:
+        """The outermost transaction ended: keep the memo only past our own commit.
+
+        Only a transaction that validated the memo may record ``total_changes`` as
+        seen: one that never looked (a plain read) would otherwise hide what another
+        saver on this connection changed before it; left as is, the stale count makes
+        the next validation drop the memo (safe)."""
+        if not (committed and self.own):
             self.forget()
+        elif self.checked:
+            self.changes = total_changes
         self.checked = False
 
     def forget(self) -> None:
