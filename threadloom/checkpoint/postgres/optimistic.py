@@ -13,8 +13,14 @@ driver runs the flow again, pessimistically, in a new one
 (:class:`~threadloom.checkpoint.storage.drive.OptimisticConflict`).
 
 What the flow would have computed from an answer moves into SQL instead: a new
-list manifest's hold on its segments is counted by the blob insert itself, only
-for the manifests it really inserted.
+list manifest's hold on its segments is counted by the statement after the blob
+insert, only for the manifests that insert really inserted.
+
+The thread's advisory lock rides in the first statement only when that
+statement reads nothing the lock protects: a statement's snapshot is taken
+before it waits for the lock, so a read in it could see rows that the lock's
+previous holder deleted (ON CONFLICT sees the latest rows and is safe). A
+check that must see the thread as the lock leaves it runs in a later statement.
 """
 
 from __future__ import annotations
@@ -64,7 +70,9 @@ def lock_first(batch: list[Stmt], key: int) -> bool:
     """Make ``batch``'s first statement take the advisory lock ``key`` in its
     :data:`LOCK_SLOT` (True), instead of a statement of its own (one statement
     less per transaction). The slot is a one-time filter evaluated before the
-    statement writes a row, so the lock is held as early as before."""
+    statement writes a row, so the lock is held as early as before. Only
+    statements whose reads ignore their snapshot (inserts with ON CONFLICT,
+    a lease fence's UPDATE) have a slot: see the module docstring."""
     if not batch or LOCK_SLOT not in batch[0].sql:
         return False
     first = batch[0]
@@ -159,32 +167,54 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
 
 
 def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
-    """Insert the blobs that are new with their count rows, and count each new
-    one's hold on its children (a list manifest on its segments) right there:
-    the flow cannot, not knowing which were new. Children that exist neither in
-    this batch nor in the store get no count row (as an adjustment ignores them)."""
+    """Insert the blobs that are new with their count rows, then count each new
+    manifest's hold on its children (its segments): the flow cannot, not
+    knowing which were new.
+
+    The children are counted by a second statement, as the pessimistic
+    :class:`~threadloom.checkpoint.storage.ops.AdjustRefcounts` does: the
+    insert's snapshot predates its waits (for the thread lock, for another
+    transaction inserting the same hash), so a child committed elsewhere
+    meanwhile is invisible to it and a count row deleted meanwhile looks alive.
+    The insert leaves the new manifests' children in a transaction-local
+    setting; the count statement, with a snapshot of its own, locks the
+    children's blob rows (hash order) and adds to the count rows there are
+    (children with none are ignored, as an adjustment ignores them)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
     head = sql.insert_blobs.split("ON CONFLICT")[0]
-    counts = sql.counts
-    stmt = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
+    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
+            ), cnt AS (
+                INSERT INTO {sql.counts} (hash) SELECT hash FROM ins ON CONFLICT (hash) DO NOTHING
+            )"""
+    rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
+    if not any(b.children for b in unique):
+        return [Stmt(f"{counted} SELECT 1", rows)]
+    keep = (
+        f"SELECT set_config('{_KIDS}', coalesce(string_agg(encode(children, 'hex'), ''), ''),"
+        " true) FROM ins WHERE children <> ''"
+    )
+    return [Stmt(f"{counted} {keep}", rows), Stmt(_count_kids(sql), ())]
+
+
+_KIDS = "threadloom.new_kids"
+
+
+def _count_kids(sql: SQL) -> str:
+    """Add the holds left in :data:`_KIDS` by the insert before (see
+    :func:`insert_blobs`); the one-time filter takes the row locks first."""
+    return f"""WITH k AS (SELECT decode(coalesce(current_setting('{_KIDS}', true), ''), 'hex') AS c
             ), kid AS (
-                SELECT substring(ins.children FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
-                FROM ins CROSS JOIN LATERAL generate_series(0, length(ins.children) / 16 - 1) i
+                SELECT substring(k.c FROM i * 16 + 1 FOR 16) AS hash, count(*) AS n
+                FROM k CROSS JOIN LATERAL generate_series(0, length(k.c) / 16 - 1) i
                 GROUP BY 1
-            ), gain AS (
-                SELECT hash, sum(n) AS n FROM (
-                    SELECT hash, 0 AS n FROM ins
-                    UNION ALL SELECT kid.hash, kid.n FROM kid
-                    WHERE kid.hash IN (SELECT hash FROM ins)
-                        OR EXISTS (SELECT 1 FROM {counts} c WHERE c.hash = kid.hash)
-                ) a GROUP BY hash
+            ), l AS MATERIALIZED (
+                SELECT hash FROM {sql.blobs} WHERE hash IN (SELECT hash FROM kid)
+                ORDER BY hash FOR UPDATE
             )
-            INSERT INTO {counts} (hash, refs) SELECT hash, n FROM gain ORDER BY hash
-            ON CONFLICT (hash) DO UPDATE SET refs = {counts}.refs + EXCLUDED.refs"""
-    rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
-    return [Stmt(stmt, columns(rows, 4))]
+            UPDATE {sql.counts} c SET refs = c.refs + kid.n FROM kid
+            WHERE (SELECT count(*) FROM l) >= 0 AND c.hash = kid.hash"""
 
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.SaveResult]:
@@ -224,8 +254,14 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
 
 def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
     """The checkpoint upsert, failing the transaction when its diff base is gone
-    (evaluated once, before the row is written), with a lock slot first. None
-    when the upsert's text has no ``VALUES (...)`` to turn into a SELECT."""
+    (evaluated once, before the row is written). None when the upsert's text
+    has no ``VALUES (...)`` to turn into a SELECT.
+
+    Only a keyframe's upsert has a lock slot: the base check reads the thread
+    in the statement's snapshot, which must follow the lock (a put first in
+    its transaction then sends the lock as a statement of its own), else a
+    ``delete_thread`` committed while the put waited leaves a diff against a
+    deleted base."""
     text = sql.upsert_ckpt
     start = text.find("VALUES (")
     end = text.find(")", start)
@@ -233,9 +269,9 @@ def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
         return None
     row = packed_ckpt(op.row)
     where, cparams = LOCK_SLOT, []
-    if _cached_base(op):  # (a CASE: the lock is taken before the base is looked at)
+    if _cached_base(op):  # no lock slot: the base check needs a snapshot taken after it
         cond, cparams = _base_exists(op, sql)
-        where = f"CASE WHEN NOT ({LOCK_SLOT}) THEN FALSE ELSE ({refuse_unless(cond)}) = 1 END"
+        where = f"({refuse_unless(cond)}) = 1"
     stmt = f"{text[:start]}SELECT {text[start + 8 : end]} WHERE {where}{text[end + 1 :]}"
     return Stmt(stmt, (*row, *cparams))
 
