@@ -95,7 +95,8 @@ def pack_conn(pg_url):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ids(), min_size=1, max_size=10))
 def test_sql_twin_matches_python(pack_conn, values):
-    values += EDGES
+    # the twin converts text columns, which never hold NUL (Postgres refuses it in text)
+    values = [v for v in values + EDGES if "\x00" not in v]
     rows = pack_conn.execute(
         "SELECT pg_temp.tl_pack_ordered(v) FROM unnest(%s::text[]) WITH ORDINALITY AS t(v, n)"
         " ORDER BY n",
