@@ -56,16 +56,7 @@ def merge_writes(
         idx = WRITES_IDX_MAP.get(channel, i)
         if not upsert and idx in entries:
             continue
-        try:
-            tag, data = serde.dumps_typed(value)
-        except SerializationError as exc:
-            raise exc.under(channel) from None
-        if len(data) > inline_max:
-            h = blob_hash(tag, data)
-            blobs.append(BlobRow(h, tag, data, b""))
-            entries[idx] = [idx, channel, None, h]
-        else:
-            entries[idx] = [idx, channel, tag, data]
+        entries[idx] = _entry(serde, inline_max, idx, channel, value, blobs)
         changed = True
     if not changed:
         return None, []
@@ -89,15 +80,22 @@ def _first_writes(
     blobs: list[BlobRow] = []
     ordered: list[list[Any]] = []
     for idx, (channel, value) in enumerate(writes):
-        try:
-            tag, data = serde.dumps_typed(value)
-        except SerializationError as exc:
-            raise exc.under(channel) from None
-        if len(data) > inline_max:
-            h = blob_hash(tag, data)
-            blobs.append(BlobRow(h, tag, data, b""))
-            ordered.append([idx, channel, None, h])
-        else:
-            ordered.append([idx, channel, tag, data])
+        ordered.append(_entry(serde, inline_max, idx, channel, value, blobs))
     hashes = pack(e[3] for e in ordered if e[2] is None) if blobs else b""
     return WriteRow(*key, task_path or "", ormsgpack.packb(ordered), hashes), blobs
+
+
+def _entry(
+    serde: Any, inline_max: int, idx: int, channel: str, value: Any, blobs: list[BlobRow]
+) -> list[Any]:
+    """One stored write ``[idx, channel, tag, data]``; a large value becomes a
+    blob (appended to ``blobs``) and the entry holds its hash with no tag."""
+    try:
+        tag, data = serde.dumps_typed(value)
+    except SerializationError as exc:
+        raise exc.under(channel) from None
+    if len(data) > inline_max:
+        h = blob_hash(tag, data)
+        blobs.append(BlobRow(h, tag, data, b""))
+        return [idx, channel, None, h]
+    return [idx, channel, tag, data]
