@@ -85,7 +85,9 @@ def test_another_connection_recreating_the_thread_is_seen(path) -> None:
         assert got == last  # written under the thread's current id: readable
 
 
-def test_another_saver_on_the_same_connection_is_seen() -> None:
+def _two_savers_one_connection() -> tuple[SqliteSaver, SqliteSaver, o.CheckpointRow]:
+    """Savers a and b sharing one connection (data_version cannot tell them apart);
+    a saved a chain of two checkpoints and returns the second."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     a, b = SqliteSaver(conn), SqliteSaver(conn)
     a.setup()
@@ -93,25 +95,24 @@ def test_another_saver_on_the_same_connection_is_seen() -> None:
     _save(a, first)
     second = _row(first)
     _save(a, second)
-    with b.executor.transaction(True):  # data_version cannot see this: same connection
+    return a, b, second
+
+
+def test_another_saver_on_the_same_connection_is_seen() -> None:
+    a, b, second = _two_savers_one_connection()
+    with b.executor.transaction(True):
         b.executor.execute(o.DeleteCheckpoints("t", "", (second.checkpoint_id,)))
     assert _save(a, _row(second)).stale
-    conn.close()
+    a.conn.close()
 
 
 def test_a_read_in_between_does_not_hide_another_savers_delete() -> None:
     # a transaction that never validated the memo must not mark the count as seen
-    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    a, b = SqliteSaver(conn), SqliteSaver(conn)
-    a.setup()
-    first = _row()
-    _save(a, first)
-    second = _row(first)
-    _save(a, second)
+    a, b, second = _two_savers_one_connection()
     b.delete_thread("t")
     assert a.get_tuple({"configurable": {"thread_id": "other", "checkpoint_ns": ""}}) is None
     assert _save(a, _row(second)).stale
-    conn.close()
+    a.conn.close()
 
 
 def test_a_rolled_back_caller_transaction_is_forgotten() -> None:
