@@ -8,8 +8,11 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from threadloom.checkpoint.storage import drive
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -34,3 +37,17 @@ def fresh_schema(pg_url: str) -> Iterator[str]:
     name = f"tl_t_{uuid.uuid4().hex[:12]}"
     yield name
     drop_schema(pg_url, name)
+
+
+@pytest.fixture
+def refusals(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
+    """The threads of every refused optimistic transaction (in this process)."""
+    seen: list[frozenset[str]] = []
+    forget = drive._forget
+
+    def counting(restart: Any, conflict: drive.OptimisticConflict) -> None:
+        seen.append(conflict.threads)
+        forget(restart, conflict)
+
+    monkeypatch.setattr(drive, "_forget", counting)
+    return seen

@@ -29,20 +29,6 @@ pytestmark = pytest.mark.postgres
 BIG = "v" * 700  # stored as a blob, not inline
 
 
-@pytest.fixture
-def refusals(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
-    """The threads of every refused optimistic transaction (in this process)."""
-    seen: list[frozenset[str]] = []
-    forget = drive._forget
-
-    def counting(restart: Any, conflict: drive.OptimisticConflict) -> None:
-        seen.append(conflict.threads)
-        forget(restart, conflict)
-
-    monkeypatch.setattr(drive, "_forget", counting)
-    return seen
-
-
 def _schema(pg_url: str) -> Iterator[str]:
     name = f"tl_opt_{uuid.uuid4().hex[:10]}"
     yield name

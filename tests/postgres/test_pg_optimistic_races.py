@@ -26,7 +26,6 @@ from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres import optimistic as opt
 from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL
-from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.ops import BlobRow
 
 pytestmark = pytest.mark.postgres
@@ -41,20 +40,6 @@ def schemas(pg_url: str) -> Iterator[list[str]]:
     yield names
     for name in names:
         drop_schema(pg_url, name)
-
-
-@pytest.fixture
-def refusals(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
-    """The threads of every refused optimistic transaction (in this process)."""
-    seen: list[frozenset[str]] = []
-    forget = drive._forget
-
-    def counting(restart: Any, conflict: drive.OptimisticConflict) -> None:
-        seen.append(conflict.threads)
-        forget(restart, conflict)
-
-    monkeypatch.setattr(drive, "_forget", counting)
-    return seen
 
 
 def wait_blocked(url: str, schema: str, n: int) -> None:
