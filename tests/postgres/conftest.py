@@ -51,3 +51,16 @@ def refusals(monkeypatch: pytest.MonkeyPatch) -> list[frozenset[str]]:
 
     monkeypatch.setattr(drive, "_forget", counting)
     return seen
+
+
+def schema_at(url: str, schema: str, version: int) -> None:
+    """Create ``schema`` as setup() left it after migrations ``0 .. version - 1``
+    (an earlier threadloom's database, for upgrade tests)."""
+    from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+
+    s = quote_ident(schema)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {s}")
+        for v in range(version):
+            conn.execute(MIGRATIONS[v].format(s=s))
+            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))

@@ -8,6 +8,7 @@ from unittest import mock
 
 import pytest
 
+from tests.postgres.conftest import schema_at
 from tests.storage.upgrade_scenario import has_fork, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
 from threadloom.checkpoint.postgres.idpack import (
@@ -67,12 +68,7 @@ _UNPACK_PATHS_SQL = (  # idpack.unpack_path in SQL: task paths as they were writ
 
 def _old_schema(url: str, schema: str, version: int = OLD_VERSION) -> None:
     """Create the earlier schema exactly as that threadloom's setup() left it."""
-    s = quote_ident(schema)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        for v in range(version):
-            conn.execute(MIGRATIONS[v].format(s=s))
-            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
+    schema_at(url, schema, version)
 
 
 def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:

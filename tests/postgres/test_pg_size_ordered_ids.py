@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.idpack import (
@@ -110,11 +111,8 @@ def test_migration_packs_existing_text_ids(pg_url, fresh_schema):
     packed by pack_id) come out packed in order, parents included."""
     s = quote_ident(fresh_schema)
     chain = [*EDGES, str(uuid.uuid4())]
+    schema_at(pg_url, fresh_schema, ORDERED_IDS)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        for v in range(ORDERED_IDS):
-            conn.execute(MIGRATIONS[v].format(s=s))
-            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
         for i, cid in enumerate(chain):
             parent = pack_id(chain[i - 1]) if i else None
             conn.execute(

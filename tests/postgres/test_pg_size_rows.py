@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
@@ -89,11 +90,8 @@ def test_migration_keeps_old_task_paths(pg_url, fresh_schema):
     """Paths written before migration 20 read back unchanged after it, even one
     that starts with a code character."""
     s = quote_ident(fresh_schema)
+    schema_at(pg_url, fresh_schema, PACKED_PATHS)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {s}")
-        for v in range(PACKED_PATHS):
-            conn.execute(MIGRATIONS[v].format(s=s))
-            conn.execute(f"INSERT INTO {s}.checkpoint_migrations (v) VALUES (%s)", (v,))
         for i, path in enumerate(PATHS):
             conn.execute(
                 f"INSERT INTO {s}.checkpoint_writes (thread_id, checkpoint_id, task_id,"
