@@ -12,7 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 _ID = re.compile(
-    r"\d{32}\.[0-9.]+"  # channel versions with random tails
+    r"\d{32}\.[0-9.]+(?:e-\d+)?"  # channel versions with random tails (5e-05 when tiny)
     r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     r"|(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f.])"
     r"|\d{4}-\d\d-\d\dT[0-9:.+]+"

@@ -20,7 +20,7 @@ from tests.runtime.support import saver as make_saver
 
 PROGRAMS = sorted(pathlib.Path(__file__).with_name("seed_002").glob("*.py.txt"))
 _IDS = re.compile(
-    r"\d{32}\.[0-9.]+"
+    r"\d{32}\.[0-9.]+(?:e-\d+)?"
     r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     r"|(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])"
 )
