@@ -27,6 +27,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="tiny sizes, seconds not minutes")
     p.add_argument("--only", nargs="+", choices=list(WORKLOADS), help="run only these workloads")
     p.add_argument(
+        "--case",
+        nargs="+",
+        metavar="SUBSTR",
+        help="run only cases whose name contains one of these (e.g. postgres/sync)",
+    )
+    p.add_argument(
         "--reps",
         type=int,
         default=3,
@@ -42,6 +48,7 @@ def run(
     quick: bool = False,
     only: list[str] | None = None,
     reps: int = 3,
+    case: list[str] | None = None,
     out_dir: str | None = OUT_DIR,
     plots: bool = True,
     verbose: bool = False,
@@ -54,7 +61,7 @@ def run(
     with tempfile.TemporaryDirectory(prefix="tlbench-") as workdir:
         reps = 1 if quick else max(1, reps)
         cfg = Config(quick=quick, reps=reps, workdir=workdir, verbose=verbose)
-        rows: list[Row] = run_cases(collect(cfg, only), sides(), cfg, progress=say)
+        rows: list[Row] = run_cases(collect(cfg, only, case), sides(), cfg, progress=say)
     env = report.environment(quick, reps, round(time.perf_counter() - t0, 1), load_start)
     table = report.format_table(rows, env)
     files: list[str] = []
@@ -78,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         only=args.only,
         reps=args.reps,
+        case=args.case,
         out_dir=args.out,
         plots=not args.no_plots,
         verbose=args.verbose,

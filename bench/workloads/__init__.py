@@ -17,8 +17,14 @@ WORKLOADS = {
 }
 
 
-def collect(cfg: Config, only: list[str] | None = None) -> list[Case]:
-    """Every case of the selected workloads (all when ``only`` is empty)."""
+def collect(
+    cfg: Config, only: list[str] | None = None, case: list[str] | None = None
+) -> list[Case]:
+    """Every case of the selected workloads (all when ``only`` is empty).
+
+    ``case`` keeps only cases whose name (``saver/durability``) contains one of
+    the given substrings, e.g. ``postgres/sync``.
+    """
     cases: list[Case] = []
     for name, module in WORKLOADS.items():
         if only and name not in only:
@@ -27,5 +33,5 @@ def collect(cfg: Config, only: list[str] | None = None) -> list[Case]:
             mod = importlib.import_module(module)
         except ImportError:
             continue
-        cases += mod.cases(cfg)
+        cases += [c for c in mod.cases(cfg) if not case or any(k in c.name for k in case)]
     return cases
