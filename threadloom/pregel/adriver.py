@@ -103,8 +103,10 @@ class _AsyncRun:
             while remaining:
                 if not self.done:
                     if persister is not None and self.aq.empty():
-                        persister.save_writes()  # nothing ready: save while we wait
-                        await persister.throttle()
+                        await asyncio.sleep(0)  # tasks about to finish join this save
+                        if self.aq.empty():
+                            persister.save_writes()  # nothing ready: save while we wait
+                            await persister.throttle()
                     ev = await self._get(deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
