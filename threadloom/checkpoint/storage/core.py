@@ -13,7 +13,7 @@ from typing import Any
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import flows, puts, retention, step
 from threadloom.checkpoint.storage.drive import Flow
-from threadloom.checkpoint.storage.values import ValueCodec
+from threadloom.checkpoint.storage.tuples import ReadCodec
 
 __all__ = ["StorageSaver"]
 
@@ -46,7 +46,7 @@ class StorageSaver(BaseCheckpointSaver):
         cache_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         super().__init__(serde=serde)
-        self.codec = ValueCodec(
+        self.codec = ReadCodec(
             self.serde, delta=delta, compact_every=compact_every, cache_bytes=cache_bytes
         )
         self.codec.keyframe_every = max(1, keyframe_every)

@@ -8,14 +8,14 @@ backend's executor, sync or async, inside one transaction.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import CheckpointTuple, get_checkpoint_id, get_thread_id
-from threadloom.checkpoint.storage import record
+from threadloom.checkpoint.storage import record, tuples
 from threadloom.checkpoint.storage.drive import Emit
 from threadloom.checkpoint.storage.ops import (
+    KIND_LIST,
     CheckpointRow,
     GetCheckpoint,
     ListCheckpoints,
@@ -26,15 +26,11 @@ from threadloom.checkpoint.storage.ops import (
     WriteRow,
 )
 from threadloom.checkpoint.storage.record import State
-from threadloom.checkpoint.storage.rows import (
-    filter_pairs,
-    load_metadata,
-)
+from threadloom.checkpoint.storage.rows import filter_pairs
 from threadloom.checkpoint.storage.values import ValueCodec
-from threadloom.checkpoint.storage.writes import decode_entries
 from threadloom.errors import CorruptBlobError
 
-__all__ = ["build_tuples", "get_tuple_flow", "list_flow", "load_writes", "resolve_states", "target"]
+__all__ = ["build_tuples", "get_tuple_flow", "list_flow", "resolve_states", "target"]
 
 Flow = Generator[Any, Any, Any]
 
@@ -173,41 +169,93 @@ def _matches(row: CheckpointRow, pairs: tuple[tuple[str, str], ...], before: str
 
 
 def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: bool = False) -> Flow:
-    """CheckpointTuples for rows: per (thread, namespace) in the page, at most
-    one ancestors, one refs, two blobs and two writes lookups."""
-    groups: dict[tuple[str, str], list[CheckpointRow]] = defaultdict(list)
+    """CheckpointTuples for rows: per (thread, namespace) in the page one
+    writes lookup, and for rows without a current recipe (storage/tuples.py)
+    at most one ancestors, one refs and two blobs lookups."""
+    groups: dict[tuple[str, str], list[CheckpointRow]] = {}
     for row in rows:
-        groups[(row.thread_id, row.checkpoint_ns)].append(row)
+        groups.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
+    recipes = getattr(codec, "recipes", None)
     done: dict[tuple[str, str, str], CheckpointTuple] = {}
     for (thread_id, ns), group in groups.items():
-        resolved = yield from resolve_states(codec, group)
-        keys = set()
-        for state, _, _ in resolved.values():
-            keys.update(record.ref_keys(state).items())
-        refs, hits = yield from _load_refs(codec, thread_id, ns, keys)
-        ids = tuple(r.checkpoint_id for r in group)
-        decoded, wanted = _decode_writes(codec, (yield LoadWrites(thread_id, ns, ids)))
-        blobs: dict[bytes, Any] = {}  # the writes' blobs come with the values' first lookup
-        try:
-            values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
-        except CorruptBlobError:
-            if not hits:
-                raise
-            # a cached ref outlived its blobs (another process rewrote the thread)
-            codec.forget_thread(thread_id)
-            refs, _ = yield from _load_refs(codec, thread_id, ns, keys)
-            blobs.clear()
-            values = yield from codec.load(thread_id, ids[0], refs, remember, wanted, blobs)
-        late = _uncached(codec, decoded, blobs)  # evicted while the values loaded
-        if late:
-            blobs.update((yield LoadBlobs(late)))
-        writes = _write_values(codec, thread_id, decoded, blobs)
+        found = yield LoadWrites(thread_id, ns, tuple(r.checkpoint_id for r in group))
+        by_cp: dict[str, list[WriteRow]] = {}
+        for w in found:
+            by_cp.setdefault(w.checkpoint_id, []).append(w)
+        misses = []
         for row in group:
-            resolved_row = resolved[row.checkpoint_id]
-            done[(thread_id, ns, row.checkpoint_id)] = _tuple(
-                codec, row, resolved_row, values, writes
-            )
+            cid = row.checkpoint_id
+            recipe = recipes.get((thread_id, ns, cid)) if recipes is not None else None
+            if recipe is not None and tuples.fits(recipe, row, by_cp.get(cid), remember):
+                done[(thread_id, ns, cid)] = tuples.serve(codec, row, recipe, remember)
+            else:
+                misses.append(row)
+        if misses:
+            made = yield from _prepare(codec, thread_id, ns, misses, by_cp, remember)
+            for row in misses:
+                cid = row.checkpoint_id
+                done[(thread_id, ns, cid)] = tuples.serve(codec, row, made[cid], False)
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
+
+
+def _prepare(
+    codec: ValueCodec,
+    thread_id: str,
+    ns: str,
+    rows: list[CheckpointRow],
+    writes: dict[str, list[WriteRow]],
+    remember: bool,
+) -> Flow:
+    """``{checkpoint_id: Recipe}`` for rows of one thread/namespace, fetched
+    and kept in the recipe cache where that is exact (storage/tuples.py)."""
+    resolved = yield from resolve_states(codec, rows)
+    keys = set()
+    for state, _, _ in resolved.values():
+        keys.update(record.ref_keys(state).items())
+    refs, hits = yield from _load_refs(codec, thread_id, ns, keys)
+    wrows = [w for row in rows for w in writes.get(row.checkpoint_id, ())]
+    decoded, wanted = tuples.decode_writes(codec, wrows)
+    blobs: dict[bytes, Any] = {}  # the writes' blobs come with the values' first lookup
+    first = rows[0].checkpoint_id
+    try:
+        values = yield from codec.load(thread_id, first, refs, remember, wanted, blobs, raw=True)
+    except CorruptBlobError:
+        if not hits:
+            raise
+        # a cached ref outlived its blobs (another process rewrote the thread)
+        codec.forget_thread(thread_id)
+        refs, _ = yield from _load_refs(codec, thread_id, ns, keys)
+        blobs.clear()
+        values = yield from codec.load(thread_id, first, refs, remember, wanted, blobs, raw=True)
+    late = tuples.uncached(codec, decoded, blobs)  # evicted while the values loaded
+    if late:
+        blobs.update((yield LoadBlobs(late)))
+    pending = tuples.write_sources(codec, thread_id, decoded, blobs)
+    lists = tuples.list_states(codec, thread_id, ns, refs) if remember and len(rows) == 1 else None
+    made = {}
+    for row in rows:
+        cid = row.checkpoint_id
+        state, core, extra = resolved[cid]
+        sources = tuples.value_sources(state, values)
+        recipe = tuples.Recipe(
+            row.tag,
+            row.data,
+            tuple(writes.get(cid, ())),
+            state,
+            core,
+            extra,
+            sources,
+            pending.get(cid, []),
+            lists if lists is not None or not _has_lists(refs) else None,
+        )
+        made[cid] = recipe
+        if not codec.cache_reads or all(map(unique_version_key, record.ref_keys(state).values())):
+            tuples.keep(codec, thread_id, ns, cid, recipe)
+    return made
+
+
+def _has_lists(refs: Sequence[Any]) -> bool:
+    return any(ref.kind == KIND_LIST for ref in refs)
 
 
 def unique_version_key(vkey: str) -> bool:
@@ -250,101 +298,3 @@ def _load_refs(codec: ValueCodec, thread_id: str, ns: str, keys: set[tuple[str, 
                 cache.put((thread_id, ns, ref.channel, ref.version), ref)
         refs.extend(fetched)
     return refs, hits
-
-
-def _tuple(
-    codec: ValueCodec,
-    row: CheckpointRow,
-    resolved: tuple[State, dict[str, Any], Any],
-    values: dict[tuple[str, str], Any],
-    writes: dict[str, list[Any]],
-) -> CheckpointTuple:
-    state, core, extra_typed = resolved
-    extra = _loads(codec, extra_typed, row, None) if extra_typed else None
-    checkpoint = record.to_checkpoint(row.checkpoint_id, core, extra, state)
-    channel_values = checkpoint["channel_values"]
-    keys = record.ref_keys(state)
-    for channel in state.cv:
-        vkey = keys.get(channel)
-        if vkey is None:
-            channel_values[channel] = _loads(codec, state.iv[channel][1:], row, channel)
-            continue
-        value = values.get((channel, vkey), _ABSENT)
-        if value is not _ABSENT:
-            channel_values[channel] = list(value) if type(value) is list else value
-    base = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
-    parent = None
-    if row.parent_checkpoint_id:
-        parent = {"configurable": {**base, "checkpoint_id": row.parent_checkpoint_id}}
-    return CheckpointTuple(
-        config={"configurable": {**base, "checkpoint_id": row.checkpoint_id}},
-        checkpoint=checkpoint,  # type: ignore[arg-type]
-        metadata=load_metadata(row.metadata, row.thread_id, row.checkpoint_id),  # type: ignore[arg-type]
-        parent_config=parent,
-        pending_writes=writes.get(row.checkpoint_id, []),
-    )
-
-
-_ABSENT: Any = object()
-
-
-def _loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | None) -> Any:
-    try:
-        return codec.serde.loads_typed((typed[0], typed[1]))
-    except Exception as exc:
-        raise CorruptBlobError(
-            f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
-            thread_id=row.thread_id,
-            checkpoint_id=row.checkpoint_id,
-            channel=channel,
-        ) from exc
-
-
-def load_writes(codec: ValueCodec, thread_id: str, ns: str, ids: list[str]) -> Flow:
-    """``{checkpoint_id: pending writes}``, sorted by (task_path, task_id, idx)."""
-    rows: list[WriteRow] = yield LoadWrites(thread_id, ns, tuple(ids))
-    decoded, missing = _decode_writes(codec, rows)
-    blobs = (yield LoadBlobs(missing)) if missing else {}
-    return _write_values(codec, thread_id, decoded, blobs)
-
-
-def _decode_writes(codec: ValueCodec, rows: list[WriteRow]) -> tuple[list[Any], tuple[bytes, ...]]:
-    """Decoded task rows and the blob hashes their values need (not cached)."""
-    decoded = [(row, decode_entries(row)) for row in rows]
-    return decoded, _uncached(codec, decoded, {})
-
-
-def _uncached(
-    codec: ValueCodec, decoded: list[Any], blobs: Mapping[bytes, Any]
-) -> tuple[bytes, ...]:
-    wanted = {e[3] for _, entries in decoded for e in entries if e[2] is None}
-    return tuple(h for h in wanted if h not in blobs and codec.chunks.get(h) is None)
-
-
-def _write_values(
-    codec: ValueCodec, thread_id: str, decoded: list[Any], blobs: Mapping[bytes, Any]
-) -> dict[str, list[Any]]:
-    by_checkpoint: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
-    for row, entries in decoded:
-        for idx, channel, tag, payload in entries:
-            if tag is None:
-                cached = None if payload in blobs else codec.chunks.get(payload)
-                if cached is not None:
-                    value: Any = list(cached)
-                else:
-                    blob = blobs.get(payload)
-                    if blob is None:
-                        raise CorruptBlobError(
-                            f"blob {payload.hex()} of a pending write is missing",
-                            thread_id=thread_id,
-                            checkpoint_id=row.checkpoint_id,
-                            channel=channel,
-                        )
-                    value = _loads(codec, (blob.tag, blob.data), row, channel)
-            else:
-                value = _loads(codec, (tag, payload), row, channel)
-            key = (row.task_path, row.task_id, idx)
-            by_checkpoint[row.checkpoint_id].append((key, (row.task_id, channel, value)))
-    return {
-        cid: [w for _, w in sorted(ws, key=lambda kw: kw[0])] for cid, ws in by_checkpoint.items()
-    }

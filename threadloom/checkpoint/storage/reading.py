@@ -30,6 +30,7 @@ from threadloom.errors import CorruptBlobError
 
 __all__ = [
     "EMPTY_TAG",
+    "Decoded",
     "MANIFEST2_TAG",
     "MANIFEST_MARK",
     "MANIFEST_TAG",
@@ -53,6 +54,16 @@ class ListState:
     tails: tuple[bytes, ...]
     tail_start: int
     logical: int
+
+
+class Decoded:
+    """A value :meth:`ValueReader.load` had to deserialize even when asked for
+    raw ``(tag, bytes)`` (a dict stored field by field)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
 
 
 class _NoCache:
@@ -89,6 +100,7 @@ class ValueReader:
         remember: bool = False,
         also: tuple[bytes, ...] = (),
         blobs: dict[bytes, BlobRow] | None = None,
+        raw: bool = False,
     ) -> Generator[Any, Any, dict[tuple[str, str], Any]]:
         """Flow: values of ``refs`` keyed by ``(channel, version)``; at most three
         :class:`LoadBlobs` (tails + manifest, its older manifest + segments, the
@@ -97,7 +109,9 @@ class ValueReader:
         ``also``: more hashes to fetch with the first lookup (pending writes'
         blobs: one round trip fewer); fetched blobs land in ``blobs``. Whole
         values (``KIND_BLOB`` and ``also``) are served from and kept in
-        ``blob_cache``."""
+        ``blob_cache``. ``raw``: a plain value comes back as its ``(tag, bytes)``
+        (the caller deserializes it when serving, storage/tuples.py), a dict
+        stored field by field as :class:`Decoded`, a list as a fresh list."""
         blobs = {} if blobs is None else blobs
         cache = self.blob_cache if self.cache_reads else _NO_CACHE
         whole, extra = set(also), set()
@@ -136,14 +150,17 @@ class ValueReader:
             key = (ref.channel, ref.version)
             if ref.kind == KIND_INLINE:
                 if ref.tag != EMPTY_TAG:
-                    values[key] = self._loads(ref.tag, ref.data, ref, checkpoint_id)
+                    typed = (ref.tag, ref.data)
+                    values[key] = typed if raw else self._loads(*typed, ref, checkpoint_id)
             elif ref.kind == KIND_BLOB:
                 blob = blobs.get(ref.hashes) or self._blob(
                     blobs, ref.hashes, ref, thread_id, checkpoint_id
                 )
-                values[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
+                typed = (blob.tag, blob.data)
+                values[key] = typed if raw else self._loads(*typed, ref, checkpoint_id)
             elif ref.kind == KIND_DICT:
-                values[key] = self._assemble_dict(ref, blobs, checkpoint_id)
+                value = self._assemble_dict(ref, blobs, checkpoint_id)
+                values[key] = Decoded(value) if raw else value
             else:
                 values[key] = self._assemble(ref, blobs, checkpoint_id, remember)
         return values
