@@ -3,6 +3,7 @@ the metadata GIN index was dropped) is upgraded in place by ``setup()`` with not
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from unittest import mock
 
@@ -17,6 +18,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpack_path,
     unpack_version,
 )
+from threadloom.checkpoint.postgres.metapack import sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
@@ -35,6 +37,12 @@ PACKED_VERSIONS = next(i for i, m in enumerate(MIGRATIONS) if "version TYPE BYTE
 PACKED_PARENTS = next(i for i, m in enumerate(MIGRATIONS) if "parent_checkpoint_id TYPE BYTEA" in m)
 # checkpoint ids (and parents again) packed in order
 ORDERED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "tl_pack_ordered(checkpoint_id)" in m)
+# metadata packed (metapack) as text; before it `json` (from migration 18 on) or `jsonb`
+PACKED_META = next(i for i, m in enumerate(MIGRATIONS) if "metadata TYPE TEXT" in m)
+JSON_META = next(i for i, m in enumerate(MIGRATIONS) if "metadata TYPE JSON" in m)
+GIN = next(i for i, m in enumerate(MIGRATIONS) if "USING GIN (metadata" in m)
+# the first migration after the separate blob reference-count table
+NO_GIN = MIGRATIONS.index("DROP INDEX IF EXISTS {s}.checkpoints_metadata_idx")
 
 _UNPACK_VERSION_SQL = (  # idpack.unpack_version in SQL
     "CASE WHEN get_byte({c}, 0) = 0 THEN convert_from(substring({c} FROM 2), 'UTF8')"
@@ -84,10 +92,14 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
     with psycopg.connect(url, autocommit=True) as conn:
         if version <= BLOB_REFS:
             conn.execute(MIGRATIONS[BLOB_REFS].format(s=s))
-        conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
-        conn.execute(MIGRATIONS[PACKED_VERSIONS].format(s=s))
-        conn.execute(MIGRATIONS[PACKED_PARENTS].format(s=s))
-        conn.execute(MIGRATIONS[ORDERED_IDS].format(s=s))
+        if version <= PACKED_IDS:  # (the schemas written here are before all four)
+            conn.execute(MIGRATIONS[PACKED_IDS].format(s=s))
+            conn.execute(MIGRATIONS[PACKED_VERSIONS].format(s=s))
+            conn.execute(MIGRATIONS[PACKED_PARENTS].format(s=s))
+            conn.execute(MIGRATIONS[ORDERED_IDS].format(s=s))
+        if GIN < version <= NO_GIN:
+            conn.execute(MIGRATIONS[NO_GIN].format(s=s))  # (cannot index packed text)
+        conn.execute(MIGRATIONS[PACKED_META].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
@@ -98,31 +110,57 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
                 f" FROM {s}.checkpoint_blob_refs r WHERE r.hash = b.hash"
             )
             conn.execute(f"DROP TABLE {s}.checkpoint_blob_refs")
-        conn.execute(
-            f"ALTER TABLE {s}.checkpoint_writes"
-            f" ALTER COLUMN checkpoint_id TYPE TEXT USING {_UNPACK_SQL.format(c='checkpoint_id')},"
-            f" ALTER COLUMN task_id TYPE TEXT USING {_UNPACK_SQL.format(c='task_id')}"
-        )
-        conn.execute(_UNPACK_PATHS_SQL.format(s=s))
-        conn.execute(
-            f"ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE TEXT"
-            f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
-        )
-        conn.execute(
-            f"ALTER TABLE {s}.checkpoints"
-            f" ALTER COLUMN checkpoint_id TYPE TEXT"
-            f" USING {_UNPACK_ORDERED_SQL.format(c='checkpoint_id')},"
-            f" ALTER COLUMN parent_checkpoint_id TYPE TEXT"
-            f" USING {_UNPACK_ORDERED_SQL.format(c='parent_checkpoint_id')}"
-        )
+        if version <= PACKED_IDS:
+            _unpack_ids(conn, s)
+        if version <= PACKED_META:
+            kind = "JSON" if version > JSON_META else "JSONB"
+            conn.execute(
+                f"ALTER TABLE {s}.checkpoints ALTER COLUMN metadata DROP DEFAULT,"
+                f" ALTER COLUMN metadata TYPE {kind} USING ({sql_unpack('metadata')})::{kind},"
+                " ALTER COLUMN metadata SET DEFAULT '{}'"
+            )
+        if GIN < version <= NO_GIN:
+            conn.execute(MIGRATIONS[GIN].format(s=s))
     return before
+
+
+def _unpack_ids(conn: Any, s: str) -> None:
+    """Turn the packed ids, versions and task paths back into text."""
+    conn.execute(
+        f"ALTER TABLE {s}.checkpoint_writes"
+        f" ALTER COLUMN checkpoint_id TYPE TEXT USING {_UNPACK_SQL.format(c='checkpoint_id')},"
+        f" ALTER COLUMN task_id TYPE TEXT USING {_UNPACK_SQL.format(c='task_id')}"
+    )
+    conn.execute(_UNPACK_PATHS_SQL.format(s=s))
+    conn.execute(
+        f"ALTER TABLE {s}.checkpoint_refs ALTER COLUMN version TYPE TEXT"
+        f" USING {_UNPACK_VERSION_SQL.format(c='version')}"
+    )
+    conn.execute(
+        f"ALTER TABLE {s}.checkpoints"
+        f" ALTER COLUMN checkpoint_id TYPE TEXT"
+        f" USING {_UNPACK_ORDERED_SQL.format(c='checkpoint_id')},"
+        f" ALTER COLUMN parent_checkpoint_id TYPE TEXT"
+        f" USING {_UNPACK_ORDERED_SQL.format(c='parent_checkpoint_id')}"
+    )
 
 
 def _unpacked_ckpts(rows: list) -> list:
     """Raw ``checkpoints`` rows with their ids and parent ids as text again."""
-    return sorted(
+    return _parsed_meta(
         [
             (*r[:2], unpack_ordered(r[2]), None if r[3] is None else unpack_ordered(r[3]), *r[4:])
+            for r in rows
+        ]
+    )
+
+
+def _parsed_meta(rows: list) -> list:
+    """Raw ``checkpoints`` rows with their metadata parsed (unpacked first when
+    packed as text; a ``jsonb`` or ``json`` column's comes parsed already)."""
+    return sorted(
+        [
+            (*r[:6], json.loads(unpack_meta(r[6])) if isinstance(r[6], str) else r[6], *r[7:])
             for r in rows
         ],
         key=repr,
@@ -181,8 +219,8 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
         refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
         assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
-        ckpts = raw_before.pop("checkpoints")  # parent ids packed (idpack)
-        assert _unpacked_ckpts(raw_after["checkpoints"]) == ckpts
+        ckpts = raw_before.pop("checkpoints")  # ids packed (idpack), metadata (metapack)
+        assert _unpacked_ckpts(raw_after["checkpoints"]) == _parsed_meta(ckpts)
         counts = raw_before.pop("checkpoint_blobs")  # refs moved to their own table
         assert raw_after["checkpoint_blobs"] == [r[:-1] for r in counts]
         assert raw_after["checkpoint_blob_refs"] == sorted(
@@ -212,10 +250,6 @@ def test_setup_upgrades_an_old_schema_with_nothing_lost(pg_url, fresh_schema):
         assert leases == []  # every lease released (a released lease leaves no row)
 
 
-# the first migration after the separate blob reference-count table
-NO_GIN = MIGRATIONS.index("DROP INDEX IF EXISTS {s}.checkpoints_metadata_idx")
-
-
 def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_schema):
     """A database at the version before the GIN index was dropped, written with
     raw (uncompressed) blobs: upgraded, it reads back identically and keeps
@@ -233,8 +267,8 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
         assert _unpacked_writes(raw_after["checkpoint_writes"]) == writes
         refs = raw_before.pop("checkpoint_refs")  # versions packed (idpack)
         assert _unpacked_refs(raw_after["checkpoint_refs"]) == refs
-        ckpts = raw_before.pop("checkpoints")  # parent ids packed (idpack)
-        assert _unpacked_ckpts(raw_after["checkpoints"]) == ckpts
+        ckpts = raw_before.pop("checkpoints")  # ids packed (idpack), metadata (metapack)
+        assert _unpacked_ckpts(raw_after["checkpoints"]) == _parsed_meta(ckpts)
         for table, rows in raw_before.items():  # other raw rows untouched
             assert raw_after[table] == rows, table
         assert snapshot(saver) == before
@@ -253,3 +287,27 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (fresh_schema,)
         ).fetchall()
     assert ("checkpoints_metadata_idx",) not in indexes
+
+
+def test_setup_packs_the_metadata_of_the_schema_before_it(pg_url, fresh_schema):
+    """A database at the version before metadata was packed (``json`` column):
+    upgraded, every row's metadata is stored packed, reads back identically, and
+    metadata filters still match."""
+    before = _write_old(pg_url, fresh_schema, PACKED_META)
+    _, _, raw_before = _state(pg_url, fresh_schema)
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        columns, upgraded, raw_after = _state(pg_url, fresh_schema)
+        assert upgraded == list(range(len(MIGRATIONS)))
+        assert ("checkpoints", "metadata", "text") in columns
+        stored = [r[6] for r in raw_after["checkpoints"]]
+        assert stored and all("\x01" in m or "\x02" in m or "\x03" in m for m in stored)
+        assert _unpacked_ckpts(raw_after["checkpoints"]) == _unpacked_ckpts(
+            raw_before["checkpoints"]
+        )
+        assert snapshot(saver) == before
+        for thread in before:
+            cfg = {"configurable": {"thread_id": thread}}
+            loop = [t.metadata for t in saver.list(cfg, filter={"source": "loop"})]
+            every = [t.metadata for t in saver.list(cfg)]
+            assert loop == [m for m in every if m["source"] == "loop"] != []

@@ -1,10 +1,11 @@
-"""Row layouts that keep the stored size down (migrations 17-18): metadata kept as
-the compact JSON text the saver writes (``json``, not ``jsonb``) and still
-filterable, and a released lease leaves no row behind; task paths of pending
-writes packed (migration 20)."""
+"""Row layouts that keep the stored size down: metadata kept as the compact JSON
+text the saver writes, packed (migrations 18 and 21) and still filterable; a
+released lease leaves no row behind; task paths of pending writes packed
+(migration 20)."""
 
 from __future__ import annotations
 
+import json
 import operator
 from typing import Annotated, TypedDict
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
+from threadloom.checkpoint.postgres.metapack import pack_meta, sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
 from threadloom.graph import END, START, StateGraph
 
@@ -47,8 +49,10 @@ def test_metadata_is_compact_json_text_and_filters_still_match(pg_url, fresh_sch
             texts = conn.execute(
                 f'SELECT metadata::text FROM "{fresh_schema}".checkpoints'
             ).fetchall()
-        assert kind == ("json",)
-        assert texts and all(", " not in t and ": " not in t for (t,) in texts)  # compact
+        assert kind == ("text",)
+        texts = [unpack_meta(t) for (t,) in texts]
+        assert texts and all(", " not in t and ": " not in t for t in texts)  # compact
+        assert all(len(pack_meta(t)) < len(t) - 30 for t in texts)  # stored packed
         every = [t.metadata for t in saver.list(cfg)]
         loop = [t.metadata for t in saver.list(cfg, filter={"source": "loop"})]
         assert loop and loop == [m for m in every if m["source"] == "loop"] != every
@@ -105,3 +109,47 @@ def test_migration_keeps_old_task_paths(pg_url, fresh_schema):
             f"SELECT task_path FROM {s}.checkpoint_writes ORDER BY task_id"
         ).fetchall()
     assert [unpack_path(r[0]) for r in rows] == PATHS
+
+
+METAS = [
+    '{"source":"loop","step":3,"parents":{}}',
+    '{"source":"input","step":-1,"parents":{"":"1ef"},"run_id":"r","thread_id":"t"}',
+    '{"step": 3, "source": "loop", "parents": {}}',  # jsonb's text form (older rows)
+    '{"note":"\\"source\\":\\u0001","steps":[1,2]}',
+    "{}",
+]
+PACKED_META = MIGRATIONS.index(next(m for m in MIGRATIONS if "metadata TYPE TEXT" in m))
+
+
+@given(st.one_of(st.sampled_from(METAS), st.dictionaries(st.text(max_size=8), st.integers())))
+def test_metadata_round_trips_packed(meta):
+    text = meta if isinstance(meta, str) else json.dumps(meta, separators=(",", ":"))
+    assert unpack_meta(pack_meta(text)) == text
+    assert len(pack_meta(METAS[0])) == 3
+
+
+def test_migration_packs_old_metadata_and_filters_match(pg_url, fresh_schema):
+    """Metadata written before migration 21 (``json`` text) is packed by it (the
+    SQL twin packs exactly like :func:`pack_meta`) and reads back unchanged."""
+    s = quote_ident(fresh_schema)
+    schema_at(pg_url, fresh_schema, PACKED_META)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        for i, meta in enumerate(METAS):
+            conn.execute(
+                f"INSERT INTO {s}.checkpoints (thread_id, checkpoint_id, tag, data, metadata)"
+                " VALUES ('t', %s, 'x', '', %s::json)",
+                (bytes([1, i]), meta),
+            )
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(f"SELECT metadata FROM {s}.checkpoints ORDER BY checkpoint_id")
+        stored = [r[0] for r in rows.fetchall()]
+        found = conn.execute(
+            f"SELECT metadata FROM {s}.checkpoints WHERE"
+            f" ({sql_unpack('metadata')})::jsonb @> %s::jsonb ORDER BY checkpoint_id",
+            ('{"source":"loop"}',),
+        ).fetchall()
+    assert stored == [pack_meta(m) for m in METAS]
+    assert [unpack_meta(m) for m in stored] == METAS
+    assert [unpack_meta(r[0]) for r in found] == [METAS[0], METAS[2]]

@@ -28,6 +28,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpacked_ref,
     unpacked_write,
 )
+from threadloom.checkpoint.postgres.metapack import sql_unpack as sql_unpack_meta
 from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.saveplan import lock_in_first, save_checkpoint
@@ -223,10 +224,10 @@ def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
         # `@>` is containment; `->` equality keeps the match exact for
         # arrays/objects (containment alone would accept supersets)
         wanted = {key: json.loads(value) for key, value in op.filter}
-        where += " AND metadata::jsonb @> %s::jsonb"
+        where += f" AND {_METADATA} @> %s::jsonb"
         params.append(json.dumps(wanted))
         for key, value in op.filter:
-            where += " AND metadata::jsonb -> %s = %s::jsonb"
+            where += f" AND {_METADATA} -> %s = %s::jsonb"
             params.extend((key, value))
     if op.before is not None:
         where += " AND checkpoint_id < %s"
@@ -242,6 +243,9 @@ def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
         query += " LIMIT %s"
         params.append(int(op.limit))
     return [Stmt(query, params, "all")], _ckpt_rows
+
+
+_METADATA = f"({sql_unpack_meta('metadata')})::jsonb"  # stored packed (metapack)
 
 
 def _find_runs(op: ops.FindRunCheckpoints, sql: SQL) -> Plan:

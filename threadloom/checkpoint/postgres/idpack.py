@@ -41,6 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from threadloom.checkpoint.postgres.metapack import pack_meta, unpack_meta
 from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow
 
 __all__ = [
@@ -288,14 +289,18 @@ def packed_keys(keys: Any) -> list[list[Any]]:
 
 
 def packed_ckpt(row: Any) -> tuple[Any, ...]:
-    """A CheckpointRow as stored: its id and parent id packed in order (None stays None)."""
+    """A CheckpointRow as stored: its id and parent id packed in order (None stays
+    None), its metadata packed (:mod:`.metapack`)."""
     parent = row[3]
     return (
         row[0],
         row[1],
         pack_ordered(row[2]),
         None if parent is None else pack_ordered(parent),
-        *row[4:],
+        row[4],
+        row[5],
+        pack_meta(row[6]),
+        row[7],
     )
 
 
@@ -307,5 +312,8 @@ def unpacked_ckpt(row: Any) -> CheckpointRow:
         row[1],
         unpack_ordered(row[2]),
         None if parent is None else unpack_ordered(parent),
-        *row[4:],
+        row[4],
+        row[5],
+        unpack_meta(row[6]),
+        row[7],
     )

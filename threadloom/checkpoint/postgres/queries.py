@@ -37,6 +37,7 @@ from threadloom.checkpoint.postgres.idpack import (
     sql_pack_version,
     sql_unpack,
 )
+from threadloom.checkpoint.postgres.metapack import sql_pack as sql_pack_meta
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 
@@ -157,6 +158,13 @@ MIGRATIONS: list[str] = [
     # are; the few that start with a code character get the escape first
     "UPDATE {s}.checkpoint_writes SET task_path = chr(3) || task_path"
     " WHERE left(task_path, 1) IN (chr(1), chr(2), chr(3))",
+    # 21: metadata packed (metapack: the usual keys as one control character each,
+    # `{"source":"loop","step":3,"parents":{}}` stored in 5 bytes instead of 43), as
+    # text; filters unpack it in SQL (`metadata::jsonb` on the unpacked text)
+    "ALTER TABLE {s}.checkpoints ALTER COLUMN metadata DROP DEFAULT,"
+    " ALTER COLUMN metadata TYPE TEXT USING "
+    + sql_pack_meta("metadata::text").replace("{", "{{").replace("}", "}}")
+    + ", ALTER COLUMN metadata SET DEFAULT '{{}}'",
 ]
 
 
@@ -268,7 +276,7 @@ _STATEMENTS: dict[str, str] = {
             SELECT channel, version FROM ins""",
     "upsert_ckpt": """
             INSERT INTO {ckpt} ({ckpt_cols_raw})
-            VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::json, %s)
+            VALUES (%s, %s, %s, %s::bytea, %s, %s, %s, %s)
             ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
                 parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, tag = EXCLUDED.tag,
                 data = EXCLUDED.data, metadata = EXCLUDED.metadata, run_id = EXCLUDED.run_id""",
@@ -333,8 +341,7 @@ class SQL:
     """Statement texts for one schema (formatted once, reused for every call)."""
 
     CKPT_COLS = (
-        "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data,"
-        " metadata::text, run_id"
+        "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, tag, data, metadata, run_id"
     )
     REF_COLS = (
         "thread_id, checkpoint_ns, channel, version, kind, tag, data, hashes, length, logical"
@@ -372,7 +379,7 @@ class SQL:
             "counts": self.counts,
             "writes": self.writes,
             "ckpt_cols": self.CKPT_COLS,
-            "ckpt_cols_raw": self.CKPT_COLS.replace("::text", ""),
+            "ckpt_cols_raw": self.CKPT_COLS,
             "ref_cols": self.REF_COLS,
             "write_cols": self.WRITE_COLS,
         }

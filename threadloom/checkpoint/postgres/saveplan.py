@@ -37,7 +37,7 @@ _SETTING = "threadloom.put_ok"
 PASSED = f"current_setting('{_SETTING}', true) = %s"
 """True after this transaction's last check passed with the token given."""
 
-_CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s::json, %s)"
+_CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s, %s)"
 
 
 def save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
@@ -63,7 +63,7 @@ def save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
         batch.append(Stmt(stmt, params, "all"))
     if op.row is not None:
         if guard:
-            values = "SELECT %s, %s, %s, %s::bytea, %s, %s::bytea, %s::json, %s WHERE " + guard
+            values = "SELECT %s, %s, %s, %s::bytea, %s, %s::bytea, %s, %s WHERE " + guard
             stmt = sql.upsert_ckpt.replace(_CKPT_VALUES, values)
             batch.append(Stmt(stmt, (*packed_ckpt(op.row), *gparams)))
         else:

@@ -21,7 +21,7 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
     where, params = ("thread_id = %s", [op.thread_id]) if op.thread_id is not None else ("TRUE", [])
     batch = [
         Stmt(
-            "SELECT count(*), coalesce(sum(octet_length(data) + octet_length(metadata::text)), 0),"
+            "SELECT count(*), coalesce(sum(octet_length(data) + octet_length(metadata)), 0),"
             f" count(DISTINCT thread_id) FROM {sql.ckpt} WHERE {where}",
             params,
             "one",
@@ -47,7 +47,7 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
         ),
         Stmt(
             f"""SELECT thread_id, sum(n) FROM (
-                SELECT thread_id, octet_length(data) + octet_length(metadata::text) AS n
+                SELECT thread_id, octet_length(data) + octet_length(metadata) AS n
                 FROM {sql.ckpt} WHERE {where}
                 UNION ALL SELECT thread_id, octet_length(data) FROM {sql.writes} WHERE {where}
             ) AS sizes GROUP BY thread_id ORDER BY 2 DESC, 1 LIMIT %s""",
