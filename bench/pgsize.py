@@ -21,7 +21,8 @@ from bench.workloads.conversation import build_agent, human, stored_bytes
 
 _TABLES = """
     SELECT c.relname, pg_total_relation_size(c.oid), pg_relation_size(c.oid),
-        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0)
+        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0), coalesce(s.n_tup_upd, 0),
+        coalesce(s.n_tup_del, 0)
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
     WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY 2 DESC"""
@@ -50,11 +51,17 @@ def run(turns: int) -> dict[str, Any]:
 
 def report(admin: Any, schema: str) -> None:
     """Print sizes per table, per column and per blob tag."""
-    print(f"{'table':24} {'total MB':>9} {'heap MB':>8} {'live':>6} {'dead':>6}  B/row")
+    print(
+        f"{'table':24} {'total MB':>9} {'heap MB':>8} {'live':>6} {'dead':>6}"
+        f" {'upd':>6} {'del':>6}  B/row"
+    )
     tables = admin.execute(_TABLES, (schema,)).fetchall()
-    for name, total, heap, live, dead in tables:
+    for name, total, heap, live, dead, upd, dele in tables:
         per_row = total / live if live else 0
-        print(f"{name:24} {total / 1e6:9.3f} {heap / 1e6:8.3f} {live:6} {dead:6}  {per_row:.0f}")
+        print(
+            f"{name:24} {total / 1e6:9.3f} {heap / 1e6:8.3f} {live:6} {dead:6}"
+            f" {upd:6} {dele:6}  {per_row:.0f}"
+        )
     for name, *_ in tables:
         cols = [r[0] for r in admin.execute(_COLUMNS, (schema, name)).fetchall()]
         sizes = ", ".join(f"avg(pg_column_size({c}))" for c in cols)

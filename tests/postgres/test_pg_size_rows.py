@@ -18,6 +18,7 @@ from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
 from threadloom.checkpoint.postgres.metapack import pack_meta, sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+from threadloom.errors import LeaseLostError
 from threadloom.graph import END, START, StateGraph
 
 psycopg = pytest.importorskip("psycopg")
@@ -153,3 +154,32 @@ def test_migration_packs_old_metadata_and_filters_match(pg_url, fresh_schema):
     assert stored == [pack_meta(m) for m in METAS]
     assert [unpack_meta(m) for m in stored] == METAS
     assert [unpack_meta(r[0]) for r in found] == [METAS[0], METAS[2]]
+
+
+def test_the_fence_extends_a_lease_only_after_a_third_of_its_ttl(pg_url, fresh_schema):
+    """A fence within the first third of the TTL locks the lease row but writes
+    no new version of it (no dead row per step); later it extends the lease."""
+    from threadloom.checkpoint.lease import ops as lo
+    from threadloom.checkpoint.lease.lease import Lease
+
+    s = quote_ident(fresh_schema)
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        lease = Lease(saver, "f", "run-1", ttl=60.0)
+        assert lease.try_acquire() is None
+
+        def row() -> tuple:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                return conn.execute(
+                    f"SELECT xmin::text, expires_at FROM {s}.tl_leases WHERE thread_id = 'f'"
+                ).fetchone()
+
+        first = row()
+        for _ in range(3):
+            assert saver._run(lo.check_flow("f", lease.token, 60_000), True) == ""
+        assert row() == first  # same row version: nothing written
+        assert saver._run(lo.check_flow("f", lease.token, 3_000_000), True) == ""
+        renewed = row()
+        assert renewed[0] != first[0] and renewed[1] > first[1] + 1_000_000
+        with pytest.raises(LeaseLostError):
+            saver._run(lo.check_flow("f", "not-mine", 60_000), True)

@@ -30,6 +30,7 @@ from hashlib import blake2b
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.lease.postgres import fence as lease_fence
 from threadloom.checkpoint.postgres.blobpack import pack
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK, Stmt, Tx
 from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
@@ -105,12 +106,12 @@ def _check_lease(op: lo.CheckLease, sql: SQL, pessimistic: Planner) -> list[Stmt
     stop (answer ``""``). The fence's renewal runs as planned; the transaction
     fails when it found no live lease of ours or a stop request, and the run
     again learns which (lease lost, or the stop) from the pessimistic fence."""
-    [renew], _ = pessimistic(op, sql)
+    ctes, params = lease_fence(op, sql)
     stmt = (
-        f"WITH u AS ({renew.sql}) SELECT CASE WHEN NOT ({LOCK_SLOT}) THEN 0"
-        f" WHEN (SELECT stop FROM u) = '' THEN 1 ELSE {REFUSE} END"
+        f"WITH {ctes} SELECT CASE WHEN NOT ({LOCK_SLOT}) THEN 0"
+        f" WHEN (SELECT stop FROM l) = '' THEN 1 ELSE {REFUSE} END"
     )
-    return [Stmt(stmt, renew.params)]
+    return [Stmt(stmt, params)]
 
 
 def flush(tx: Tx, pessimistic: Planner, sql: SQL) -> list[Stmt]:
