@@ -114,15 +114,25 @@ def serve(codec: ValueCodec, row: CheckpointRow, recipe: Recipe, remember: bool)
     extra = loads(codec, recipe.extra, row, None) if recipe.extra else None
     checkpoint = record.to_checkpoint(row.checkpoint_id, recipe.core, extra, recipe.state)
     channel_values = checkpoint["channel_values"]
+    loads_typed = codec.serde.loads_typed
     for channel, src in recipe.values:
         kind = type(src)
         if kind is tuple:
-            channel_values[channel] = loads(codec, src, row, channel)
+            try:
+                channel_values[channel] = loads_typed(src)
+            except Exception as exc:
+                raise _undecodable(exc, row, channel) from exc
         else:
             channel_values[channel] = list(src) if kind is list else src.value
     pending = []
     for task_id, channel, src in recipe.pending:
-        value = loads(codec, src, row, channel) if type(src) is tuple else list(src)
+        if type(src) is tuple:
+            try:
+                value = loads_typed(src)
+            except Exception as exc:
+                raise _undecodable(exc, row, channel) from exc
+        else:
+            value = list(src)
         pending.append((task_id, channel, value))
     if remember and recipe.lists:
         for channel, state in recipe.lists:
@@ -178,12 +188,16 @@ def loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | None
     try:
         return codec.serde.loads_typed((typed[0], typed[1]))
     except Exception as exc:
-        raise CorruptBlobError(
-            f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
-            thread_id=row.thread_id,
-            checkpoint_id=row.checkpoint_id,
-            channel=channel,
-        ) from exc
+        raise _undecodable(exc, row, channel) from exc
+
+
+def _undecodable(exc: Exception, row: Any, channel: str | None) -> CorruptBlobError:
+    return CorruptBlobError(
+        f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
+        thread_id=row.thread_id,
+        checkpoint_id=row.checkpoint_id,
+        channel=channel,
+    )
 
 
 def decode_writes(codec: ValueCodec, rows: list[WriteRow]) -> tuple[list[Any], tuple[bytes, ...]]:
