@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 from threadloom.checkpoint.sqlite import queries
-from threadloom.checkpoint.sqlite.memo import DATA_VERSION, KNOWN, Memo
+from threadloom.checkpoint.sqlite.memo import ABSENT, DATA_VERSION, KNOWN, Memo, Reads, read_key
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
 from threadloom.errors import StorageError
@@ -67,6 +67,8 @@ class SqliteExecutor:
         self._depth = 0
         self._lazy = False  # a read transaction whose BEGIN waits for a statement
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
+        self.reads = Reads()  # results of repeated reads (sqlite/memo.py)
+        self._reading = False  # in our own read transaction: reads may be served from ``reads``
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -89,48 +91,64 @@ class SqliteExecutor:
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
 
-    @contextmanager
-    def transaction(self, write: bool) -> Iterator[None]:
-        with self.lock:
-            nested = self._depth > 0
-            own = not nested and not self.conn.in_transaction
-            if own:
-                begin = "BEGIN IMMEDIATE" if write else "BEGIN"
-                commit, rollback = "COMMIT", "ROLLBACK"
-            else:
-                begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            if self._lazy:  # a read we nest in: its BEGIN first
-                self._begin_read()
-            if own and not write:
-                self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
-            else:
-                self._exec_script(begin)
-            self._depth += 1
-            self._memo_begin(nested, own)
+    def transaction(self, write: bool) -> _Transaction:
+        """One transaction (a context manager; a class, not a generator: every
+        read and write enters one, see :class:`_Transaction`)."""
+        return _Transaction(self, write)
+
+    def _enter(self, write: bool) -> tuple[bool, str, str]:
+        """Start a transaction (the lock is held); ``(nested, commit, rollback)``."""
+        nested = self._depth > 0
+        own = not nested and not self.conn.in_transaction
+        if own:
+            begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+            commit, rollback = "COMMIT", "ROLLBACK"
+        else:
+            begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
+        if self._lazy:  # a read we nest in: its BEGIN first
+            self._begin_read()
+        self._reading = own and not write
+        if self._reading:
+            self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+        else:
+            self._exec_script(begin)
+        self._depth += 1
+        self._memo_begin(nested, own)
+        return nested, commit, rollback
+
+    def _leave(self, nested: bool, end: str, ok: bool) -> None:
+        """End the transaction ``_enter`` started: ``end`` is its COMMIT when
+        ``ok``, else its ROLLBACK (the lock is still held)."""
+        self._depth -= 1
+        self._reading = False
+        if not ok:
+            self._memo_end(nested, False)
+        if self._lazy:
+            self._lazy = False
+        elif ok:
             try:
-                yield
-            except BaseException:
-                self._depth -= 1
-                self._memo_end(nested, False)
-                if self._lazy:
-                    self._lazy = False
-                else:
-                    self._exec_script(rollback)
-                raise
-            self._depth -= 1
-            try:
-                if self._lazy:
-                    self._lazy = False
-                else:
-                    self._exec_script(commit)
+                self._exec_script(end)
             except BaseException:
                 self._memo_end(nested, False)
                 raise
+        else:
+            self._exec_script(end)
+        if ok:
             self._memo_end(nested, True)
 
     def _begin_read(self) -> None:
+        """BEGIN, then (our own read) the snapshot's data_version: whether the
+        stored read results still hold (sqlite/memo.py, ``Reads``)."""
         self._lazy = False
         self._exec_script("BEGIN")
+        if self._reading:
+            if self.tracer is not None:
+                self.tracer(DATA_VERSION, ())
+            try:
+                version = self.conn.execute(DATA_VERSION).fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(exc, self.where) from exc
+            self.reads.validate(version, self.conn.total_changes)
 
     def _memo_begin(self, nested: bool, own: bool) -> None:
         if nested:  # our own savepoint: may roll back alone
@@ -146,14 +164,26 @@ class SqliteExecutor:
 
     def _exec_script(self, sql: str) -> None:
         try:
-            for part in sql.split("; "):
-                self.conn.execute(part)
+            if "; " in sql:
+                for part in sql.split("; "):
+                    self.conn.execute(part)
+            else:
+                self.conn.execute(sql)
         except sqlite3.DatabaseError as exc:
             raise storage_error(exc, self.where) from exc
 
     def execute(self, op: Op) -> Any:
         if self._lazy:
             self._begin_read()
+        if self._reading and (key := read_key(op)) is not None:
+            found = self.reads.get(key)
+            if found is ABSENT:
+                found = self._execute(op)
+                self.reads.put(key, found)
+            return found
+        return self._execute(op)
+
+    def _execute(self, op: Op) -> Any:
         send = queries.plan(op).send
         result = None
         conn, memo, tracer = self.conn, self.memo, self.tracer
@@ -196,6 +226,35 @@ class SqliteExecutor:
             self.tracer(DATA_VERSION, ())
         version = self.conn.execute(DATA_VERSION).fetchone()[0]
         self.memo.validate(version, self.conn.total_changes)
+
+
+class _Transaction:
+    """:meth:`SqliteExecutor.transaction`: holds the executor's lock from
+    enter to exit; commits on success, rolls back on an exception (which
+    propagates)."""
+
+    __slots__ = ("ex", "write", "nested", "commit", "rollback")
+
+    def __init__(self, ex: SqliteExecutor, write: bool) -> None:
+        self.ex, self.write = ex, write
+
+    def __enter__(self) -> None:
+        ex = self.ex
+        ex.lock.acquire()
+        try:
+            self.nested, self.commit, self.rollback = ex._enter(self.write)
+        except BaseException:
+            ex.lock.release()
+            raise
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        try:
+            if kind is None:
+                self.ex._leave(self.nested, self.commit, True)
+            else:
+                self.ex._leave(self.nested, self.rollback, False)
+        finally:
+            self.ex.lock.release()
 
 
 class AsyncSqliteExecutor:

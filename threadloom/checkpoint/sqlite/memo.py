@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Memo", "KNOWN", "DATA_VERSION"]
+from threadloom.checkpoint.storage import ops as o
+
+__all__ = ["ABSENT", "DATA_VERSION", "KNOWN", "Memo", "Reads", "read_key"]
 
 KNOWN = frozenset({"thread", "base", "lease"})
 """Statement modes whose positive answer the memo keeps: ``thread`` (rows of a
@@ -103,3 +105,66 @@ class Memo:
             self.rows[("lease", params[0])] = (*params[1:4], "")
         elif mode == "unlease":
             self.rows.pop(("lease", params[0]), None)
+
+
+_ABSENT: Any = object()
+READ_LIMIT = 256  # cached results; past it the cache starts over
+READ_ROWS = 32  # longer results are not kept (a page of a long history)
+
+
+class Reads:
+    """Results of the read operations every read repeats (the checkpoint or
+    page of checkpoints, their pending writes), kept while the database is
+    exactly as it was when they were read.
+
+    A read transaction checks, right after its ``BEGIN`` (the ``PRAGMA`` takes
+    its snapshot), that ``PRAGMA data_version`` and the connection's
+    ``total_changes`` are both what they were when the results were stored:
+    then no connection has committed anything since, and this one has changed
+    no row (its own writes, another saver's on it, the caller's SQL, even
+    rolled back, all move ``total_changes``), so every stored result is what
+    the statement would return now. Otherwise they are all dropped. Rows are
+    immutable tuples; lists are handed out as copies."""
+
+    __slots__ = ("results", "stamp")
+
+    def __init__(self) -> None:
+        self.results: dict[tuple, Any] = {}
+        self.stamp: tuple[Any, int] | None = None
+
+    def validate(self, data_version: Any, total_changes: int) -> None:
+        stamp = (data_version, total_changes)
+        if stamp != self.stamp:
+            self.results.clear()
+            self.stamp = stamp
+
+    def get(self, key: tuple) -> Any:
+        """The stored result, a fresh list for lists; ``ABSENT`` when unknown."""
+        found = self.results.get(key, _ABSENT)
+        return list(found) if type(found) is list else found
+
+    def put(self, key: tuple, result: Any) -> None:
+        if type(result) is list and len(result) > READ_ROWS:
+            return
+        if len(self.results) >= READ_LIMIT:
+            self.results.clear()
+        self.results[key] = list(result) if type(result) is list else result
+
+    def clear(self) -> None:
+        self.results.clear()
+        self.stamp = None
+
+
+ABSENT = _ABSENT
+
+
+def read_key(op: Any) -> tuple | None:
+    """The key of a read whose result :class:`Reads` keeps, else None."""
+    kind = type(op)
+    if kind is o.GetCheckpoint:
+        return (1, op.thread_id, op.checkpoint_ns, op.checkpoint_id)
+    if kind is o.LoadWrites:
+        return (2, op.thread_id, op.checkpoint_ns, op.checkpoint_ids)
+    if kind is o.ListCheckpoints:
+        return (3, op.thread_id, op.checkpoint_ns, op.filter, op.before, op.after, op.limit)
+    return None
