@@ -53,7 +53,29 @@ def test_fast_steps_do_not_read_the_lease_every_step(monkeypatch, durability):
     graph = _chain(20).compile(checkpointer=InMemorySaver())
     out = graph.invoke({"log": []}, _cfg("t"), durability=durability)
     assert out["log"] == [f"s{i}" for i in range(20)]
-    assert len(reads) <= 1  # at most the first boundary (nothing seen yet)
+    assert reads == []  # taking the lease counts as the first read
+
+
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_async_runs_do_not_read_the_lease_at_the_first_boundary(monkeypatch, durability):
+    reads = []
+    real = lo.read_flow
+    monkeypatch.setattr(lo, "read_flow", lambda tid: reads.append(tid) or real(tid))
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 60.0)
+    graph = _chain(5).compile(checkpointer=InMemorySaver())
+    out = await graph.ainvoke({"log": []}, _cfg("t"), durability=durability)
+    assert out["log"] == [f"s{i}" for i in range(5)]
+    assert reads == []
+
+
+def test_boundary_reads_the_lease_once_poll_every_passed_since_acquiring(monkeypatch):
+    reads = []
+    real = lo.read_flow
+    monkeypatch.setattr(lo, "read_flow", lambda tid: reads.append(tid) or real(tid))
+    monkeypatch.setattr(lease_mod, "POLL_EVERY", 0.0)
+    graph = _chain(3).compile(checkpointer=InMemorySaver())
+    graph.invoke({"log": []}, _cfg("t"), durability="async")
+    assert reads  # with no grace period every boundary reads again
 
 
 def test_slow_steps_still_see_a_stop_request(monkeypatch):

@@ -89,13 +89,19 @@ class Lease:
         info = self.saver._run(_one(op), True)
         if info is not None and holder_is_dead(info.token):
             info = self.saver._run(_one(op._replace_steal(info.token)), True)
-        return info
+        return self._acquired(info)
 
     async def atry_acquire(self) -> lo.LeaseInfo | None:
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
         info = await self.saver._arun(_one(op), True)
         if info is not None and holder_is_dead(info.token):
             info = await self.saver._arun(_one(op._replace_steal(info.token)), True)
+        return self._acquired(info)
+
+    def _acquired(self, info: lo.LeaseInfo | None) -> lo.LeaseInfo | None:
+        """Taking the lease wrote no stop request: a read for ``POLL_EVERY``, as a fence."""
+        if info is None:
+            self.checked = time.monotonic()
         return info
 
     def renew(self) -> None:
