@@ -20,6 +20,7 @@ from threadloom.checkpoint.postgres.idpack import (
 )
 from threadloom.checkpoint.postgres.metapack import sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
+from threadloom.checkpoint.storage.record import RECORD_TAG
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -41,6 +42,7 @@ ORDERED_IDS = next(i for i, m in enumerate(MIGRATIONS) if "tl_pack_ordered(check
 PACKED_META = next(i for i, m in enumerate(MIGRATIONS) if "metadata TYPE TEXT" in m)
 JSON_META = next(i for i, m in enumerate(MIGRATIONS) if "metadata TYPE JSON" in m)
 GIN = next(i for i, m in enumerate(MIGRATIONS) if "USING GIN (metadata" in m)
+NULL_TAG = next(i for i, m in enumerate(MIGRATIONS) if "tag DROP NOT NULL" in m)
 # the first migration after the separate blob reference-count table
 NO_GIN = MIGRATIONS.index("DROP INDEX IF EXISTS {s}.checkpoints_metadata_idx")
 
@@ -100,6 +102,7 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
         if GIN < version <= NO_GIN:
             conn.execute(MIGRATIONS[NO_GIN].format(s=s))  # (cannot index packed text)
         conn.execute(MIGRATIONS[PACKED_META].format(s=s))
+        conn.execute(MIGRATIONS[NULL_TAG].format(s=s))
     with unpacked(), PostgresSaver.from_conn_string(url, schema=schema) as old:  # no setup()
         write_history(old)
         before = snapshot(old)
@@ -121,6 +124,9 @@ def _write_old(url: str, schema: str, version: int = OLD_VERSION) -> dict:
             )
         if GIN < version <= NO_GIN:
             conn.execute(MIGRATIONS[GIN].format(s=s))
+        if version <= NULL_TAG:  # the usual tag was written out
+            conn.execute(f"UPDATE {s}.checkpoints SET tag = %s WHERE tag IS NULL", (RECORD_TAG,))
+            conn.execute(f"ALTER TABLE {s}.checkpoints ALTER COLUMN tag SET NOT NULL")
     return before
 
 
@@ -281,7 +287,7 @@ def test_setup_upgrades_a_schema_with_raw_blobs_and_the_gin_index(pg_url, fresh_
             )
         blobs = _state(pg_url, fresh_schema)[2]["checkpoint_blobs"]
         assert set(raw_before["checkpoint_blobs"]) <= set(blobs)
-        assert any(r[1].startswith(blobpack.PACKED) for r in blobs)  # new ones compressed
+        assert any(r[1].startswith("~z") for r in blobs)  # new ones compressed
     with psycopg.connect(pg_url, autocommit=True) as conn:
         indexes = conn.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (fresh_schema,)

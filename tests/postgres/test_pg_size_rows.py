@@ -14,10 +14,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.postgres.conftest import schema_at
-from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres import PostgresSaver, blobpack
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
 from threadloom.checkpoint.postgres.metapack import pack_meta, sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.errors import LeaseLostError
 from threadloom.graph import END, START, StateGraph
 
@@ -183,3 +184,41 @@ def test_the_fence_extends_a_lease_only_after_a_third_of_its_ttl(pg_url, fresh_s
         assert renewed[0] != first[0] and renewed[1] > first[1] + 1_000_000
         with pytest.raises(LeaseLostError):
             saver._run(lo.check_flow("f", "not-mine", 60_000), True)
+
+
+def test_the_usual_record_tag_is_stored_as_null(pg_url, fresh_schema):
+    """Migration 22: a checkpoint whose tag is the record format's usual one stores
+    NULL (4 bytes less a row); a row written with the tag (before it) reads the same."""
+    s = quote_ident(fresh_schema)
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+        cfg = {"configurable": {"thread_id": "g"}}
+        _graph(saver).invoke({"log": []}, cfg)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            tags = {r[0] for r in conn.execute(f"SELECT tag FROM {s}.checkpoints")}
+            assert tags == {None}
+            conn.execute(f"UPDATE {s}.checkpoints SET tag = 'tl1'")  # as older rows hold it
+        with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as other:
+            assert other.get_tuple(cfg).checkpoint["channel_values"]["log"] == ["a"]
+            assert [t.checkpoint["id"] for t in other.list(cfg)] == [
+                t.checkpoint["id"] for t in saver.list(cfg)
+            ]
+
+
+TAGS = [*blobpack.TAGS, "json", "pickle", "threadloom.other"]
+
+
+@given(st.sampled_from(TAGS), st.binary(max_size=300) | st.just(b"hello " * 40))
+def test_blob_tags_and_data_round_trip_packed(tag, data):
+    """The usual blob tags are stored as one character (``~z`` + it when
+    compressed); rows in the older forms (raw tag, ``~z:`` + tag) read the same."""
+    stored_tag, stored = blobpack.pack(tag, data)
+    row = blobpack.unpack(BlobRow(b"h", stored_tag, stored, b""))
+    assert (row.tag, row.data) == (tag, data)
+    if tag in blobpack.TAGS:
+        assert len(stored_tag) <= 3
+    older = [BlobRow(b"h", tag, data, b"")]
+    if stored != data:  # compressed: the form rows written before the codes have
+        older.append(BlobRow(b"h", blobpack.PACKED + tag, stored, b""))
+    for old in older:
+        assert blobpack.unpack(old)[1:3] == (tag, data)

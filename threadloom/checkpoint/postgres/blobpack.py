@@ -7,15 +7,17 @@ when that saves at least :data:`MIN_SAVING` of it, and marks the row by
 prefixing the tag with :data:`PACKED`; loading undoes both, so the storage core
 sees the exact bytes and tag it wrote (the hash still names the raw content).
 Rows written before this, or not worth compressing, have no prefix and are
-returned as they are.
+returned as they are. The usual tags are stored as one character (:data:`TAGS`).
 """
 
 from __future__ import annotations
 
 from threadloom.checkpoint.serde.codec import compress, decompress
 from threadloom.checkpoint.storage.ops import BlobRow
+from threadloom.checkpoint.storage.reading import MANIFEST2_TAG, MANIFEST_TAG
+from threadloom.errors import CorruptBlobError
 
-__all__ = ["PACKED", "pack", "unpack"]
+__all__ = ["PACKED", "TAGS", "pack", "unpack"]
 
 PACKED = "~z:"
 """Tag prefix of a row whose data this module compressed (no serde tag starts with ``~``)."""
@@ -27,18 +29,45 @@ MIN_SAVING = 0.1
 """Keep the compressed form only when it is at least this much smaller."""
 
 
+TAGS = {
+    "msgpack": "m",
+    "msgpack+zstd": "Z",
+    "bytes": "b",
+    "null": "n",
+    MANIFEST_TAG: "M",
+    MANIFEST2_TAG: "N",
+}
+"""The usual tags, stored as ``~`` + one character (``~z`` + it when compressed):
+``~z:msgpack`` (11 bytes a message blob) becomes ``~zm`` (4). Other tags are
+stored whole (``~z:`` + tag when compressed), as before this."""
+_NAMES = {code: tag for tag, code in TAGS.items()}
+
+
 def pack(tag: str, data: bytes) -> tuple[str, bytes]:
     """(tag, data) as stored: compressed and marked when that saves enough."""
+    code = TAGS.get(tag)
     if len(data) < MIN_SIZE or "zstd" in tag:  # already compressed by the serializer
-        return tag, data
+        return (tag, data) if code is None else ("~" + code, data)
     packed = compress(bytes(data))
     if len(packed) > len(data) * (1 - MIN_SAVING):
-        return tag, data
-    return PACKED + tag, packed
+        return (tag, data) if code is None else ("~" + code, data)
+    return (PACKED + tag if code is None else "~z" + code), packed
 
 
 def unpack(row: BlobRow) -> BlobRow:
     """A stored row back as the storage core wrote it."""
-    if not row.tag.startswith(PACKED):
+    tag = row.tag
+    if tag[:1] != "~":
         return row
-    return BlobRow(row.hash, row.tag[len(PACKED) :], decompress(row.data), row.children)
+    if tag.startswith(PACKED):
+        return BlobRow(row.hash, tag[len(PACKED) :], decompress(row.data), row.children)
+    if len(tag) == 3:  # "~z" + code
+        return BlobRow(row.hash, _name(tag, 2), decompress(row.data), row.children)
+    return BlobRow(row.hash, _name(tag, 1), row.data, row.children)
+
+
+def _name(tag: str, at: int) -> str:
+    try:
+        return _NAMES[tag[at:]]
+    except KeyError:
+        raise CorruptBlobError(f"blob tag {tag!r} is not one threadloom writes") from None

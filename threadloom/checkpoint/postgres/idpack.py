@@ -43,6 +43,7 @@ from typing import Any
 
 from threadloom.checkpoint.postgres.metapack import pack_meta, unpack_meta
 from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.record import RECORD_TAG
 
 __all__ = [
     "pack_id",
@@ -290,14 +291,15 @@ def packed_keys(keys: Any) -> list[list[Any]]:
 
 def packed_ckpt(row: Any) -> tuple[Any, ...]:
     """A CheckpointRow as stored: its id and parent id packed in order (None stays
-    None), its metadata packed (:mod:`.metapack`)."""
+    None), its tag NULL when it is the usual :data:`RECORD_TAG`, its metadata
+    packed (:mod:`.metapack`)."""
     parent = row[3]
     return (
         row[0],
         row[1],
         pack_ordered(row[2]),
         None if parent is None else pack_ordered(parent),
-        row[4],
+        None if row[4] == RECORD_TAG else row[4],
         row[5],
         pack_meta(row[6]),
         row[7],
@@ -312,7 +314,7 @@ def unpacked_ckpt(row: Any) -> CheckpointRow:
         row[1],
         unpack_ordered(row[2]),
         None if parent is None else unpack_ordered(parent),
-        row[4],
+        RECORD_TAG if row[4] is None else row[4],
         row[5],
         unpack_meta(row[6]),
         row[7],
