@@ -18,6 +18,8 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from threadloom.checkpoint.postgres.connection import (
+    BEGIN_SNAPSHOT,
+    SNAPSHOT_SQL,
     ConnectorBase,
     Stmt,
     Tx,
@@ -25,7 +27,7 @@ from threadloom.checkpoint.postgres.connection import (
     is_dead,
 )
 from threadloom.checkpoint.postgres.params import cheap_params
-from threadloom.checkpoint.storage.drive import OptimisticConflict
+from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
 __all__ = ["AsyncPgConnector"]
 
@@ -60,16 +62,21 @@ class AsyncPgConnector(ConnectorBase):
             try:
                 conn = await stack.enter_async_context(self._connection())
                 tx.conn, tx.stack = conn, stack
-                pipelined, mode = self.plan(conn, tx.write)
+                pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
-                if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
+                if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.push_async_callback(arollback_if_open, conn)
                 if pipelined:
                     await stack.enter_async_context(conn.pipeline())
                 if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
+                    if tx.snapshot:
+                        await conn.execute(SNAPSHOT_SQL)
                 elif mode == "sql":
                     stack.push_async_exit(aabort_implicit(conn))
+                elif mode == "snapshot":
+                    await conn.execute(BEGIN_SNAPSHOT)
+                    stack.push_async_exit(aabort_implicit(conn, commit=True))
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 await self._discard(tx, exc)
@@ -93,7 +100,8 @@ class AsyncPgConnector(ConnectorBase):
         if self.current.get() is not None:
             yield
             return
-        tx = Tx(write, optimistic=optimistic)
+        snapshot = not write and (self.snapshot_reads or snapshot_wanted())
+        tx = Tx(write, optimistic=optimistic, snapshot=snapshot)
         await self._open(tx)
         token = self.current.set(tx)
         try:
@@ -174,11 +182,13 @@ async def _result(cur: Any, stmt: Stmt) -> Any:
     return None
 
 
-def aabort_implicit(conn: Any) -> Any:
+def aabort_implicit(conn: Any, commit: bool = False) -> Any:
     """Async twin of :func:`~threadloom.checkpoint.postgres.connection.abort_implicit`."""
 
     async def exit_(exc_type: Any, exc: Any, tb: Any) -> bool:
-        if exc_type is not None and not conn.closed:
+        if exc_type is None and commit:
+            await conn.execute("COMMIT")
+        elif exc_type is not None and not conn.closed:
             try:
                 await conn.execute("ROLLBACK")
             except Exception:

@@ -51,7 +51,7 @@ from threadloom.checkpoint.postgres.health import (
     storage_error,
 )
 from threadloom.checkpoint.postgres.params import cheap_params
-from threadloom.checkpoint.storage.drive import OptimisticConflict
+from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 from threadloom.errors import StorageError
 
 __all__ = ["Stmt", "PgConnector", "ConnectorBase", "connect_kwargs", "is_dead", "pool_kwargs"]
@@ -129,6 +129,7 @@ class Tx:
     locked: set[str] = field(default_factory=set)  # threads whose advisory lock we hold
     optimistic: bool = False  # some reads answered without asking (see optimistic.py)
     pending: Any = None  # an optimistic read whose validation is not queued yet
+    snapshot: bool = False  # a read re-run after it tore: one REPEATABLE READ snapshot
 
 
 class ConnectorBase:
@@ -146,6 +147,13 @@ class ConnectorBase:
 
     _pool_type: type = ConnectionPool
     _pipe_type: type = Pipeline
+    snapshot_reads = False  # True: every read flow in one REPEATABLE READ snapshot
+
+    @property
+    def torn_reads(self) -> bool:
+        """Autocommit reads see one snapshot per statement: the driver re-runs a
+        torn one in a snapshot (storage/rereads.py)."""
+        return not self.snapshot_reads
 
     def __init__(
         self,
@@ -182,7 +190,7 @@ class ConnectorBase:
     def owns_single(self) -> bool:
         return not self.is_pool and self.url is not None and self.pipe is None
 
-    def plan(self, conn: Any, write: bool) -> tuple[bool, str]:
+    def plan(self, conn: Any, write: bool, snapshot: bool = False) -> tuple[bool, str]:
         """(pipelined, how to delimit the transaction) on ``conn``.
 
         ``"sql"``: the pipeline's implicit transaction, committed by its
@@ -190,8 +198,14 @@ class ConnectorBase:
         and a sync of its own at each end).
         ``"psycopg"``: ``conn.transaction()``, which also nests as a SAVEPOINT
         inside a caller's transaction. ``""``: autocommit reads.
+        ``"snapshot"``: a read re-run after it tore, on an autocommit
+        connection: BEGIN REPEATABLE READ READ ONLY rides with its first
+        statement, COMMIT with the Sync (elsewhere ``"psycopg"`` runs
+        :data:`SNAPSHOT_SQL` first; a caller's open transaction is joined).
         """
         caller_tx = in_caller_transaction(conn)
+        if snapshot and not write and not caller_tx:
+            return use_pipeline(conn, True), "snapshot" if conn.autocommit else "psycopg"
         pipelined = not caller_tx and use_pipeline(conn, write or self.pipeline)
         if not write and (conn.autocommit or caller_tx):
             return pipelined, ""
@@ -233,6 +247,11 @@ class ConnectorBase:
             )
 
 
+BEGIN_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+SNAPSHOT_SQL = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+"""How a read re-run after it tore starts (storage/rereads.py): every statement
+of the transaction then sees one snapshot (what is missing there is corrupt)."""
+
 CONFLICT_MARK = "threadloom:optimistic-retry"
 """The text an optimistic statement casts to an integer to fail the transaction
 (SQLSTATE 22P02, the text quoted in the message) when its guess was wrong."""
@@ -243,13 +262,16 @@ def is_conflict(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == "22P02" and CONFLICT_MARK in str(exc)
 
 
-def abort_implicit(conn: Any) -> Callable[..., bool]:
+def abort_implicit(conn: Any, commit: bool = False) -> Callable[..., bool]:
     """An exit callback for the "sql" mode: when the flow fails, queue a ROLLBACK
     before the pipeline's closing Sync, which would otherwise commit what the
-    flow already sent (inside an implicit transaction ROLLBACK aborts it)."""
+    flow already sent (inside an implicit transaction ROLLBACK aborts it).
+    ``commit`` ("snapshot" mode's explicit BEGIN): queue a COMMIT on success."""
 
     def exit_(exc_type: Any, exc: Any, tb: Any) -> bool:
-        if exc_type is not None and not conn.closed:
+        if exc_type is None and commit:
+            conn.execute("COMMIT")
+        elif exc_type is not None and not conn.closed:
             try:
                 conn.execute("ROLLBACK")
             except Exception:
@@ -304,16 +326,21 @@ class PgConnector(ConnectorBase):
             try:
                 conn = stack.enter_context(self._connection())
                 tx.conn, tx.stack = conn, stack
-                pipelined, mode = self.plan(conn, tx.write)
+                pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
-                if mode == "sql":  # on failure: ROLLBACK after the pipeline ends
+                if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.callback(rollback_if_open, conn)
                 if pipelined:
                     stack.enter_context(conn.pipeline())
                 if mode == "psycopg":
                     stack.enter_context(conn.transaction())
+                    if tx.snapshot:
+                        conn.execute(SNAPSHOT_SQL)
                 elif mode == "sql":
                     stack.push(abort_implicit(conn))
+                elif mode == "snapshot":
+                    conn.execute(BEGIN_SNAPSHOT)
+                    stack.push(abort_implicit(conn, commit=True))
                 return
             except (psycopg.Error, PoolTimeout) as exc:
                 self._discard(tx, exc)
@@ -343,7 +370,8 @@ class PgConnector(ConnectorBase):
         if self.current.get() is not None:
             yield  # already inside one (a flow run from a flow): join it
             return
-        tx = Tx(write, optimistic=optimistic)
+        snapshot = not write and (self.snapshot_reads or snapshot_wanted())
+        tx = Tx(write, optimistic=optimistic, snapshot=snapshot)
         self._open(tx)
         token = self.current.set(tx)
         try:

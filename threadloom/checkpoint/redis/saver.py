@@ -101,6 +101,7 @@ class _RedisSaverBase(StorageSaver):
     """
 
     shares_blobs_across_threads = False  # per-thread blobs: one slot per thread
+    torn_reads = True  # a read is several commands: a torn one runs again (storage/rereads.py)
 
     def __init__(
         self,

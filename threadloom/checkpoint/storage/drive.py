@@ -11,6 +11,17 @@ runs first in a transaction where the executor answers rare-case reads itself
 and lets the store validate them (Postgres: one round trip per write). When the
 store refuses, the executor raises :class:`OptimisticConflict` and the driver
 runs the flow again, rebuilt from its arguments, in a normal transaction.
+
+Torn reads: a store whose reads are not one snapshot (Postgres autocommit
+statements, Redis commands) can have a delete or prune commit between two
+statements of one read, so the read finds the checkpoint row but not the blobs
+or diff base it references (:class:`~threadloom.errors.CorruptBlobError`). Such
+a read runs once more from its arguments, the thread's cached rows dropped,
+with :func:`snapshot_wanted` true while its transactions open: an executor
+that can (Postgres: REPEATABLE READ READ ONLY) gives that run one snapshot, so
+what is still missing then is real corruption and is raised. The common read
+costs nothing more (no BEGIN/COMMIT round trip); see :mod:`.rereads` for
+what this does not catch.
 """
 
 from __future__ import annotations
@@ -20,7 +31,28 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from types import FunctionType
 from typing import Any, NamedTuple
 
-__all__ = ["Emit", "OptimisticConflict", "run", "arun", "iterate", "aiterate"]
+from threadloom.checkpoint.storage.rereads import (
+    FLAGS,
+    PLAIN,
+    SNAPSHOT,
+    Reread,
+    Resume,
+    consumable,
+    joined,
+    snapshot_wanted,
+    tears,
+)
+from threadloom.errors import CorruptBlobError
+
+__all__ = [
+    "Emit",
+    "OptimisticConflict",
+    "run",
+    "arun",
+    "iterate",
+    "aiterate",
+    "snapshot_wanted",
+]
 
 Flow = Generator[Any, Any, Any]
 
@@ -87,10 +119,6 @@ class _Restart:
         return [self.args.get("codec"), *(c for _, again in self.inner for c in again.codecs)]
 
 
-_FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-_PLAIN = frozenset({dict, str, bytes, int, float, bool, type(None)})
-
-
 def _restarter(flow: Any) -> _Restart | None:
     """A way to build ``flow`` again from its arguments (None when it cannot be:
     already started, a closure, or not a plain generator function's).
@@ -99,7 +127,7 @@ def _restarter(flow: Any) -> _Restart | None:
     the store refuses has to start over from the same arguments.
     """
     code = getattr(flow, "gi_code", None)
-    if code is None or code.co_freevars or code.co_flags & _FLAGS:
+    if code is None or code.co_freevars or code.co_flags & FLAGS:
         return None
     if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
         return None
@@ -108,30 +136,16 @@ def _restarter(flow: Any) -> _Restart | None:
     args = {name: local[name] for name in names}
     inner = []
     for name, value in args.items():
-        if type(value) in _PLAIN:
+        if type(value) in PLAIN:
             continue
         if inspect.isgenerator(value):
             again = _restarter(value)
             if again is None:
                 return None
             inner.append((name, again))
-        elif _consumable(value, 4):  # a second run would see it exhausted
+        elif consumable(value, 4):  # a second run would see it exhausted
             return None
     return _Restart(code, flow.gi_frame.f_globals, args, inner)
-
-
-def _consumable(value: Any, depth: int) -> bool:
-    """Whether ``value`` is, or holds in nested lists/tuples, a one-shot iterator."""
-    kind = type(value)
-    if kind in _PLAIN:
-        return False
-    if kind is list or kind is tuple:
-        if depth:
-            for item in value:
-                if _consumable(item, depth - 1):
-                    return True
-        return False
-    return isinstance(value, Iterator)
 
 
 def _forget(restart: Any, conflict: OptimisticConflict) -> None:
@@ -160,6 +174,8 @@ def run(flow: Flow, executor: Any, write: bool = False) -> Any:
     runs a write flow in it first; when it raises :class:`OptimisticConflict`
     the flow runs again, from its arguments, in a normal transaction.
     """
+    if not write and tears(executor) and not joined(executor):
+        return _read(flow, executor)
     begin, restart = _optimistic(executor, flow, write, "optimistic_transaction")
     if begin is not None:
         try:
@@ -174,6 +190,8 @@ def run(flow: Flow, executor: Any, write: bool = False) -> Any:
 
 async def arun(flow: Flow, executor: Any, write: bool = False) -> Any:
     """Async twin of :func:`run`."""
+    if not write and tears(executor) and not joined(executor):
+        return await _aread(flow, executor)
     begin, restart = _optimistic(executor, flow, write, "aoptimistic_transaction")
     if begin is not None:
         try:
@@ -186,12 +204,73 @@ async def arun(flow: Flow, executor: Any, write: bool = False) -> Any:
         return await _astep(flow, executor)
 
 
+def _read(flow: Flow, executor: Any) -> Any:
+    """A read flow on a store where reads may tear (see the module doc)."""
+    again = Reread(flow)
+    try:
+        with executor.transaction(False):
+            return _step(flow, executor)
+    except CorruptBlobError as torn:
+        flow = again.build(torn)  # type: ignore[assignment]
+        if flow is None:
+            raise
+    token = SNAPSHOT.set(True)
+    try:
+        with executor.transaction(False):
+            return _step(flow, executor)
+    finally:
+        SNAPSHOT.reset(token)
+
+
+async def _aread(flow: Flow, executor: Any) -> Any:
+    """Async twin of :func:`_read`."""
+    again = Reread(flow)
+    try:
+        async with executor.atransaction(False):
+            return await _astep(flow, executor)
+    except CorruptBlobError as torn:
+        flow = again.build(torn)  # type: ignore[assignment]
+        if flow is None:
+            raise
+    token = SNAPSHOT.set(True)
+    try:
+        async with executor.atransaction(False):
+            return await _astep(flow, executor)
+    finally:
+        SNAPSHOT.reset(token)
+
+
+def _pages(flow: Flow, executor: Any, snapshot: bool) -> Iterator[Any]:
+    """:func:`iterate`'s loop, pages opened as snapshots when ``snapshot``."""
+    result = None
+    while True:
+        token = SNAPSHOT.set(snapshot)
+        try:
+            with executor.transaction(False):
+                while True:
+                    try:
+                        op = flow.send(result)
+                    except StopIteration:
+                        return
+                    if type(op) is Emit:
+                        break
+                    result = executor.execute(op)
+        finally:
+            SNAPSHOT.reset(token)
+        result = None
+        yield from op.items
+
+
 def iterate(flow: Flow, executor: Any) -> Iterator[Any]:
     """Run a read flow lazily, yielding what it emits; one transaction per page.
 
     The flow's operations between two emits run in one read transaction, so
-    a consumer that stops early never holds a transaction open.
+    a consumer that stops early never holds a transaction open. On a store
+    whose reads may tear, a torn page re-runs the flow (see :class:`Resume`).
     """
+    if tears(executor) and not joined(executor):
+        yield from _resumed(flow, executor)
+        return
     result = None
     while True:
         with executor.transaction(False):
@@ -207,8 +286,26 @@ def iterate(flow: Flow, executor: Any) -> Iterator[Any]:
         yield from op.items
 
 
+def _resumed(flow: Flow, executor: Any) -> Iterator[Any]:
+    resume = Resume(flow)
+    while True:
+        try:
+            for item in _pages(flow, executor, resume.snapshot):
+                if resume.fresh(item):
+                    yield item
+                    if resume.cap is not None and resume.count >= resume.cap:
+                        return
+            return
+        except CorruptBlobError as torn:
+            flow = resume.rebuild(torn)
+
+
 async def aiterate(flow: Flow, executor: Any) -> AsyncIterator[Any]:
     """Async twin of :func:`iterate`."""
+    if tears(executor) and not joined(executor):
+        async for item in _aresumed(flow, executor):
+            yield item
+        return
     result = None
     while True:
         async with executor.atransaction(False):
@@ -223,3 +320,39 @@ async def aiterate(flow: Flow, executor: Any) -> AsyncIterator[Any]:
         result = None
         for item in op.items:
             yield item
+
+
+async def _apages(flow: Flow, executor: Any, snapshot: bool) -> AsyncIterator[Any]:
+    """Async twin of :func:`_pages`."""
+    result = None
+    while True:
+        token = SNAPSHOT.set(snapshot)
+        try:
+            async with executor.atransaction(False):
+                while True:
+                    try:
+                        op = flow.send(result)
+                    except StopIteration:
+                        return
+                    if type(op) is Emit:
+                        break
+                    result = await executor.aexecute(op)
+        finally:
+            SNAPSHOT.reset(token)
+        result = None
+        for item in op.items:
+            yield item
+
+
+async def _aresumed(flow: Flow, executor: Any) -> AsyncIterator[Any]:
+    resume = Resume(flow)
+    while True:
+        try:
+            async for item in _apages(flow, executor, resume.snapshot):
+                if resume.fresh(item):
+                    yield item
+                    if resume.cap is not None and resume.count >= resume.cap:
+                        return
+            return
+        except CorruptBlobError as torn:
+            flow = resume.rebuild(torn)

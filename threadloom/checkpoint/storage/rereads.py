@@ -1,0 +1,145 @@
+"""Torn reads: what the driver keeps to run a read flow again (see :mod:`.drive`).
+
+A store whose reads are not one snapshot (Postgres autocommit statements, Redis
+commands) can have a delete or prune commit between two statements of one
+read: the read found the checkpoint row, then not what it references. The
+driver notices a :class:`~threadloom.errors.CorruptBlobError` (a missing blob,
+list manifest or diff base) and runs the flow once more from its arguments with
+:func:`snapshot_wanted` true.
+
+Not caught: ref rows that vanished (a delete committed between the row lookup
+and the refs lookup, nothing cached) read as channels without a value, since a
+record does not say which of its versioned channels hold one; the checkpoint
+then comes back without those values. A store that reads every flow in one
+snapshot (Postgres ``connector.snapshot_reads``, one round trip more per read)
+has no torn reads at all.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator, Iterator
+from contextvars import ContextVar
+from types import FunctionType
+from typing import Any
+
+__all__ = ["Reread", "Resume", "snapshot_wanted", "tears"]
+
+Flow = Generator[Any, Any, Any]
+
+FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+PLAIN = frozenset({dict, str, bytes, int, float, bool, type(None)})
+
+
+def consumable(value: Any, depth: int) -> bool:
+    """Whether ``value`` is, or holds in nested lists/tuples, a one-shot iterator."""
+    kind = type(value)
+    if kind in PLAIN:
+        return False
+    if kind is list or kind is tuple:
+        if depth:
+            for item in value:
+                if consumable(item, depth - 1):
+                    return True
+        return False
+    return isinstance(value, Iterator)
+
+
+SNAPSHOT: ContextVar[bool] = ContextVar("threadloom_snapshot_read", default=False)
+
+
+def snapshot_wanted() -> bool:
+    """Whether the read transaction being opened re-runs a torn read and should
+    see one snapshot (an executor reads this when it opens a transaction)."""
+    return SNAPSHOT.get()
+
+
+def tears(executor: Any) -> bool:
+    """Whether reads on ``executor`` may see a delete committed mid-read: it (or
+    its ``connector``) sets ``torn_reads``. Only those reads pay the ~1 us of
+    remembering how to build the flow again."""
+    if getattr(executor, "torn_reads", False):
+        return True
+    return getattr(getattr(executor, "connector", None), "torn_reads", False) is True
+
+
+def joined(executor: Any) -> bool:
+    in_transaction = getattr(executor, "in_transaction", None)
+    return in_transaction is not None and bool(in_transaction())
+
+
+class Reread:
+    """A read flow's function and arguments, taken before it starts, to build
+    it again after a torn read (cheaper than ``drive._restarter``; the checks it
+    makes up front run here only when a read tore)."""
+
+    __slots__ = ("code", "globals", "args")
+
+    def __init__(self, flow: Any) -> None:
+        frame = flow.gi_frame
+        self.code, self.globals = flow.gi_code, frame.f_globals
+        self.args = dict(frame.f_locals)
+
+    def build(self, torn: BaseException, **changes: Any) -> Flow | None:
+        """The flow again (None when it cannot be rebuilt), the torn thread's
+        cached rows dropped from its ``codec``."""
+        code = self.code
+        if code.co_freevars or code.co_flags & FLAGS:
+            return None
+        if any(inspect.isgenerator(v) or consumable(v, 4) for v in self.args.values()):
+            return None
+        forget = getattr(self.args.get("codec"), "forget_thread", None)
+        if forget is not None:
+            forget(getattr(torn, "thread_id", None))
+        return FunctionType(code, self.globals)(**{**self.args, **changes})
+
+
+class Resume:
+    """Where a lazy read stands, to go on after a torn page: the flow is built
+    again (its pages then each one snapshot), the items up to the last one
+    yielded are skipped by their place in the order (``list`` is newest first),
+    and its ``limit`` is counted here (what was skipped does not count)."""
+
+    __slots__ = ("again", "last", "mark", "count", "cap", "snapshot")
+
+    def __init__(self, flow: Flow) -> None:
+        self.again = Reread(flow)
+        self.last: Any = None
+        self.mark: tuple[str, str, str] | None = None  # skip items at or before this place
+        self.count, self.cap, self.snapshot = 0, None, False
+
+    def rebuild(self, torn: BaseException) -> Flow:
+        """The flow again; re-raises ``torn`` when a re-run cannot fix it."""
+        changes: dict[str, Any] = {}
+        if self.count:
+            self.mark = _place(self.last)
+            limit = self.again.args.get("limit")
+            if type(limit) is int:
+                self.cap, changes["limit"] = limit, None
+        flow = None
+        if not self.snapshot and (not self.count or self.mark is not None):
+            flow = self.again.build(torn, **changes)
+        if flow is None:
+            raise torn
+        self.snapshot = True
+        return flow
+
+    def fresh(self, item: Any) -> bool:
+        """Whether to yield ``item`` (False: yielded before the re-run)."""
+        if self.mark is not None:
+            place = _place(item)
+            if place is not None and place >= self.mark:
+                return False
+            self.mark = None  # past it: the rest is new
+        self.count += 1
+        self.last = item
+        return True
+
+
+def _place(item: Any) -> tuple[str, str, str] | None:
+    """A listed checkpoint's place in ``list``'s order (checkpoint id, thread, namespace)."""
+    conf = (getattr(item, "config", None) or {}).get("configurable") or {}
+    cid = conf.get("checkpoint_id")
+    if cid is None:
+        return None
+    return (cid, conf.get("thread_id", ""), conf.get("checkpoint_ns", ""))
