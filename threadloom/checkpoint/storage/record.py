@@ -7,7 +7,8 @@ A checkpoint row's ``data`` is a msgpack map (tag ``"tl1"``):
 * ``b``: the small fields every checkpoint has (``v``, ``ts``,
   ``updated_channels``), ``x``: any other checkpoint key, through the serializer;
 * ``cv``/``vs``/``iv``: channel versions, versions_seen and the *inline* channel
-  values (``[tag, bytes]`` as produced by the serializer, small ones only). A
+  values (``[tag, bytes]`` as produced by the serializer, small ones only; the
+  usual tags as a small int, :data:`_TAG_NAMES`). A
   keyframe holds them whole; a diff holds what changed since the parent plus
   ``cx``/``vx``/``ix``, the keys that disappeared.
 
@@ -47,6 +48,11 @@ __all__ = [
 ]
 
 RECORD_TAG = "tl1"
+# the serializer tags of inline values, written as a small int (1 byte instead of
+# 5-8 a value); any other tag is written as its text. Never renumber: records
+# keep them. Records written before the codes hold text tags and read the same
+_TAG_NAMES = ("msgpack", "null", "bytes", "msgpack+zstd", "empty")
+_TAG_CODES = {tag: i for i, tag in enumerate(_TAG_NAMES)}
 _CORE = ("v", "ts", "updated_channels")
 _NOT_EXTRA = frozenset({"id", "channel_values", "channel_versions", "versions_seen", *_CORE})
 
@@ -263,10 +269,11 @@ def encode(
             )
         ]
     if iv:
+        tc = _TAG_CODES
         rec["iv"] = [
-            [ni[c] if c in ni else nref(c), e[1], e[2]]
+            [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2]]
             if c in cv and e[0] == cv[c]
-            else [ni[c] if c in ni else nref(c), e[1], e[2], vref(e[0])]
+            else [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2], vref(e[0])]
             for c, e in iv.items()
         ]
     uc = core.get("updated_channels")
@@ -315,8 +322,13 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
     ]
     cv_part = {n[c]: t[v] for c, v in _pairs(rec.get("cv", []))}
     vs_part = {n[k]: {n[c]: t[v] for c, v in _pairs(seen)} for k, seen in _pairs(rec.get("vs", []))}
+    tags = _TAG_NAMES
     iv_part = {
-        n[e[0]]: [cv_part[n[e[0]]] if len(e) == 3 else t[e[3]], e[1], e[2]]
+        n[e[0]]: [
+            cv_part[n[e[0]]] if len(e) == 3 else t[e[3]],
+            tags[e[1]] if type(e[1]) is int else e[1],
+            e[2],
+        ]
         for e in rec.get("iv", [])
     }
     if base is None:
