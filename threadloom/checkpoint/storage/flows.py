@@ -172,10 +172,19 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
     """CheckpointTuples for rows: per (thread, namespace) in the page one
     writes lookup, and for rows without a current recipe (storage/tuples.py)
     at most one ancestors, one refs and two blobs lookups."""
+    recipes = getattr(codec, "recipes", None)
+    if len(rows) == 1:  # get_tuple: the same steps without the page's bookkeeping
+        row = rows[0]
+        thread_id, ns, cid = row.thread_id, row.checkpoint_ns, row.checkpoint_id
+        found = yield LoadWrites(thread_id, ns, (cid,))
+        recipe = recipes.get((thread_id, ns, cid)) if recipes is not None else None
+        if recipe is not None and tuples.fits(recipe, row, found, remember):
+            return [tuples.serve(codec, row, recipe, remember)]
+        made = yield from _prepare(codec, thread_id, ns, [row], {cid: found}, remember)
+        return [tuples.serve(codec, row, made[cid], False)]
     groups: dict[tuple[str, str], list[CheckpointRow]] = {}
     for row in rows:
         groups.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
-    recipes = getattr(codec, "recipes", None)
     done: dict[tuple[str, str, str], CheckpointTuple] = {}
     for (thread_id, ns), group in groups.items():
         found = yield LoadWrites(thread_id, ns, tuple(r.checkpoint_id for r in group))
