@@ -268,7 +268,7 @@ class Loop:
             self.emit_values([w for t in tasks for w in t.writes])
         self.pending_writes.clear()
         self.is_replaying = False
-        self.put_checkpoint({"source": "loop"})
+        self.put_checkpoint({"source": "loop"}, last=self._ends_here())
         o = self.o
         if o.interrupt_after and should_interrupt(self.checkpoint, o.interrupt_after, tasks):
             self.status = "interrupt_after"
@@ -279,7 +279,27 @@ class Loop:
 
     # -- checkpoints --------------------------------------------------------------
 
-    def put_checkpoint(self, metadata: dict[str, Any], exiting: bool = False) -> None:
+    def _ends_here(self) -> bool:
+        """Whether the next tick surely plans no task, so this step's checkpoint is
+        the root run's last save (it may then release the lease in its transaction).
+
+        Conservative: no Send pending and no node triggered by a channel this step
+        updated (what ``prepare_next_tasks`` narrows its candidates to); anything
+        else (interrupt_after, a nested graph) answers False.
+        """
+        if self.is_nested or self.o.interrupt_after:
+            return False
+        updated, t2n = self.updated_channels, self.graph.trigger_to_nodes
+        if not updated or not t2n:
+            return False
+        sends = self.channels.get(TASKS)
+        if sends is not None and sends.is_available():
+            return False
+        return not any(t2n.get(chan) for chan in updated)
+
+    def put_checkpoint(
+        self, metadata: dict[str, Any], exiting: bool = False, last: bool = False
+    ) -> None:
         if exiting and self.checkpoint["id"] == self.checkpoint_id_saved:
             return
         o = self.o
@@ -319,7 +339,7 @@ class Loop:
             }
             new_versions = get_new_channel_versions(self.previous_versions, versions)
             self.previous_versions = versions
-            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions)
+            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions, last)
             self.checkpoint_id_saved = self.checkpoint["id"]
             self.checkpoint_config = {
                 **cfg,

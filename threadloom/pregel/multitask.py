@@ -152,7 +152,7 @@ async def _aacquire(spec: _Spec) -> Lease:
 def _release(lease: Lease) -> None:
     """Release; a storage failure here must not turn the run's outcome into an error
     (the lease then simply expires after its TTL)."""
-    if lease.lost:
+    if lease.lost or lease.released:  # released: by the run's last save
         return
     try:
         lease.release()
@@ -162,7 +162,7 @@ def _release(lease: Lease) -> None:
 
 
 async def _arelease(lease: Lease) -> None:
-    if lease.lost:
+    if lease.lost or lease.released:  # released: by the run's last save
         return
     try:
         await lease.arelease()

@@ -109,15 +109,29 @@ class _Buffer:
         self._step = uses_put_step(saver, is_async)
         self._steps = self._step and _below(saver, "aput_steps" if is_async else "put_steps")
         self.one_transaction = self._step  # writes + checkpoint commit together
+        # a leased run's last checkpoint may release the lease in its transaction
+        self._releases = self._step and getattr(saver, "releases_with_step", False) is True
+        self._last: Any = None  # that checkpoint's put arguments, once submitted
         self._task_path = accepts_task_path(saver, "aput_writes" if is_async else "put_writes")
         self._writes: list[tuple[Any, Any, str, str]] = []
         self._queue: deque[tuple[list[Any], Any]] = deque()
         self._error: BaseException | None = None
 
-    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> None:
-        """The checkpoint, with every write buffered before it."""
+    def put(
+        self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, last: bool = False
+    ) -> None:
+        """The checkpoint, with every write buffered before it. ``last``: the run
+        surely ends after it; a fenced saver then releases the lease in the same
+        transaction (``FencedSaver.releases_with_step``)."""
         writes, self._writes = self._writes, []
-        self._submit((writes, (config, checkpoint, metadata, new_versions)))
+        cp = (config, checkpoint, metadata, new_versions)
+        if last and self._releases:
+            self._last = cp
+        self._submit((writes, cp))
+
+    def _releasing(self, checkpoint: Any) -> bool:
+        """Whether saving ``checkpoint`` should also release the lease."""
+        return checkpoint is not None and checkpoint is self._last
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str) -> None:
         """Buffered until the next ``put`` or ``save_writes()``."""
@@ -158,7 +172,10 @@ class SyncPersister(_Buffer):
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
         """Queued steps: one ``put_steps`` transaction when the saver has it."""
         if self._steps and len(steps) > 1:
-            self.saver.put_steps(steps)
+            if self._releasing(steps[-1][1]):
+                self.saver.put_steps(steps, release=True)
+            else:
+                self.saver.put_steps(steps)
             return
         for writes, checkpoint in steps:
             self._call(writes, checkpoint)
@@ -166,7 +183,10 @@ class SyncPersister(_Buffer):
     def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
-            saver.put_step(writes, checkpoint)
+            if self._releasing(checkpoint):
+                saver.put_step(writes, checkpoint, release=True)
+            else:
+                saver.put_step(writes, checkpoint)
             return
         for w in writes:
             saver.put_writes(*w) if self._task_path else saver.put_writes(*w[:3])
@@ -239,7 +259,10 @@ class AsyncPersister(_Buffer):
 
     async def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
         if self._steps and len(steps) > 1:
-            await self.saver.aput_steps(steps)
+            if self._releasing(steps[-1][1]):
+                await self.saver.aput_steps(steps, release=True)
+            else:
+                await self.saver.aput_steps(steps)
             return
         for writes, checkpoint in steps:
             await self._call(writes, checkpoint)
@@ -247,7 +270,10 @@ class AsyncPersister(_Buffer):
     async def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
-            await saver.aput_step(writes, checkpoint)
+            if self._releasing(checkpoint):
+                await saver.aput_step(writes, checkpoint, release=True)
+            else:
+                await saver.aput_step(writes, checkpoint)
             return
         for w in writes:
             await (saver.aput_writes(*w) if self._task_path else saver.aput_writes(*w[:3]))

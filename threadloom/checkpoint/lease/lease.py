@@ -12,11 +12,8 @@ and its lease expires after ``ttl``.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Generator
 from typing import Any
 
@@ -24,26 +21,21 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.custom import aput_each, customised, no_ops, put_each
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
+from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import step
 from threadloom.errors import LeaseLostError, StorageError
 
-__all__ = ["DEFAULT_TTL", "Lease", "FencedSaver", "lease_backend"]
+__all__ = [
+    "DEFAULT_TTL",
+    "Lease",
+    "FencedSaver",
+    "holder_is_dead",
+    "lease_backend",
+    "new_token",
+]
 
 DEFAULT_TTL = 30.0
-
-
-def _host_id() -> str:
-    """Host name + pid namespace: pids are only comparable inside one namespace, so two
-    containers sharing a host name never judge each other's processes dead."""
-    try:
-        ns = os.readlink("/proc/self/ns/pid").strip("pid:[]")
-    except OSError:
-        ns = "?"
-    return f"{socket.gethostname()}/{ns}".replace(":", "_")
-
-
-_HOST = _host_id()
 
 
 def lease_backend(saver: Any) -> str | None:
@@ -72,6 +64,7 @@ class Lease:
         self.ttl_ms = max(1, int(ttl * 1000))
         self.stop = ""  # "interrupt" / "rollback" once another run asked us to stop
         self.lost = False
+        self.released = False  # released by the run's last save (put_steps release=True)
         self.halted = False  # renewal stopped (a plain flag: nothing waits on it)
         self.due = 0.0
         self.checked = 0.0  # monotonic time the stop request was last read
@@ -181,36 +174,6 @@ class Lease:
             f" another run asked for it (multitask_strategy={self.stop!r});"
             " its checkpoints up to this step are saved",
         )
-
-
-def new_token() -> str:
-    """``host:pid:random``: unique, and says which process holds the lease."""
-    return f"{_HOST}:{os.getpid()}:{uuid.uuid4().hex}"
-
-
-def holder_is_dead(token: str) -> bool:
-    """True when ``token`` was issued by a process of this host that no longer runs."""
-    host, _, rest = token.rpartition(":")[0].rpartition(":")
-    if host != _HOST or not rest.isdigit():
-        return False
-    pid = int(rest)
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # exists, not ours to signal
-        return False
-    return _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def _one(op: Any) -> Generator[Any, Any, Any]:
@@ -337,16 +300,22 @@ class FencedSaver(BaseCheckpointSaver):
                 last = checkpoint[0]
         return True
 
-    def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
+    releases_with_step = True
+    """``put_steps(..., release=True)`` also releases the lease in that transaction:
+    the runtime's last save of a run (one commit fewer per run)."""
+
+    def put_step(self, writes: Any, checkpoint: Any = None, release: bool = False) -> Any:
         """A step's writes and checkpoint in one transaction, fenced once."""
-        return self.put_steps([(writes, checkpoint)])
+        return self.put_steps([(writes, checkpoint)], release)
 
-    async def aput_step(self, writes: Any, checkpoint: Any = None) -> Any:
+    async def aput_step(self, writes: Any, checkpoint: Any = None, release: bool = False) -> Any:
         """Async twin of :meth:`put_step`."""
-        return await self.aput_steps([(writes, checkpoint)])
+        return await self.aput_steps([(writes, checkpoint)], release)
 
-    def put_steps(self, steps: Any) -> Any:
-        """Several steps in one transaction, fenced once (StorageSaver.put_steps)."""
+    def put_steps(self, steps: Any, release: bool = False) -> Any:
+        """Several steps in one transaction, fenced once (StorageSaver.put_steps);
+        ``release``: the lease too (it is then ``released``; only when the fence and
+        the writes share a transaction, else the run releases it as usual)."""
         if not self._all_ours(steps):
             return put_each(self, steps)
         self._touch(False)
@@ -354,11 +323,12 @@ class FencedSaver(BaseCheckpointSaver):
             self._guard(no_ops())  # the fence, in a transaction of its own
             out = put_each(self.inner, steps)
         else:
-            out = self._guard(self._steps_flow(steps))
+            out = self._guard(self._steps_flow(steps, release))
+            self.lease.released |= release
         self._stored(steps, threading.get_ident())
         return out
 
-    async def aput_steps(self, steps: Any) -> Any:
+    async def aput_steps(self, steps: Any, release: bool = False) -> Any:
         """Async twin of :meth:`put_steps`."""
         if not self._all_ours(steps):
             return await aput_each(self, steps)
@@ -367,14 +337,19 @@ class FencedSaver(BaseCheckpointSaver):
             await self._aguard(no_ops())
             out = await aput_each(self.inner, steps)
         else:
-            out = await self._aguard(self._steps_flow(steps))
+            out = await self._aguard(self._steps_flow(steps, release))
+            self.lease.released |= release
         self._stored(steps, id(asyncio.current_task()))
         return out
 
-    def _steps_flow(self, steps: Any) -> Generator[Any, Any, Any]:
+    def _steps_flow(self, steps: Any, release: bool = False) -> Generator[Any, Any, Any]:
         if len(steps) == 1:  # the usual case: one generator layer fewer per op
-            return step.put_step_flow(self.inner.codec, *steps[0])
-        return step.put_steps_flow(self.inner.codec, steps)
+            flow = step.put_step_flow(self.inner.codec, *steps[0])
+        else:
+            flow = step.put_steps_flow(self.inner.codec, steps)
+        if release:
+            return _then_release(flow, self.lease.thread_id, self.lease.token)
+        return flow
 
     def _stored(self, steps: Any, caller: int) -> None:
         for _writes, checkpoint in steps:
@@ -447,3 +422,10 @@ class FencedSaver(BaseCheckpointSaver):
 
 async def _done() -> None:
     return None
+
+
+def _then_release(flow: Any, thread_id: str, token: str) -> Generator[Any, Any, Any]:
+    """``flow``, then the lease's release, in the same transaction."""
+    out = yield from flow
+    yield lo.ReleaseLease(thread_id, token)
+    return out
