@@ -129,3 +129,13 @@ def test_another_process_rewriting_the_checkpoint_is_seen(tmp_path, version: str
             _put(writer, {"big": "NEW " * 100}, version, cid)
             got = reader.get_tuple(_config("t", cid))
             assert got.checkpoint["channel_values"]["big"] == "NEW " * 100
+
+
+def test_a_listed_checkpoint_without_lists_serves_get_tuple() -> None:
+    saver = InMemorySaver()
+    _put(saver, {"big": "x" * 300}, "1.0.8147236863931789")
+    list(saver.list(_config("t")))
+    counting = CountingExecutor(saver.executor)
+    saver.executor = counting  # type: ignore[assignment]
+    assert saver.get_tuple(_config("t")).checkpoint["channel_values"]["big"] == "x" * 300
+    assert counting.seen == ["GetCheckpoint", "LoadWrites"]

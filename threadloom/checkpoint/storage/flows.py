@@ -15,7 +15,6 @@ from threadloom.checkpoint.base import CheckpointTuple, get_checkpoint_id, get_t
 from threadloom.checkpoint.storage import record, tuples
 from threadloom.checkpoint.storage.drive import Emit
 from threadloom.checkpoint.storage.ops import (
-    KIND_LIST,
     CheckpointRow,
     GetCheckpoint,
     ListCheckpoints,
@@ -246,6 +245,10 @@ def _prepare(
         cid = row.checkpoint_id
         state, core, extra = resolved[cid]
         sources = tuples.value_sources(state, values)
+        if lists is None and not any(type(src) is list for _, src in sources):
+            row_lists: list[Any] | None = []  # no list value: nothing to remember
+        else:
+            row_lists = lists
         recipe = tuples.Recipe(
             row.tag,
             row.data,
@@ -255,16 +258,12 @@ def _prepare(
             extra,
             sources,
             pending.get(cid, []),
-            lists if lists is not None or not _has_lists(refs) else None,
+            row_lists,
         )
         made[cid] = recipe
         if not codec.cache_reads or all(map(unique_version_key, record.ref_keys(state).values())):
             tuples.keep(codec, thread_id, ns, cid, recipe)
     return made
-
-
-def _has_lists(refs: Sequence[Any]) -> bool:
-    return any(ref.kind == KIND_LIST for ref in refs)
 
 
 def unique_version_key(vkey: str) -> bool:
