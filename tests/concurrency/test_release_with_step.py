@@ -139,3 +139,23 @@ async def test_async_api_releases_in_its_last_checkpoint(releases, monkeypatch):
         assert out["log"] == ["s0", "s1", "s2"]
         assert _free(saver, durability)
     assert arelease == []
+
+
+def test_exit_durability_releases_in_the_final_save(spec, releases):
+    with open_saver(spec) as saver:
+        graph = chain(3).compile(checkpointer=saver)
+        out = graph.invoke({"log": []}, _cfg("x"), durability="exit")
+        assert out["log"] == ["s0", "s1", "s2"]
+        assert saver.get_tuple(_cfg("x")).checkpoint["channel_values"]["log"] == out["log"]
+        assert _free(saver, "x") and releases == []
+
+
+def test_exit_durability_interrupt_releases_and_resumes(releases):
+    from threadloom.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    graph = chain(3).compile(checkpointer=saver, interrupt_before=["s1"])
+    graph.invoke({"log": []}, _cfg("xi"), durability="exit")
+    assert _free(saver, "xi") and releases == []
+    out = graph.invoke(None, _cfg("xi"), durability="exit")
+    assert out["log"] == ["s0", "s1", "s2"]

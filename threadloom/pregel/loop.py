@@ -280,13 +280,9 @@ class Loop:
     # -- checkpoints --------------------------------------------------------------
 
     def _ends_here(self) -> bool:
-        """Whether the next tick surely plans no task, so this step's checkpoint is
-        the root run's last save (it may then release the lease in its transaction).
-
-        Conservative: no Send pending and no node triggered by a channel this step
-        updated (what ``prepare_next_tasks`` narrows its candidates to); anything
-        else (interrupt_after, a nested graph) answers False.
-        """
+        """Whether the next tick surely plans no task (no Send pending, no node triggered
+        by a channel this step updated): the root run's last save may then release the
+        lease in its transaction. False when unsure (interrupt_after, a nested graph)."""
         if self.is_nested or self.o.interrupt_after:
             return False
         updated, t2n = self.updated_channels, self.graph.trigger_to_nodes
@@ -362,7 +358,9 @@ class Loop:
         ):
             if o.persister.one_transaction:  # writes first: one put_step carries both
                 self._put_pending_writes()
-                self.put_checkpoint(self.checkpoint_metadata, exiting=True)
+                # the root's last save may release the lease (a "rollback" stop writes on)
+                last = not self.is_nested and (exc is None or isinstance(exc, GraphInterrupt))
+                self.put_checkpoint(self.checkpoint_metadata, exiting=True, last=last)
             else:
                 self.put_checkpoint(self.checkpoint_metadata, exiting=True)
                 self._put_pending_writes()
