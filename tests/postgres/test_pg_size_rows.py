@@ -18,6 +18,7 @@ from threadloom.checkpoint.postgres import PostgresSaver, blobpack
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
 from threadloom.checkpoint.postgres.metapack import pack_meta, sql_unpack, unpack_meta
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+from threadloom.checkpoint.postgres.saver import COMPACT_EVERY
 from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.errors import LeaseLostError
 from threadloom.graph import END, START, StateGraph
@@ -222,3 +223,12 @@ def test_blob_tags_and_data_round_trip_packed(tag, data):
         older.append(BlobRow(b"h", blobpack.PACKED + tag, stored, b""))
     for old in older:
         assert blobpack.unpack(old)[1:3] == (tag, data)
+
+
+def test_postgres_seals_list_tails_every_12_chunks_unless_told(pg_url, fresh_schema):
+    """The Postgres savers' own ``compact_every`` default (fewer tail hashes per
+    ref row and count updates per version); an explicit one still wins."""
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        assert saver.codec.compact_every == COMPACT_EVERY == 12
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema, compact_every=16) as saver:
+        assert saver.codec.compact_every == 16

@@ -29,7 +29,16 @@ from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.expiry import ThreadTTL
 
-__all__ = ["PgSaverBase", "PostgresSaver"]
+__all__ = ["COMPACT_EVERY", "PgSaverBase", "PostgresSaver"]
+
+COMPACT_EVERY = 12
+"""The Postgres savers' default ``compact_every`` (the core's is 16). A list
+version's ref row names its manifest plus up to this many tail chunks, and
+each of them is one reference-count update (a new row version) per version
+stored: with 12 the bench's 1,000-turn conversation stores ~0.16 MB less
+(refs 0.89 -> 0.83 MB, blobs 1.19 -> 1.10: 12-message segments of ~1.5 KB
+fill the heap pages that 2 KB ones left a fifth empty) and makes 15% fewer
+count updates; 8 and 14 measured alike, 4 and 6 worse (more manifests)."""
 
 
 class PgSaverBase(ThreadTTL, StorageSaver):
@@ -53,6 +62,7 @@ class PgSaverBase(ThreadTTL, StorageSaver):
         _prepare_threshold: int | None = None,
         **options: Any,
     ) -> None:
+        options.setdefault("compact_every", COMPACT_EVERY)
         super().__init__(serde=serde, **options)
         self.sql = SQL(schema)
         self.connector = self._connector_type(
@@ -80,7 +90,8 @@ class PostgresSaver(PgSaverBase):
             schemas isolate tenants or test runs.
         pipeline: also pipeline reads (writes are always pipelined).
         delta, compact_every, cache_bytes: see
-            :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
+            :class:`~threadloom.checkpoint.storage.core.StorageSaver`
+            (``compact_every`` defaults to :data:`COMPACT_EVERY` here).
         ttl, ttl_touch_every, clock: per-thread TTL, see
             :class:`~threadloom.checkpoint.storage.expiry.ThreadTTL`.
 
