@@ -27,6 +27,8 @@ def _put(saver: Any, values: dict[str, Any], version: str, cid: str | None = Non
         checkpoint["id"] = cid
     checkpoint["channel_values"] = dict(values)
     checkpoint["channel_versions"] = dict.fromkeys(values, version)
+    checkpoint["versions_seen"] = {"node": dict.fromkeys(values, version)}
+    checkpoint["updated_channels"] = sorted(values)
     checkpoint["custom"] = {"extra": [1, 2]}  # a non-standard key (the record's extra)
     saver.put(_config("t"), checkpoint, {"step": 1}, dict.fromkeys(values, version))
     return checkpoint["id"]
@@ -64,7 +66,9 @@ def test_served_recipe_equals_a_cold_read() -> None:
     assert _plain(listed[0]) == _plain(cold)
 
 
-@pytest.mark.parametrize("where", ["value", "list", "write", "extra", "versions"])
+@pytest.mark.parametrize(
+    "where", ["value", "list", "write", "extra", "versions", "seen", "updated"]
+)
 def test_served_values_are_fresh_objects(where: str) -> None:
     saver = InMemorySaver()
     cid = _put(saver, {k: v for k, v in VALUES.items() if k != "mixed"}, "1.0.814723686393")
@@ -79,14 +83,20 @@ def test_served_values_are_fresh_objects(where: str) -> None:
             tup.pending_writes[0][2].append("changed")
         elif where == "extra":
             tup.checkpoint["custom"]["extra"].append(3)
-        else:
+        elif where == "versions":
             tup.checkpoint["channel_versions"]["big"] = "mutated"
+        elif where == "seen":
+            tup.checkpoint["versions_seen"]["node"]["big"] = "mutated"
+        else:
+            tup.checkpoint["updated_channels"].append("mutated")
         tup = saver.get_tuple(_config("t"))
         assert tup.checkpoint["channel_values"]["big"]["n"] == 1
         assert tup.checkpoint["channel_values"]["log"] == ["m" * 100, "n" * 100]
         assert tup.pending_writes[0][2] == ["z" * 90]
         assert tup.checkpoint["custom"] == {"extra": [1, 2]}
         assert tup.checkpoint["channel_versions"]["big"] == "1.0.814723686393"
+        assert tup.checkpoint["versions_seen"]["node"]["big"] == "1.0.814723686393"
+        assert tup.checkpoint["updated_channels"] == ["big", "log", "small"]
 
 
 def test_new_writes_and_retention_are_seen() -> None:

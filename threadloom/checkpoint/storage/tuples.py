@@ -75,9 +75,8 @@ class Recipe:
     tag: str
     data: bytes  # the record it was built from
     writes: tuple[WriteRow, ...]  # the write rows it was built from
-    state: State
-    core: dict[str, Any]
-    extra: Any
+    skeleton: dict[str, Any]  # the checkpoint without values and extra keys (copied per read)
+    extra: Any  # the extra keys, serialized
     values: list[tuple[str, Any]]  # (channel, source) in checkpoint order
     pending: list[tuple[str, str, Any]]  # (task_id, channel, source), sorted
     lists: list[tuple[str, ListState]] | None  # list states to remember; None: unknown
@@ -112,8 +111,15 @@ def keep(codec: ValueCodec, thread_id: str, ns: str, cid: str, recipe: Recipe) -
 def serve(codec: ValueCodec, row: CheckpointRow, recipe: Recipe, remember: bool) -> CheckpointTuple:
     """The tuple of ``row`` from its recipe, every value deserialized afresh."""
     extra = loads(codec, recipe.extra, row, None) if recipe.extra else None
-    checkpoint = record.to_checkpoint(row.checkpoint_id, recipe.core, extra, recipe.state)
-    channel_values = checkpoint["channel_values"]
+    skeleton = recipe.skeleton
+    checkpoint = skeleton.copy()  # same keys in the same order; fresh containers
+    channel_values = checkpoint["channel_values"] = {}
+    checkpoint["channel_versions"] = skeleton["channel_versions"].copy()
+    checkpoint["versions_seen"] = {n: seen.copy() for n, seen in skeleton["versions_seen"].items()}
+    if type(updated := skeleton.get("updated_channels")) is list:
+        checkpoint["updated_channels"] = list(updated)
+    if extra:
+        checkpoint.update(extra)
     loads_typed = codec.serde.loads_typed
     for channel, src in recipe.values:
         kind = type(src)
