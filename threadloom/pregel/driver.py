@@ -269,7 +269,8 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
         yield from run.drain()
         while loop.tick():
             if boundary is not None:  # a leased run another run asked to stop
-                boundary(opts.durability == "sync")
+                # exact unless the input checkpoint (and its fence) is still held
+                boundary(opts.durability == "sync" and not opts.persister.holding)
             cache_lookup(loop)
             yield from run.run_step()
             cache_store(loop)

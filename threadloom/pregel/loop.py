@@ -294,7 +294,11 @@ class Loop:
         return not any(t2n.get(chan) for chan in updated)
 
     def put_checkpoint(
-        self, metadata: dict[str, Any], exiting: bool = False, last: bool = False
+        self,
+        metadata: dict[str, Any],
+        exiting: bool = False,
+        last: bool = False,
+        hold: bool = False,
     ) -> None:
         if exiting and self.checkpoint["id"] == self.checkpoint_id_saved:
             return
@@ -335,7 +339,7 @@ class Loop:
             }
             new_versions = get_new_channel_versions(self.previous_versions, versions)
             self.previous_versions = versions
-            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions, last)
+            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions, last, hold)
             self.checkpoint_id_saved = self.checkpoint["id"]
             self.checkpoint_config = {
                 **cfg,

@@ -96,6 +96,20 @@ def _below(saver: Any, many: str) -> bool:
     return owner is not None and step is not None and mro.index(owner) <= mro.index(step)
 
 
+def _as_steps(ops: Any) -> list[tuple[list[Any], Any]]:
+    """``(writes, checkpoint)`` ops as steps: writes-only ops join the op after them."""
+    steps: list[tuple[list[Any], Any]] = []
+    writes: list[Any] = []
+    for op_writes, checkpoint in ops:
+        writes.extend(op_writes)
+        if checkpoint is not None:
+            steps.append((writes, checkpoint))
+            writes = []
+    if writes:
+        steps.append((writes, None))
+    return steps
+
+
 class _Buffer:
     """What both persisters share: the writes buffer and how one op is called."""
 
@@ -112,22 +126,41 @@ class _Buffer:
         # a leased run's last checkpoint may release the lease in its transaction
         self._releases = self._step and getattr(saver, "releases_with_step", False) is True
         self._last: Any = None  # that checkpoint's put arguments, once submitted
+        self._holds = False  # may keep a put (the input checkpoint) for the next one
+        self._held: tuple[list[Any], Any] | None = None
         self._task_path = accepts_task_path(saver, "aput_writes" if is_async else "put_writes")
         self._writes: list[tuple[Any, Any, str, str]] = []
         self._queue: deque[tuple[list[Any], Any]] = deque()
         self._error: BaseException | None = None
 
     def put(
-        self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any, last: bool = False
+        self,
+        config: Any,
+        checkpoint: Any,
+        metadata: Any,
+        new_versions: Any,
+        last: bool = False,
+        hold: bool = False,
     ) -> None:
         """The checkpoint, with every write buffered before it. ``last``: the run
         surely ends after it; a fenced saver then releases the lease in the same
-        transaction (``FencedSaver.releases_with_step``)."""
+        transaction (``FencedSaver.releases_with_step``). ``hold``: the run's input
+        checkpoint, which a sync persister sends with the next save in one
+        ``put_steps`` (see ``holding``)."""
         writes, self._writes = self._writes, []
         cp = (config, checkpoint, metadata, new_versions)
         if last and self._releases:
             self._last = cp
+        if hold and self._holds:
+            self._held = (writes, cp)
+            return
         self._submit((writes, cp))
+
+    @property
+    def holding(self) -> bool:
+        """A held input checkpoint is not saved yet: the first step boundary cannot
+        rely on its fence having read the lease."""
+        return self._held is not None
 
     def _releasing(self, checkpoint: Any) -> bool:
         """Whether saving ``checkpoint`` should also release the lease."""
@@ -148,16 +181,7 @@ class _Buffer:
 
     def _take(self) -> tuple[int, list[tuple[list[Any], Any]]]:
         """Everything queued, as steps: writes-only ops join the op after them."""
-        steps: list[tuple[list[Any], Any]] = []
-        writes: list[Any] = []
-        for op_writes, checkpoint in self._queue:
-            writes.extend(op_writes)
-            if checkpoint is not None:
-                steps.append((writes, checkpoint))
-                writes = []
-        if writes:
-            steps.append((writes, None))
-        return len(self._queue), steps
+        return len(self._queue), _as_steps(self._queue)
 
 
 class SyncPersister(_Buffer):
@@ -165,6 +189,8 @@ class SyncPersister(_Buffer):
 
     def __init__(self, saver: Any, durability: str, max_pending: int = MAX_PENDING) -> None:
         self._setup(saver, durability, False)
+        # "sync": the input checkpoint rides with the first step's save (one commit)
+        self._holds = durability == "sync" and self._steps
         self._cond = threading.Condition()
         self._draining = False
         self._max = max_pending
@@ -195,7 +221,11 @@ class SyncPersister(_Buffer):
 
     def _submit(self, op: tuple[list[Any], Any]) -> None:
         if self.inline:
-            self._call(*op)
+            held, self._held = self._held, None
+            if held is None:
+                self._call(*op)
+            else:
+                self._call_all(_as_steps((held, op)))
             return
         with self._cond:
             while len(self._queue) >= self._max and self._error is None:
@@ -227,6 +257,9 @@ class SyncPersister(_Buffer):
         """Save the buffered writes, wait until every save reached the saver; raise
         the first failure."""
         try:
+            held, self._held = self._held, None
+            if held is not None:
+                self._call(*held)
             self.save_writes()
         except BaseException as exc:
             if self._error is None:

@@ -191,7 +191,8 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
             loop, [*discard.values(), PregelTaskWrites((), INPUT, input_writes, [])]
         )
         loop.updated_channels = updated_channels
-        loop.put_checkpoint({"source": "input"})
+        # a root run's input checkpoint may ride with the first step's save
+        loop.put_checkpoint({"source": "input"}, hold=not loop.is_nested)
     elif mode.flag is None:
         raise EmptyInputError(f"Received no input for {loop.graph.input_channels}")
     if not loop.is_nested:
