@@ -1,6 +1,9 @@
 """Checkpoint records: keyframes and diffs along the parent chain.
 
-A checkpoint row's ``data`` is a msgpack map (tag ``"tl1"``):
+A checkpoint row's ``data`` is msgpack (tag ``"tl1"``): ``[mask, field, ...]``,
+the mask's bits naming which of the fields below follow, in :data:`_SLOTS`
+order (a map of them, as records were written before, ~19 bytes more a
+record, reads the same):
 
 * ``k``: depth, 0 for a keyframe, else the distance to the nearest keyframe
   ancestor (a reader fetches at most ``k`` ancestors, in one query);
@@ -53,6 +56,12 @@ RECORD_TAG = "tl1"
 # keep them. Records written before the codes hold text tags and read the same
 _TAG_NAMES = ("msgpack", "null", "bytes", "msgpack+zstd", "empty")
 _TAG_CODES = {tag: i for i, tag in enumerate(_TAG_NAMES)}
+# a record is written as [mask, field, ...]: bit i of the mask says that the field
+# of _SLOTS[i] follows (in slot order). Never reorder: records keep the bits
+_SLOTS = ("k", "v", "ts", "cv", "u", "t", "vs", "iv", "ix", "n", "cx", "vx", "U", "x")
+_SLOT_BITS = tuple((1 << i, key) for i, key in enumerate(_SLOTS))
+_MASK_KEYS: dict[int, tuple[str, ...]] = {}  # mask -> its keys (a handful recur)
+_LAYOUTS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {}  # keys as built -> mask, order
 _CORE = ("v", "ts", "updated_channels")
 _NOT_EXTRA = frozenset({"id", "channel_values", "channel_versions", "versions_seen", *_CORE})
 
@@ -298,12 +307,27 @@ def encode(
     else:
         state.versions = prev.versions if prev else []
     state.index = (names_index, versions_index)
-    return ormsgpack.packb(rec)
+    shape = tuple(rec)
+    layout = _LAYOUTS.get(shape)
+    if layout is None:
+        keys = tuple(key for _, key in _SLOT_BITS if key in rec)
+        layout = (sum(bit for bit, key in _SLOT_BITS if key in rec), keys)
+        if len(_LAYOUTS) < 4096:
+            _LAYOUTS[shape] = layout
+    return ormsgpack.packb([layout[0], *[rec[key] for key in layout[1]]])
 
 
 def decode(data: bytes) -> dict[str, Any]:
     """The raw record (indices unresolved: :func:`apply` needs the base state)."""
-    return ormsgpack.unpackb(data)
+    raw = ormsgpack.unpackb(data)
+    if type(raw) is not list or not raw or type(raw[0]) is not int:
+        return raw  # a map: a record written before the slot layout (or not a record)
+    keys = _MASK_KEYS.get(raw[0])
+    if keys is None:
+        keys = tuple(key for bit, key in _SLOT_BITS if raw[0] & bit)
+        if len(_MASK_KEYS) < 4096:
+            _MASK_KEYS[raw[0]] = keys
+    return dict(zip(keys, raw[1:]))
 
 
 def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
