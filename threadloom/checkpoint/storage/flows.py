@@ -180,7 +180,7 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         if recipe is not None and tuples.fits(recipe, row, found, remember):
             return [tuples.serve(codec, row, recipe, remember)]
         made = yield from _prepare(codec, thread_id, ns, [row], {cid: found}, remember)
-        return [tuples.serve(codec, row, made[cid], False)]
+        return [tuples.serve(codec, row, made[cid], False, True)]
     groups: dict[tuple[str, str], list[CheckpointRow]] = {}
     for row in rows:
         groups.setdefault((row.thread_id, row.checkpoint_ns), []).append(row)
@@ -202,7 +202,7 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
             made = yield from _prepare(codec, thread_id, ns, misses, by_cp, remember)
             for row in misses:
                 cid = row.checkpoint_id
-                done[(thread_id, ns, cid)] = tuples.serve(codec, row, made[cid], False)
+                done[(thread_id, ns, cid)] = tuples.serve(codec, row, made[cid], False, True)
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
 
 
@@ -253,7 +253,8 @@ def _prepare(
             row.tag,
             row.data,
             tuple(writes.get(cid, ())),
-            record.to_checkpoint(cid, core, None, state),
+            state,
+            core,
             extra,
             sources,
             pending.get(cid, []),

@@ -75,11 +75,15 @@ class Recipe:
     tag: str
     data: bytes  # the record it was built from
     writes: tuple[WriteRow, ...]  # the write rows it was built from
-    skeleton: dict[str, Any]  # the checkpoint without values and extra keys (copied per read)
+    state: State
+    core: dict[str, Any]
     extra: Any  # the extra keys, serialized
     values: list[tuple[str, Any]]  # (channel, source) in checkpoint order
     pending: list[tuple[str, str, Any]]  # (task_id, channel, source), sorted
     lists: list[tuple[str, ListState]] | None  # list states to remember; None: unknown
+    # the checkpoint without values and extra keys, made at the first re-read
+    # (copied per read: cheaper than rebuilding it from the state)
+    skeleton: dict[str, Any] | None = None
 
 
 def fits(recipe: Recipe, row: CheckpointRow, writes: list[WriteRow] | None, remember: bool) -> bool:
@@ -108,18 +112,30 @@ def keep(codec: ValueCodec, thread_id: str, ns: str, cid: str, recipe: Recipe) -
     recipes.put((thread_id, ns, cid), recipe, weight)
 
 
-def serve(codec: ValueCodec, row: CheckpointRow, recipe: Recipe, remember: bool) -> CheckpointTuple:
-    """The tuple of ``row`` from its recipe, every value deserialized afresh."""
+def serve(
+    codec: ValueCodec, row: CheckpointRow, recipe: Recipe, remember: bool, first: bool = False
+) -> CheckpointTuple:
+    """The tuple of ``row`` from its recipe, every value deserialized afresh
+    (``first``: the read that built the recipe)."""
     extra = loads(codec, recipe.extra, row, None) if recipe.extra else None
-    skeleton = recipe.skeleton
-    checkpoint = skeleton.copy()  # same keys in the same order; fresh containers
-    channel_values = checkpoint["channel_values"] = {}
-    checkpoint["channel_versions"] = skeleton["channel_versions"].copy()
-    checkpoint["versions_seen"] = {n: seen.copy() for n, seen in skeleton["versions_seen"].items()}
-    if type(updated := skeleton.get("updated_channels")) is list:
-        checkpoint["updated_channels"] = list(updated)
-    if extra:
-        checkpoint.update(extra)
+    if first:
+        checkpoint = record.to_checkpoint(row.checkpoint_id, recipe.core, extra, recipe.state)
+        channel_values = checkpoint["channel_values"]
+    else:
+        skeleton = recipe.skeleton
+        if skeleton is None:
+            skeleton = recipe.skeleton = record.to_checkpoint(
+                row.checkpoint_id, recipe.core, None, recipe.state
+            )
+        checkpoint = skeleton.copy()  # same keys in the same order; fresh containers
+        channel_values = checkpoint["channel_values"] = {}
+        checkpoint["channel_versions"] = skeleton["channel_versions"].copy()
+        seen = skeleton["versions_seen"]
+        checkpoint["versions_seen"] = {n: s.copy() for n, s in seen.items()}
+        if type(updated := skeleton.get("updated_channels")) is list:
+            checkpoint["updated_channels"] = list(updated)
+        if extra:
+            checkpoint.update(extra)
     loads_typed = codec.serde.loads_typed
     for channel, src in recipe.values:
         kind = type(src)
