@@ -232,3 +232,16 @@ def test_postgres_seals_list_tails_every_12_chunks_unless_told(pg_url, fresh_sch
         assert saver.codec.compact_every == COMPACT_EVERY == 12
     with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema, compact_every=16) as saver:
         assert saver.codec.compact_every == 16
+
+
+def test_lease_pages_are_filled(pg_url, fresh_schema):
+    """Migration 23 drops migration 17's ``fillfactor`` of 50 on ``tl_leases``."""
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        options = conn.execute(
+            "SELECT c.reloptions FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relname = 'tl_leases'",
+            (fresh_schema,),
+        ).fetchone()
+    assert options == (None,)

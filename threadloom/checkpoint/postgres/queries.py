@@ -168,6 +168,11 @@ MIGRATIONS: list[str] = [
     # 22: a checkpoint's tag is NULL when it is the record format's usual one
     # (idpack.packed_ckpt): 4 bytes less per row. Older rows keep theirs (no rewrite)
     "ALTER TABLE {s}.checkpoints ALTER COLUMN tag DROP NOT NULL",
+    # 23: lease pages filled again (17's room for in-place updates serves nothing
+    # now: a released lease is deleted and the fence extends it every third of its
+    # TTL at most); each run leaves one dead row, which other sessions' snapshots
+    # may keep from being pruned, and half-empty pages doubled what they cost
+    "ALTER TABLE {s}.tl_leases RESET (fillfactor)",
 ]
 
 
