@@ -165,13 +165,10 @@ MIGRATIONS: list[str] = [
     " ALTER COLUMN metadata TYPE TEXT USING "
     + sql_pack_meta("metadata::text").replace("{", "{{").replace("}", "}}")
     + ", ALTER COLUMN metadata SET DEFAULT '{{}}'",
-    # 22: a checkpoint's tag is NULL when it is the record format's usual one
-    # (idpack.packed_ckpt): 4 bytes less per row. Older rows keep theirs (no rewrite)
+    # 22: the usual record tag stored as NULL (idpack.packed_ckpt); no rewrite
     "ALTER TABLE {s}.checkpoints ALTER COLUMN tag DROP NOT NULL",
-    # 23: lease pages filled again (17's room for in-place updates serves nothing
-    # now: a released lease is deleted and the fence extends it every third of its
-    # TTL at most); each run leaves one dead row, which other sessions' snapshots
-    # may keep from being pruned, and half-empty pages doubled what they cost
+    # 23: lease pages filled again: 17's room for in-place updates serves nothing
+    # now (a released lease is deleted, the fence extends it every TTL/3 at most)
     "ALTER TABLE {s}.tl_leases RESET (fillfactor)",
 ]
 

@@ -1,9 +1,7 @@
 """Checkpoint records: keyframes and diffs along the parent chain.
 
-A checkpoint row's ``data`` is msgpack (tag ``"tl1"``): ``[mask, field, ...]``,
-the mask's bits naming which of the fields below follow, in :data:`_SLOTS`
-order (a map of them, as records were written before, ~19 bytes more a
-record, reads the same):
+A checkpoint row's ``data`` is msgpack (tag ``"tl1"``): ``[mask, field, ...]``
+(:data:`_SLOTS`; older records, a map, read the same) of these fields:
 
 * ``k``: depth, 0 for a keyframe, else the distance to the nearest keyframe
   ancestor (a reader fetches at most ``k`` ancestors, in one query);
@@ -51,13 +49,10 @@ __all__ = [
 ]
 
 RECORD_TAG = "tl1"
-# the serializer tags of inline values, written as a small int (1 byte instead of
-# 5-8 a value); any other tag is written as its text. Never renumber: records
-# keep them. Records written before the codes hold text tags and read the same
+# inline values' usual serializer tags as small ints (others as text). Never renumber
 _TAG_NAMES = ("msgpack", "null", "bytes", "msgpack+zstd", "empty")
 _TAG_CODES = {tag: i for i, tag in enumerate(_TAG_NAMES)}
-# a record is written as [mask, field, ...]: bit i of the mask says that the field
-# of _SLOTS[i] follows (in slot order). Never reorder: records keep the bits
+# [mask, field, ...]: bit i of the mask says _SLOTS[i] follows. Never reorder
 _SLOTS = ("k", "v", "ts", "cv", "u", "t", "vs", "iv", "ix", "n", "cx", "vx", "U", "x")
 _SLOT_BITS = tuple((1 << i, key) for i, key in enumerate(_SLOTS))
 _MASK_KEYS: dict[int, tuple[str, ...]] = {}  # mask -> its keys (a handful recur)
@@ -321,7 +316,7 @@ def decode(data: bytes) -> dict[str, Any]:
     """The raw record (indices unresolved: :func:`apply` needs the base state)."""
     raw = ormsgpack.unpackb(data)
     if type(raw) is not list or not raw or type(raw[0]) is not int:
-        return raw  # a map: a record written before the slot layout (or not a record)
+        return raw  # a map: written before the slot layout (or not a record)
     keys = _MASK_KEYS.get(raw[0])
     if keys is None:
         keys = tuple(key for bit, key in _SLOT_BITS if raw[0] & bit)
