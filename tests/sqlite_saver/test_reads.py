@@ -46,10 +46,13 @@ def test_an_unchanged_database_is_read_without_selects(path) -> None:
     with SqliteSaver.from_conn_string(path) as saver:
         cid = _put(saver, {"text": BIG})
         saver.put_writes(_config(cid), [("a", BIG)], "task")
-        first = saver.get_tuple(_config())
-        listed = [t.checkpoint["id"] for t in saver.list(_config(), limit=5)]
         sent: list[str] = []
         saver.conn.set_trace_callback(sent.append)
+        first = saver.get_tuple(_config())  # right after our write: no check, nothing kept
+        assert "PRAGMA data_version" not in sent and _selects(sent)
+        saver.get_tuple(_config())
+        listed = [t.checkpoint["id"] for t in saver.list(_config(), limit=5)]
+        sent.clear()
         again = saver.get_tuple(_config())
         assert sent == ["BEGIN", "PRAGMA data_version", "COMMIT"]
         assert again.checkpoint == first.checkpoint and again.pending_writes == [("task", "a", BIG)]

@@ -141,6 +141,8 @@ class SqliteExecutor:
         stored read results still hold (sqlite/memo.py, ``Reads``)."""
         self._lazy = False
         self._exec_script("BEGIN")
+        if self._reading and self.reads.skip(self.conn.total_changes):
+            self._reading = False  # right after our own write: checking would not pay
         if self._reading:
             if self.tracer is not None:
                 self.tracer(DATA_VERSION, ())

@@ -126,11 +126,24 @@ class Reads:
     the statement would return now. Otherwise they are all dropped. Rows are
     immutable tuples; lists are handed out as copies."""
 
-    __slots__ = ("results", "stamp")
+    __slots__ = ("results", "stamp", "seen")
 
     def __init__(self) -> None:
         self.results: dict[tuple, Any] = {}
         self.stamp: tuple[Any, int] | None = None
+        self.seen: int | None = None  # total_changes at the last read
+
+    def skip(self, total_changes: int) -> bool:
+        """Whether a read should neither check nor keep results (saving its
+        ``PRAGMA``): this connection changed rows since its last read, so
+        nothing stored holds, and a read right after our own write (the
+        runtime's, at an invoke's start) is rarely repeated before the next
+        write. The read after it checks and keeps again."""
+        if total_changes != self.seen:
+            self.seen = total_changes
+            self.clear()
+            return True
+        return False
 
     def validate(self, data_version: Any, total_changes: int) -> None:
         stamp = (data_version, total_changes)
