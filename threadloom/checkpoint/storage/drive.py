@@ -271,19 +271,7 @@ def iterate(flow: Flow, executor: Any) -> Iterator[Any]:
     if tears(executor) and not joined(executor):
         yield from _resumed(flow, executor)
         return
-    result = None
-    while True:
-        with executor.transaction(False):
-            while True:
-                try:
-                    op = flow.send(result)
-                except StopIteration:
-                    return
-                if type(op) is Emit:
-                    break
-                result = executor.execute(op)
-        result = None
-        yield from op.items
+    yield from _pages(flow, executor, False)
 
 
 def _resumed(flow: Flow, executor: Any) -> Iterator[Any]:
