@@ -66,3 +66,29 @@ def test_failing_first_node_keeps_the_input_and_start():
     assert [h.metadata["step"] for h in saver.list(cfg("f"))] == [0, -1]
     out = chain(2, saver).invoke(None, cfg("f"), durability="sync")
     assert out == {"log": ["n0", "n1"]}
+
+
+def test_a_raw_pregel_first_step_sees_its_input_stored():
+    """A raw Pregel graph has no START step: its nodes read the input in the first
+    step. The input checkpoint is saved before they run (a crash in that node must
+    not lose the input), not held for the step's save (found in review)."""
+    from threadloom.channels import LastValue
+    from threadloom.pregel import NodeBuilder, Pregel
+
+    saver = InMemorySaver()
+    seen: list[list[str]] = []
+
+    def node(x: str) -> str:
+        seen.append([t.metadata["source"] for t in saver.list(cfg("raw"))])
+        return x + "!"
+
+    app = Pregel(
+        nodes={"a": NodeBuilder().subscribe_only("inp").do(node).write_to("out")},
+        channels={"inp": LastValue(str), "out": LastValue(str)},
+        input_channels="inp",
+        output_channels="out",
+        checkpointer=saver,
+    )
+    assert app.invoke("precious", cfg("raw"), durability="sync") == "precious!"
+    assert seen == [["input"]]
+    assert [h.metadata["source"] for h in saver.list(cfg("raw"))] == ["loop", "input"]

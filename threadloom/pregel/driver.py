@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from threadloom.constants import START
 from threadloom.errors import CheckpointNotFoundError, GraphInterrupt, GraphRecursionError
 from threadloom.pregel.context import TaskScope
 from threadloom.pregel.interrupts import as_interrupts
@@ -190,6 +191,9 @@ class _SyncRun:
         timeout = loop.graph.step_timeout
         deadline = time.monotonic() + timeout if timeout else None
         if todo:
+            persister = self.opts.persister
+            if persister is not None and persister.holding and any(t.name != START for t in todo):
+                persister.send_held()  # the input rides only with a START-only step
             save()  # writes from before the tasks (cache hits, a resume): saved first
         if len(todo) == 1 and deadline is None:
             exc = run_task(make_scope(loop, todo[0]))

@@ -156,6 +156,14 @@ class _Buffer:
             return
         self._submit((writes, cp))
 
+    def send_held(self) -> None:
+        """Save a held input checkpoint now, alone: the step about to run has user
+        code (a raw Pregel graph's nodes read the input directly), which must not
+        run while the input is stored nowhere."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._call(*held)
+
     @property
     def holding(self) -> bool:
         """A held input checkpoint is not saved yet: the first step boundary cannot
@@ -257,9 +265,7 @@ class SyncPersister(_Buffer):
         """Save the buffered writes, wait until every save reached the saver; raise
         the first failure."""
         try:
-            held, self._held = self._held, None
-            if held is not None:
-                self._call(*held)
+            self.send_held()
             self.save_writes()
         except BaseException as exc:
             if self._error is None:
