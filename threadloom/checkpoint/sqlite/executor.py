@@ -91,6 +91,11 @@ class SqliteExecutor:
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
 
+    def forget_cached(self) -> None:
+        """Forget the memo and kept read rows (``StorageSaver.forget_cached``)."""
+        self.memo.forget()
+        self.reads.clear()
+
     def transaction(self, write: bool) -> _Transaction:
         """One transaction (a context manager; a class, not a generator: every
         read and write enters one, see :class:`_Transaction`)."""
@@ -270,6 +275,10 @@ class AsyncSqliteExecutor:
         self._depth = 0
         self._lazy = False  # a read transaction whose BEGIN waits for a statement
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
+
+    def forget_cached(self) -> None:
+        """Forget the memo (``StorageSaver.forget_cached``)."""
+        self.memo.forget()
 
     async def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         async with self.lock:

@@ -51,6 +51,18 @@ class StorageSaver(BaseCheckpointSaver):
         )
         self.codec.keyframe_every = max(1, keyframe_every)
 
+    def forget_cached(self) -> None:
+        """Drop every row and value this saver keeps in memory.
+
+        The caches check themselves against what any writer can change (SQLite:
+        ``PRAGMA data_version`` and ``total_changes``); a restore into the saver's
+        own connection (``sqlite3.Connection.backup`` into it, ``deserialize``)
+        moves neither, so call this after one."""
+        self.codec.forget_thread(None)
+        forget = getattr(getattr(self, "executor", None), "forget_cached", None)
+        if forget is not None:
+            forget()
+
     # -- how flows run (backends override) ------------------------------------
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
