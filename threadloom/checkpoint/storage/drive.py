@@ -294,20 +294,8 @@ async def aiterate(flow: Flow, executor: Any) -> AsyncIterator[Any]:
         async for item in _aresumed(flow, executor):
             yield item
         return
-    result = None
-    while True:
-        async with executor.atransaction(False):
-            while True:
-                try:
-                    op = flow.send(result)
-                except StopIteration:
-                    return
-                if type(op) is Emit:
-                    break
-                result = await executor.aexecute(op)
-        result = None
-        for item in op.items:
-            yield item
+    async for item in _apages(flow, executor, False):
+        yield item
 
 
 async def _apages(flow: Flow, executor: Any, snapshot: bool) -> AsyncIterator[Any]:
