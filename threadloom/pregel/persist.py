@@ -96,6 +96,10 @@ def _below(saver: Any, many: str) -> bool:
     return owner is not None and step is not None and mro.index(owner) <= mro.index(step)
 
 
+_RELEASE = {"release": True}
+_PLAIN: dict[str, bool] = {}
+
+
 def _as_steps(ops: Any) -> list[tuple[list[Any], Any]]:
     """``(writes, checkpoint)`` ops as steps: writes-only ops join the op after them."""
     steps: list[tuple[list[Any], Any]] = []
@@ -170,9 +174,11 @@ class _Buffer:
         rely on its fence having read the lease."""
         return self._held is not None
 
-    def _releasing(self, checkpoint: Any) -> bool:
-        """Whether saving ``checkpoint`` should also release the lease."""
-        return checkpoint is not None and checkpoint is self._last
+    def _release(self, checkpoint: Any) -> dict[str, bool]:
+        """The keyword that makes saving ``checkpoint`` also release the lease
+        (``release=True``), else none: only a saver that declares
+        ``releases_with_step`` ever gets it."""
+        return _RELEASE if checkpoint is not None and checkpoint is self._last else _PLAIN
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str) -> None:
         """Buffered until the next ``put`` or ``save_writes()``."""
@@ -206,10 +212,7 @@ class SyncPersister(_Buffer):
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
         """Queued steps: one ``put_steps`` transaction when the saver has it."""
         if self._steps and len(steps) > 1:
-            if self._releasing(steps[-1][1]):
-                self.saver.put_steps(steps, release=True)
-            else:
-                self.saver.put_steps(steps)
+            self.saver.put_steps(steps, **self._release(steps[-1][1]))
             return
         for writes, checkpoint in steps:
             self._call(writes, checkpoint)
@@ -217,10 +220,7 @@ class SyncPersister(_Buffer):
     def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
-            if self._releasing(checkpoint):
-                saver.put_step(writes, checkpoint, release=True)
-            else:
-                saver.put_step(writes, checkpoint)
+            saver.put_step(writes, checkpoint, **self._release(checkpoint))
             return
         for w in writes:
             saver.put_writes(*w) if self._task_path else saver.put_writes(*w[:3])
@@ -298,10 +298,7 @@ class AsyncPersister(_Buffer):
 
     async def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
         if self._steps and len(steps) > 1:
-            if self._releasing(steps[-1][1]):
-                await self.saver.aput_steps(steps, release=True)
-            else:
-                await self.saver.aput_steps(steps)
+            await self.saver.aput_steps(steps, **self._release(steps[-1][1]))
             return
         for writes, checkpoint in steps:
             await self._call(writes, checkpoint)
@@ -309,10 +306,7 @@ class AsyncPersister(_Buffer):
     async def _call(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
-            if self._releasing(checkpoint):
-                await saver.aput_step(writes, checkpoint, release=True)
-            else:
-                await saver.aput_step(writes, checkpoint)
+            await saver.aput_step(writes, checkpoint, **self._release(checkpoint))
             return
         for w in writes:
             await (saver.aput_writes(*w) if self._task_path else saver.aput_writes(*w[:3]))
