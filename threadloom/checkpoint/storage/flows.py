@@ -176,9 +176,9 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
         row = rows[0]
         thread_id, ns, cid = row.thread_id, row.checkpoint_ns, row.checkpoint_id
         found = yield LoadWrites(thread_id, ns, (cid,))
-        recipe = recipes.get((thread_id, ns, cid)) if recipes is not None else None
-        if recipe is not None and tuples.fits(recipe, row, found, remember):
-            return [tuples.serve(codec, row, recipe, remember)]
+        served = _served(codec, recipes, row, found, remember)
+        if served is not None:
+            return [served]
         made = yield from _prepare(codec, thread_id, ns, [row], {cid: found}, remember)
         return [tuples.serve(codec, row, made[cid], False, True)]
     groups: dict[tuple[str, str], list[CheckpointRow]] = {}
@@ -192,10 +192,9 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
             by_cp.setdefault(w.checkpoint_id, []).append(w)
         misses = []
         for row in group:
-            cid = row.checkpoint_id
-            recipe = recipes.get((thread_id, ns, cid)) if recipes is not None else None
-            if recipe is not None and tuples.fits(recipe, row, by_cp.get(cid), remember):
-                done[(thread_id, ns, cid)] = tuples.serve(codec, row, recipe, remember)
+            served = _served(codec, recipes, row, by_cp.get(row.checkpoint_id), remember)
+            if served is not None:
+                done[(thread_id, ns, row.checkpoint_id)] = served
             else:
                 misses.append(row)
         if misses:
@@ -204,6 +203,22 @@ def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: boo
                 cid = row.checkpoint_id
                 done[(thread_id, ns, cid)] = tuples.serve(codec, row, made[cid], False, True)
     return [done[(r.thread_id, r.checkpoint_ns, r.checkpoint_id)] for r in rows]
+
+
+def _served(
+    codec: ValueCodec,
+    recipes: Any,
+    row: CheckpointRow,
+    writes: list[WriteRow] | None,
+    remember: bool,
+) -> CheckpointTuple | None:
+    """``row``'s tuple from its kept recipe when that still fits, else None."""
+    if recipes is None:
+        return None
+    recipe = recipes.get((row.thread_id, row.checkpoint_ns, row.checkpoint_id))
+    if recipe is None or not tuples.fits(recipe, row, writes, remember):
+        return None
+    return tuples.serve(codec, row, recipe, remember)
 
 
 def _prepare(
