@@ -107,7 +107,7 @@ class Memo:
             self.rows.pop(("lease", params[0]), None)
 
 
-_ABSENT: Any = object()
+ABSENT: Any = object()  # Reads.get: nothing stored for that key
 READ_LIMIT = 256  # cached results; past it the cache starts over
 READ_ROWS = 32  # longer results are not kept (a page of a long history)
 
@@ -153,7 +153,7 @@ class Reads:
 
     def get(self, key: tuple) -> Any:
         """The stored result, a fresh list for lists; ``ABSENT`` when unknown."""
-        found = self.results.get(key, _ABSENT)
+        found = self.results.get(key, ABSENT)
         return list(found) if type(found) is list else found
 
     def put(self, key: tuple, result: Any) -> None:
@@ -166,9 +166,6 @@ class Reads:
     def clear(self) -> None:
         self.results.clear()
         self.stamp = None
-
-
-ABSENT = _ABSENT
 
 
 def read_key(op: Any) -> tuple | None:
