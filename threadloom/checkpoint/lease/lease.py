@@ -21,6 +21,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.custom import aput_each, customised, no_ops, put_each
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.redis import LOST_MARKER
+from threadloom.checkpoint.lease.resend import aalready_saved, already_saved
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import step
@@ -323,7 +324,12 @@ class FencedSaver(BaseCheckpointSaver):
             self._guard(no_ops())  # the fence, in a transaction of its own
             out = put_each(self.inner, steps)
         else:
-            out = self._guard(self._steps_flow(steps, release))
+            try:
+                out = self._guard(self._steps_flow(steps, release))
+            except LeaseLostError:
+                if not release or (out := already_saved(self.inner, steps)) is None:
+                    raise
+                self.lease.lost = False  # a re-send of a committed release (resend.py)
             self.lease.released |= release
         self._stored(steps, threading.get_ident())
         return out
@@ -337,7 +343,12 @@ class FencedSaver(BaseCheckpointSaver):
             await self._aguard(no_ops())
             out = await aput_each(self.inner, steps)
         else:
-            out = await self._aguard(self._steps_flow(steps, release))
+            try:
+                out = await self._aguard(self._steps_flow(steps, release))
+            except LeaseLostError:
+                if not release or (out := await aalready_saved(self.inner, steps)) is None:
+                    raise
+                self.lease.lost = False  # a re-send of a committed release (resend.py)
             self.lease.released |= release
         self._stored(steps, id(asyncio.current_task()))
         return out
