@@ -2,7 +2,7 @@
 
 ``ops`` defines the lease operations every storage executor answers (handlers
 per backend in ``memory``/``sqlite``/``postgres``/``redis``); ``lease`` holds
-:class:`Lease` and :class:`FencedSaver`; the runtime side is
+:class:`Lease`, ``fenced`` :class:`FencedSaver`; the runtime side is
 :mod:`threadloom.pregel.multitask`. See docs/concurrency.md.
 """
 
