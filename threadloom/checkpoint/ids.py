@@ -94,8 +94,26 @@ def next_version(current: str | int | float | None, channel: object = None) -> s
     channel)`` is expected (the runtime calls it directly when a saver keeps the default).
     """
     if type(current) is str and current[32:33] == "." and current[:32].isdigit():
-        counter = int(current[:32])  # the usual case: one of ours, parsed without split()
+        counter = int(current[:32]) + 1  # the usual case: one of ours, parsed without split()
     else:
-        counter = version_counter(current)
+        counter = version_counter(current) + 1
     # repr(x).zfill(16) == f"{x:016}" for x in [0, 1) (LangGraph's format), formatted faster
-    return f"{counter + 1:032}.{repr(random.random()).zfill(16)}"
+    tail = repr(random.random())
+    if len(tail) < 16:
+        return f"{counter:032}.{tail.zfill(16)}"
+    text = f"{counter:032}.{tail}"
+    # repr of [1e-4, 1) is "0." + digits; of smaller floats, an exponent form
+    if tail[:2] == "0." and tail[2] != "0" and len(tail) < 22 and counter < _MAX_PARTS:
+        if len(MADE) > 4096:
+            MADE.clear()
+        MADE[text] = (counter, int(tail[2:]))
+    return text
+
+
+_MAX_PARTS = 1 << 63
+MADE: dict[str, tuple[int, int]] = {}
+"""Versions :func:`next_version` made (``"<counter>.0.<digits>"``, the digits
+not starting with 0) -> ``(counter, int(digits))``, bounded. The storage core
+packs every version it stores as exactly these two numbers
+(``storage.packing``); handing them over spares parsing back the text that
+was formatted a moment before (every changed channel of every put)."""

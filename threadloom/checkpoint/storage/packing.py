@@ -14,12 +14,15 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from threadloom.checkpoint.ids import MADE
+
 __all__ = ["pack_ts", "pack_version", "packed_get", "unpack_ts", "unpack_version"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
 
 _PACKED: dict[str, Any] = {}
+_made_pop = MADE.pop  # versions ids.next_version made, already split (see ids.MADE)
 packed_get = _PACKED.get
 """A memo hit without a call (``packed_get(v) or pack_version(v)``): cleared,
 never replaced, so the bound method stays valid."""
@@ -32,7 +35,8 @@ def pack_version(version: Any) -> Any:
         if packed is None:
             if len(_PACKED) > 65536:
                 _PACKED.clear()
-            packed = _PACKED[version] = _pack_version(version)
+            packed = _made_pop(version, None) or _pack_version(version)
+            _PACKED[version] = packed
         return packed
     return version
 
