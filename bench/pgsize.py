@@ -27,6 +27,13 @@ _TABLES = """
     LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
     WHERE n.nspname = %s AND c.relkind = 'r' ORDER BY 2 DESC"""
 
+_INDEXES = """
+    SELECT t.relname, c.relname, pg_relation_size(c.oid), coalesce(s.idx_scan, 0)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_index i ON i.indexrelid = c.oid JOIN pg_class t ON t.oid = i.indrelid
+    LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = c.oid
+    WHERE n.nspname = %s ORDER BY 3 DESC"""
+
 _COLUMNS = """
     SELECT column_name FROM information_schema.columns
     WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position"""
@@ -62,6 +69,9 @@ def report(admin: Any, schema: str) -> None:
             f"{name:24} {total / 1e6:9.3f} {heap / 1e6:8.3f} {live:6} {dead:6}"
             f" {upd:6} {dele:6}  {per_row:.0f}"
         )
+    for table, index, size, _scans in admin.execute(_INDEXES, (schema,)).fetchall():
+        if size > 8192:
+            print(f"  index {index} ({table}): {size / 1e6:.3f} MB")
     for name, *_ in tables:
         cols = [r[0] for r in admin.execute(_COLUMNS, (schema, name)).fetchall()]
         sizes = ", ".join(f"avg(pg_column_size({c}))" for c in cols)

@@ -170,7 +170,25 @@ MIGRATIONS: list[str] = [
     # 23: lease pages filled again: 17's room for in-place updates serves nothing
     # now (a released lease is deleted, the fence extends it every TTL/3 at most)
     "ALTER TABLE {s}.tl_leases RESET (fillfactor)",
+    # 24: the refs' primary key ordered (thread, ns, version, channel): versions grow
+    # within a thread whatever the channel, so new keys land at the index's right
+    # end (pages fill to 90%) instead of in each channel's run (pages split in half:
+    # 0.24 -> 0.17 MB at 1,000 turns). Every lookup names all four columns, and
+    # ON CONFLICT infers the key from its columns, not their order
+    "ALTER TABLE {s}.checkpoint_refs DROP CONSTRAINT checkpoint_refs_pkey,"
+    " ADD CONSTRAINT checkpoint_refs_pkey"
+    " PRIMARY KEY (thread_id, checkpoint_ns, version, channel)",
 ]
+
+BLOB_DATA = "CASE WHEN {b}data = '' AND {b}tag IN ('~M', '~N') THEN {b}children ELSE {b}data END"
+"""A blob's stored ``data`` in SQL. A manifest's data is its children (the hashes
+it lists): the insert stores them once, in ``children``, and leaves ``data``
+empty (only for the usual manifest tags with identical, non-empty bytes, so no
+other row reads differently)."""
+
+
+def _blob_data(alias: str = "") -> str:
+    return BLOB_DATA.format(b=alias)
 
 
 def quote_ident(name: str) -> str:
@@ -251,7 +269,8 @@ _STATEMENTS: dict[str, str] = {
     "insert_blobs": """
             WITH ins AS (
                 INSERT INTO {blobs} (hash, tag, data, children)
-                SELECT * FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[])
+                SELECT h, t, CASE WHEN d = c AND t IN ('~M', '~N') THEN ''::bytea ELSE d END, c
+                FROM unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[]) AS u(h, t, d, c)
                 ON CONFLICT (hash) DO NOTHING RETURNING hash
             ), cnt AS (
                 INSERT INTO {counts} (hash) SELECT hash FROM ins ON CONFLICT (hash) DO NOTHING
@@ -316,15 +335,15 @@ _STATEMENTS: dict[str, str] = {
                 DELETE FROM {counts} WHERE hash = ANY(%s::bytea[]) AND refs <= 0 RETURNING hash
             )
             DELETE FROM {blobs} b USING gone WHERE b.hash = gone.hash
-            RETURNING b.hash, b.tag, b.data, b.children""",
+            RETURNING b.hash, b.tag, {bdata}, b.children""",
     "load_blob_counts": """
-            SELECT b.hash, b.tag, b.data, b.children, coalesce(c.refs, 0)
+            SELECT b.hash, b.tag, {bdata}, b.children, coalesce(c.refs, 0)
             FROM {blobs} b LEFT JOIN {counts} c ON c.hash = b.hash
             WHERE b.hash = ANY(%s::bytea[])""",
     "lock_blobs": """
             SELECT 1 FROM {blobs} WHERE hash = ANY(%s::bytea[]) ORDER BY hash FOR UPDATE""",
     "load_blobs": """
-            SELECT hash, tag, data, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
+            SELECT hash, tag, {data}, children FROM {blobs} WHERE hash = ANY(%s::bytea[])""",
     "thread_blobs": """
             WITH RECURSIVE held(hash) AS (
                 SELECT substring(r.hashes FROM i * 16 + 1 FOR 16) FROM (
@@ -336,7 +355,7 @@ _STATEMENTS: dict[str, str] = {
                 FROM {blobs} b JOIN held ON b.hash = held.hash
                 CROSS JOIN LATERAL generate_series(0, length(b.children) / 16 - 1) i
             )
-            SELECT count(*), coalesce(sum(octet_length(b.data)), 0)
+            SELECT count(*), coalesce(sum(octet_length({bdata})), 0)
             FROM {blobs} b JOIN held USING (hash)""",
 }
 """Statement templates; :class:`SQL` fills in the schema-qualified table names."""
@@ -387,6 +406,8 @@ class SQL:
             "ckpt_cols_raw": self.CKPT_COLS,
             "ref_cols": self.REF_COLS,
             "write_cols": self.WRITE_COLS,
+            "data": _blob_data(),
+            "bdata": _blob_data("b."),
         }
         for name, template in _STATEMENTS.items():
             setattr(self, name, template.format(**names))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.checkpoint.postgres.connection import Stmt
-from threadloom.checkpoint.postgres.queries import SQL
+from threadloom.checkpoint.postgres.queries import BLOB_DATA, SQL
 from threadloom.checkpoint.storage import ops
 
 __all__ = ["plan_stats"]
@@ -43,7 +43,10 @@ def plan_stats(op: ops.CollectStats, sql: SQL) -> tuple[list[Stmt], Any]:
         Stmt(sql.thread_blobs, [*params, *params], "one")
         if op.thread_id is not None
         else Stmt(
-            f"SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM {sql.blobs}", (), "one"
+            f"SELECT count(*), coalesce(sum(octet_length({BLOB_DATA.format(b='')})), 0)"
+            f" FROM {sql.blobs}",
+            (),
+            "one",
         ),
         Stmt(
             f"""SELECT thread_id, sum(n) FROM (
