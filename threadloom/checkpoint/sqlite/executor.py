@@ -20,6 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from threadloom.checkpoint.sqlite import queries
+from threadloom.checkpoint.sqlite.durability import RELAX, RELAXED, check_relaxed, strict_mode
 from threadloom.checkpoint.sqlite.memo import ABSENT, DATA_VERSION, KNOWN, Memo, Reads, read_key
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
@@ -69,6 +70,9 @@ class SqliteExecutor:
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
         self.reads = Reads()  # results of repeated reads (sqlite/memo.py)
         self._reading = False  # in our own read transaction: reads may be served from ``reads``
+        self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
+        self._wlazy = False  # a write transaction whose BEGIN waits for its first op
+        self._relaxed = False  # this transaction commits at synchronous NORMAL
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -81,6 +85,7 @@ class SqliteExecutor:
                 for sql in setup_statements(current, journal_wal and not busy, pragmas):
                     if not busy or "busy_timeout" in sql:
                         self.conn.execute(sql)
+                self.strict = None if busy else strict_mode(pragmas)
                 for version, statements in _migrations(current):
                     with self.transaction(True):
                         for sql in statements:
@@ -112,9 +117,13 @@ class SqliteExecutor:
             begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
         if self._lazy:  # a read we nest in: its BEGIN first
             self._begin_read()
+        elif self._wlazy:  # a write we nest in: its BEGIN, never relaxed
+            self._begin_write(None)
         self._reading = own and not write
         if self._reading:
             self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+        elif own and self.strict is not None:
+            self._wlazy = True  # BEGIN with the first op: it may be relaxed
         else:
             self._exec_script(begin)
         self._depth += 1
@@ -128,18 +137,39 @@ class SqliteExecutor:
         self._reading = False
         if not ok:
             self._memo_end(nested, False)
-        if self._lazy:
-            self._lazy = False
-        elif ok:
-            try:
+        try:
+            if self._lazy or self._wlazy:
+                self._lazy = self._wlazy = False
+            elif ok:
+                try:
+                    self._exec_script(end)
+                except BaseException:
+                    self._memo_end(nested, False)
+                    raise
+            elif nested or self.conn.in_transaction:  # (not when its BEGIN failed)
                 self._exec_script(end)
-            except BaseException:
-                self._memo_end(nested, False)
-                raise
-        else:
-            self._exec_script(end)
+        finally:
+            if self._relaxed and not nested:
+                self._restore()
         if ok:
             self._memo_end(nested, True)
+
+    def _restore(self) -> None:
+        """Back to FULL/EXTRA after a relaxed transaction (a failed COMMIT's
+        transaction is rolled back first: the PRAGMA cannot run inside one)."""
+        self._relaxed = False
+        if self.conn.in_transaction:
+            self._exec_script("ROLLBACK")
+        self._exec_script(self.strict or "PRAGMA synchronous = FULL")
+
+    def _begin_write(self, op: Any) -> None:
+        """BEGIN IMMEDIATE of a lazy write transaction, at synchronous NORMAL
+        when ``op`` is a lease op (sqlite/durability.py)."""
+        self._wlazy = False
+        if type(op) in RELAXED:
+            self._exec_script(RELAX)
+            self._relaxed = True
+        self._exec_script("BEGIN IMMEDIATE")
 
     def _begin_read(self) -> None:
         """BEGIN, then (our own read) the snapshot's data_version: whether the
@@ -182,6 +212,10 @@ class SqliteExecutor:
     def execute(self, op: Op) -> Any:
         if self._lazy:
             self._begin_read()
+        elif self._wlazy:
+            self._begin_write(op)
+        elif self._relaxed:
+            check_relaxed(op, self.where)
         if self._reading and (key := read_key(op)) is not None:
             found = self.reads.get(key)
             if found is ABSENT:
@@ -275,6 +309,9 @@ class AsyncSqliteExecutor:
         self._depth = 0
         self._lazy = False  # a read transaction whose BEGIN waits for a statement
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
+        self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
+        self._wlazy = False  # a write transaction whose BEGIN waits for its first op
+        self._relaxed = False  # this transaction commits at synchronous NORMAL
 
     def forget_cached(self) -> None:
         """Forget the memo (``StorageSaver.forget_cached``)."""
@@ -290,6 +327,7 @@ class AsyncSqliteExecutor:
                     current = (await cur.fetchone())[0]
                 for sql in setup_statements(current, journal_wal, pragmas):
                     await self.conn.execute(sql)
+                self.strict = strict_mode(pragmas)
                 for version, statements in _migrations(current):
                     await self._script("BEGIN IMMEDIATE")
                     try:
@@ -316,30 +354,51 @@ class AsyncSqliteExecutor:
                 begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
             if own and not write:
                 self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+            elif own and self.strict is not None:
+                self._wlazy = True  # BEGIN with the first op: it may be relaxed
             else:
                 await self._script(begin)
             self.memo.begin(own)
             self._depth += 1
             try:
-                yield
-            except BaseException:
+                try:
+                    yield
+                except BaseException:
+                    self._depth -= 1
+                    self.memo.end(False, 0)
+                    if self._lazy or self._wlazy:
+                        self._lazy = self._wlazy = False
+                    elif not own or self.conn.in_transaction:  # (not when BEGIN failed)
+                        await self._script(rollback)
+                    raise
                 self._depth -= 1
-                self.memo.end(False, 0)
-                if self._lazy:
-                    self._lazy = False
-                else:
-                    await self._script(rollback)
-                raise
-            self._depth -= 1
-            try:
-                if self._lazy:
-                    self._lazy = False
-                else:
-                    await self._script(commit)
-            except BaseException:
-                self.memo.end(False, 0)
-                raise
+                try:
+                    if self._lazy or self._wlazy:
+                        self._lazy = self._wlazy = False
+                    else:
+                        await self._script(commit)
+                except BaseException:
+                    self.memo.end(False, 0)
+                    raise
+            finally:
+                if self._relaxed:
+                    await self._restore()
             self.memo.end(True, self.conn.total_changes)
+
+    async def _restore(self) -> None:
+        """Back to FULL/EXTRA after a relaxed transaction (see the sync twin)."""
+        self._relaxed = False
+        if self.conn.in_transaction:
+            await self._script("ROLLBACK")
+        await self._script(self.strict or "PRAGMA synchronous = FULL")
+
+    async def _begin_write(self, op: Any) -> None:
+        """BEGIN IMMEDIATE of a lazy write transaction (see the sync twin)."""
+        self._wlazy = False
+        if type(op) in RELAXED:
+            await self._script(RELAX)
+            self._relaxed = True
+        await self._script("BEGIN IMMEDIATE")
 
     async def _script(self, sql: str) -> None:
         try:
@@ -353,6 +412,10 @@ class AsyncSqliteExecutor:
         if self._lazy:
             self._lazy = False
             await self._script("BEGIN")
+        elif self._wlazy:
+            await self._begin_write(op)
+        elif self._relaxed:
+            check_relaxed(op, self.where)
         send = queries.plan(op).send
         result = None
         conn, memo, tracer = self.conn, self.memo, self.tracer

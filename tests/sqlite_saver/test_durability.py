@@ -1,0 +1,127 @@
+"""synchronous=FULL: a transaction holding only the run's own lease op commits
+at NORMAL (no fsync; sqlite/durability.py), every other write commits at FULL,
+and a 10-node chain costs one fsync'd commit per step plus the input's."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import pytest
+
+from threadloom.checkpoint.base import empty_checkpoint, uuid6
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadloom.errors import StorageError
+from threadloom.graph import END, START, StateGraph
+
+RELAX = "PRAGMA synchronous = NORMAL"
+FULL = 2  # PRAGMA synchronous's answer for FULL
+
+
+def _one(op):
+    return (yield op)
+
+
+def _acquire(thread_id: str = "t") -> lo.AcquireLease:
+    return lo.AcquireLease(thread_id, "me", str(uuid6()), 60_000)
+
+
+def _fsynced_commits(trace: list[str]) -> int:
+    """Write transactions that ran at FULL (BEGIN IMMEDIATE not preceded by RELAX)."""
+    return sum(
+        1
+        for i, sql in enumerate(trace)
+        if sql == "BEGIN IMMEDIATE" and (i == 0 or trace[i - 1] != RELAX)
+    )
+
+
+@pytest.fixture
+def full(tmp_path):
+    with SqliteSaver.from_conn_string(str(tmp_path / "f.db"), synchronous="FULL") as saver:
+        trace: list[str] = []
+        saver.conn.set_trace_callback(trace.append)
+        yield saver, trace
+
+
+def test_lease_acquire_commits_without_fsync_and_full_is_restored(full) -> None:
+    saver, trace = full
+    assert saver._run(_one(_acquire()), True) is None
+    assert trace[:2] == [RELAX, "BEGIN IMMEDIATE"]
+    assert trace[-2:] == ["COMMIT", "PRAGMA synchronous = FULL"]
+    saver.conn.set_trace_callback(None)
+    assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
+    assert saver._run(lo.read_flow("t")).holder == "me"
+
+
+def test_checkpoint_writes_commit_at_full(full) -> None:
+    saver, trace = full
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    assert RELAX not in trace
+    assert trace[0] == "BEGIN IMMEDIATE" and trace[-1] == "COMMIT"
+
+
+def test_other_ops_in_a_relaxed_transaction_are_refused(full) -> None:
+    saver, _ = full
+
+    def mixed():
+        yield _acquire()
+        yield lo.CheckLease("t", "x", 60_000)
+
+    with pytest.raises(StorageError, match="without fsync"):
+        saver._run(mixed(), True)
+    assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
+    assert not saver.conn.in_transaction
+    assert saver._run(lo.read_flow("t")) is None  # rolled back: no lease stored
+
+
+def test_normal_connections_begin_writes_as_before(tmp_path) -> None:
+    with SqliteSaver.from_conn_string(str(tmp_path / "n.db")) as saver:
+        trace: list[str] = []
+        saver.conn.set_trace_callback(trace.append)
+        saver._run(_one(_acquire()), True)
+    assert trace[0] == "BEGIN IMMEDIATE" and RELAX not in trace
+
+
+class _State(TypedDict):
+    count: int
+
+
+def _chain(n: int):
+    builder = StateGraph(_State)
+    prev = START
+    for i in range(n):
+        builder.add_node(f"n{i}", lambda s: {"count": s["count"] + 1})
+        builder.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    builder.add_edge(prev, END)
+    return builder
+
+
+def test_ten_node_chain_costs_one_fsynced_commit_per_step_plus_the_input(full) -> None:
+    saver, trace = full
+    graph = _chain(10).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "chain"}}
+    assert graph.invoke({"count": 0}, config, durability="sync") == {"count": 10}
+    # lease taken without fsync; START step + input in one commit; one per node;
+    # the release rides in the last one
+    assert trace.count(RELAX) == 1
+    assert _fsynced_commits(trace) == 11
+    assert trace.count("COMMIT") == 13  # + the lease's and the read's (no fsync)
+
+
+async def test_async_saver_relaxes_the_lease_transaction(tmp_path) -> None:
+    path = str(tmp_path / "a.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        trace: list[str] = []
+        await saver.conn.set_trace_callback(trace.append)
+        assert await saver._arun(_one(_acquire()), True) is None
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        await saver.conn.set_trace_callback(None)
+        async with saver.conn.execute("PRAGMA synchronous") as cur:
+            assert (await cur.fetchone())[0] == FULL
+    assert trace[:2] == [RELAX, "BEGIN IMMEDIATE"]
+    assert trace.count(RELAX) == 1
+    assert _fsynced_commits(trace) == 1
