@@ -11,8 +11,8 @@ import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.sqlite.aexecutor import AsyncSqliteExecutor
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
-from threadloom.checkpoint.sqlite.executor import AsyncSqliteExecutor
 from threadloom.checkpoint.storage import ops as o
 
 BIG = os.urandom(600).hex()  # incompressible enough to be stored as a blob

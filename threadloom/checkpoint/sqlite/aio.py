@@ -9,7 +9,8 @@ from typing import Any
 
 import aiosqlite
 
-from threadloom.checkpoint.sqlite.executor import AsyncSqliteExecutor, Tracer
+from threadloom.checkpoint.sqlite.aexecutor import AsyncSqliteExecutor
+from threadloom.checkpoint.sqlite.executor import Tracer
 from threadloom.checkpoint.sqlite.saver import pragmas
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
