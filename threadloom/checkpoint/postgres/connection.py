@@ -130,6 +130,7 @@ class Tx:
     optimistic: bool = False  # some reads answered without asking (see optimistic.py)
     pending: Any = None  # an optimistic read whose validation is not queued yet
     snapshot: bool = False  # a read re-run after it tore: one REPEATABLE READ snapshot
+    generic: bool = False  # generic plans asked for (see generic.py)
 
 
 class ConnectorBase:

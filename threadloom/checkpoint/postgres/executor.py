@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
-from threadloom.checkpoint.postgres import optimistic
+from threadloom.checkpoint.postgres import generic, optimistic
 from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
 from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
@@ -79,14 +79,14 @@ class PgExecutor:
             if tx is not None and tx.optimistic:
                 guard = optimistic.flush(tx, plan, self.sql)
                 if guard:
-                    await self.connector.aexecute(guard)
+                    await self.connector.aexecute(generic.batch(tx, guard))
 
     def _flush(self, send: Callable[[list[Stmt]], Any]) -> None:
         tx = self.connector.current.get()
         if tx is not None and tx.optimistic:
             guard = optimistic.flush(tx, plan, self.sql)
             if guard:
-                send(guard)
+                send(generic.batch(tx, guard))
 
     def _prepare(self, op: ops.Op) -> tuple[list[Stmt], Decoder]:
         """The op's statements (the thread lock first when due) and their decoder."""
@@ -97,13 +97,15 @@ class PgExecutor:
             if guess is not None:
                 batch, answer = guess
                 if batch:  # (a read answered from nothing locks nothing yet: see flush)
-                    batch = self._thread_lock(op, batch) + batch
+                    batch = generic.batch(tx, self._thread_lock(op, batch) + batch)
                 return batch, lambda r: answer
             head = optimistic.flush(tx, plan, self.sql)
         batch, decode = plan(op, self.sql)
         if not batch and not head:
             return [], decode
         lock = self._thread_lock(op, batch) + head
+        if tx is not None and tx.optimistic:
+            lock, batch = generic.split(tx, lock, batch)
         skip = len(lock)
         return lock + batch, lambda r: decode(r[skip:])
 

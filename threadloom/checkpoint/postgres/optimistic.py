@@ -31,6 +31,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
+from threadloom.checkpoint.postgres import generic
 from threadloom.checkpoint.postgres.blobpack import pack
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK, Stmt, Tx
 from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
@@ -96,6 +97,9 @@ def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
     if type(op) is ops.SaveCheckpoint:
         batch, answer = _save_checkpoint(op, sql)
         return flush(tx, pessimistic, sql) + batch, answer
+    if type(op) is ops.AdjustRefcounts:  # bounded for a generic plan (generic.py)
+        batch, _ = generic.adjust(op, sql)
+        return flush(tx, pessimistic, sql) + batch, None
     if type(op) is lo.CheckLease:
         return flush(tx, pessimistic, sql) + _check_lease(op, sql, pessimistic), ""
     return None
