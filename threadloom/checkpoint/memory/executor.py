@@ -198,16 +198,18 @@ class MemoryExecutor:
                 return o.SaveResult(frozenset(), (), stale=True)
         new = []
         for blob in op.blobs:
-            if blob.hash not in blobs:
-                blobs[blob.hash] = [blob, 0]
-                new.append(blob.hash)
+            h = blob.hash
+            if h not in blobs:
+                blobs[h] = [blob, 0]
+                new.append(h)
         inserted = []
-        table_key, table = None, {}
+        thread_id = ns = None
+        table: dict[tuple[str, str], o.RefRow] = {}
         size = o.HASH_SIZE
         for ref in op.refs:
-            if (ref.thread_id, ref.checkpoint_ns) != table_key:
-                table_key = (ref.thread_id, ref.checkpoint_ns)
-                table = self.refs.setdefault(table_key, {})
+            if ref.thread_id != thread_id or ref.checkpoint_ns != ns:  # once per put
+                thread_id, ns = ref.thread_id, ref.checkpoint_ns
+                table = self.refs.setdefault((thread_id, ns), {})
             key = (ref.channel, ref.version)
             if key in table:
                 inserted.append(False)
@@ -215,15 +217,14 @@ class MemoryExecutor:
             table[key] = ref
             inserted.append(True)
             hashes = ref.hashes
-            if len(hashes) == size:
-                entry = blobs.get(hashes)
-                if entry is not None:
-                    entry[1] += 1
-                continue
-            for i in range(0, len(hashes), size):
-                entry = blobs.get(hashes[i : i + size])
-                if entry is not None:
-                    entry[1] += 1
+            entry = blobs.get(hashes)  # a whole value: one hash
+            if entry is not None:
+                entry[1] += 1
+            elif len(hashes) > size:
+                for i in range(0, len(hashes), size):
+                    entry = blobs.get(hashes[i : i + size])
+                    if entry is not None:
+                        entry[1] += 1
         if op.row is not None:
             self._put_row(op.row)
         return o.SaveResult(frozenset(new), tuple(inserted))

@@ -51,6 +51,7 @@ class _Encoded(NamedTuple):
     blobs: dict[bytes, BlobRow]
     lists: list[tuple[str, ListState]]
     fresh: dict[str, list[Any]]  # inline entries encoded by this put (not carried)
+    children: bool  # some blob holds others (a list manifest): _settle counts them
 
 
 def _encode_values(
@@ -68,35 +69,42 @@ def _encode_values(
     as refs + blobs. A channel not in ``new_versions`` is re-encoded only when
     its version differs from the parent's (``changed``: a copy/fork put) and its
     value is given."""
-    out = _Encoded({}, [], {}, [], {})
+    iv: dict[str, list[Any]] = {}
+    fresh: dict[str, list[Any]] = {}
+    refs: list[RefRow] = []
+    blobs: dict[bytes, BlobRow] = {}
+    lists: list[tuple[str, ListState]] = []
+    children = False
     if prev is None or changed is None:
         changed, carried_iv = cv, {}
     else:
         carried_iv = prev.iv
+    encode = codec.encode
     for channel, packed in cv.items():
         if channel not in changed and channel not in new_versions:
             entry = carried_iv.get(channel)
             if entry is not None:
-                out.iv[channel] = entry
+                iv[channel] = entry
             continue
         if channel not in values:
             continue
-        vkey = version_key(versions[channel])
         try:
-            inline, ref, new_blobs, state = codec.encode(
-                thread_id, ns, channel, vkey, values[channel]
+            inline, ref, new_blobs, state = encode(
+                thread_id, ns, channel, version_key(versions[channel]), values[channel]
             )
         except SerializationError as exc:
             raise exc.under(channel) from None
         if inline is not None:
-            out.iv[channel] = out.fresh[channel] = [packed, *inline]
-        else:
-            out.refs.append(ref)  # type: ignore[arg-type]
-            for blob in new_blobs:
-                out.blobs[blob.hash] = blob
-            if state is not None:
-                out.lists.append((channel, state))
-    return out
+            iv[channel] = fresh[channel] = [packed, *inline]
+            continue
+        refs.append(ref)  # type: ignore[arg-type]
+        for blob in new_blobs:
+            blobs[blob.hash] = blob
+            if blob.children:
+                children = True
+        if state is not None:
+            lists.append((channel, state))
+    return _Encoded(iv, refs, blobs, lists, fresh, children)
 
 
 def put_flow(
@@ -115,7 +123,7 @@ def put_flow(
         prev = yield from _parent_state(codec, thread_id, ns, parent_id)
     raw_cv = checkpoint["channel_versions"]
     cv, vs, raw, changes = record.pack_state(raw_cv, checkpoint["versions_seen"], prev)
-    iv, refs, blobs, lists, fresh = _encode_values(
+    iv, refs, blobs, lists, fresh, children = _encode_values(
         codec,
         thread_id,
         ns,
@@ -143,14 +151,17 @@ def put_flow(
         codec.forget_thread(thread_id)
         return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False))
     new = result.new_blobs
-    if new and (not all(result.inserted_refs) or any(blobs[h].children for h in new)):
-        yield from _settle(blobs, new, all(result.inserted_refs))
-    inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
-    for channel, list_state in lists:
-        if channel in inserted:
-            codec.remember(thread_id, ns, channel, list_state)
-        else:
-            codec.lists.pop((thread_id, ns, channel))
+    if new:
+        all_held = all(result.inserted_refs)
+        if not all_held or (children and any(blobs[h].children for h in new)):
+            yield from _settle(blobs, new, all_held)
+    if lists:
+        inserted = {ref.channel for ref, ok in zip(refs, result.inserted_refs) if ok}
+        for channel, list_state in lists:
+            if channel in inserted:
+                codec.remember(thread_id, ns, channel, list_state)
+            else:
+                codec.lists.pop((thread_id, ns, channel))
     codec.states.put((thread_id, ns, cid), state)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
@@ -171,12 +182,13 @@ def _needs(refs: list[RefRow], blobs: dict[bytes, BlobRow]) -> tuple[bytes, ...]
     needs: set[bytes] = set()
     for ref in refs:
         hashes = ref.hashes
-        if len(hashes) == HASH_SIZE:  # a whole value: one hash, usually just sent
-            if hashes not in blobs:
-                needs.add(hashes)
+        if hashes in blobs:  # a whole value: one hash, usually just sent
+            continue
+        if len(hashes) == HASH_SIZE:
+            needs.add(hashes)
         elif hashes:
             needs.update(h for h in unpack(hashes) if h not in blobs)
-    return tuple(needs)
+    return tuple(needs) if needs else ()
 
 
 def _settle(blobs: dict[bytes, BlobRow], new: frozenset[bytes], all_held: bool) -> Flow:

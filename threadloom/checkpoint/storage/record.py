@@ -56,7 +56,6 @@ _TAG_CODES = {tag: i for i, tag in enumerate(_TAG_NAMES)}
 _SLOTS = ("k", "v", "ts", "cv", "u", "t", "vs", "iv", "ix", "n", "cx", "vx", "U", "x")
 _SLOT_BITS = tuple((1 << i, key) for i, key in enumerate(_SLOTS))
 _MASK_KEYS: dict[int, tuple[str, ...]] = {}  # mask -> its keys (a handful recur)
-_LAYOUTS: dict[tuple[str, ...], tuple[int, tuple[str, ...]]] = {}  # keys as built -> mask, order
 _CORE = ("v", "ts", "updated_channels")
 _NOT_EXTRA = frozenset({"id", "channel_values", "channel_versions", "versions_seen", *_CORE})
 
@@ -171,39 +170,6 @@ def _key(value: Any) -> Any:
     return tuple(value) if kind is list else (kind.__name__, value)
 
 
-def _table(
-    base: list[Any], index: dict[Any, int] | None, keyed: bool, own: bool = False
-) -> tuple[Any, ...]:
-    """Names or versions of a chain of records; each use is a small int index.
-
-    Returns ``(ref, added, added_index, base_index)``: ``ref(value)`` gives the
-    index of ``value``, appending it to ``added`` when the base (the parent's
-    table, shared, never mutated) lacks it. With ``own`` (versions: nearly
-    every record adds some) the index is copied up front and extended in
-    place, so ``added_index is base_index`` and inline lookups see additions.
-    """
-    if index is None:
-        index = {(_key(v) if keyed else v): i for i, v in enumerate(base)}
-    elif own:
-        index = dict(index)
-    get = index.get
-    added: list[Any] = []
-    added_index: dict[Any, int] = index if own else {}
-    get_added, start = added_index.get, len(base)
-
-    def ref(value: Any) -> int:
-        key = value if not keyed or type(value) is tuple else _key(value)
-        i = get(key)
-        if i is None:
-            i = get_added(key)
-            if i is None:
-                i = added_index[key] = start + len(added)
-                added.append(value)
-        return i
-
-    return ref, added, added_index, index
-
-
 def encode(
     core: dict[str, Any],
     extra: Any,
@@ -221,20 +187,13 @@ def encode(
     :func:`pack_state`) spares comparing versions with the parent's again,
     ``iv_changes`` (changed inline values, removed ones) comparing the values.
     """
-    index = prev.index if prev is not None and prev.index is not None else (None, None)
-    nref, new_names, names_added, names_index = _table(
-        prev.names if prev else [], index[0], False
-    )  # names are str
-    vref, new_versions, versions_added, versions_index = _table(
-        prev.versions if prev else [], index[1], True, own=True
-    )
-    rec: dict[str, Any] = {"k": state.depth}
+    ni, vi, nref, vref, new_names, new_versions, _ = tables = _tables(prev)
     if prev is None:
         for name in state.names:  # a re-written keyframe keeps its tables: children
             nref(name)  # index into them
         for version in state.versions:
             vref(version)
-        cv, vs, iv = state.cv, state.vs, state.iv
+        cv, vs, iv, cx, vx, ix = state.cv, state.vs, state.iv, (), (), ()
     else:
         if changes is not None:
             cv, cx, vs, vx = changes
@@ -242,74 +201,114 @@ def encode(
             cv, cx = _diff(state.cv, prev.cv)
             vs, vx = _diff(state.vs, prev.vs)
         iv, ix = iv_changes if iv_changes is not None else _diff(state.iv, prev.iv)
-        for key, gone in (("cx", cx), ("vx", vx), ("ix", ix)):
-            if gone:
-                rec[key] = [nref(c) for c in gone]
     # hits in the parent's tables are looked up inline (no call): the common case
-    ni, vi = names_index, versions_index
-    if cv:
-        rec["cv"] = [
-            x
-            for c, v in cv.items()
-            for x in (
-                ni[c] if c in ni else nref(c),
-                vi[v] if type(v) is tuple and v in vi else vref(v),
-            )
-        ]
+    gone: Any = (None, None, None)
+    if cx or vx or ix:
+        gone = [[ni[c] if c in ni else nref(c) for c in g] if g else None for g in (cx, vx, ix)]
+    vget = vi.get
+    rcv = _indexed(cv, ni, nref, vget, vref) if cv else None
+    rvs = None
     if vs:
-        rec["vs"] = [
-            x
-            for n, seen in vs.items()
-            for x in (
-                ni[n] if n in ni else nref(n),
-                [
-                    y
-                    for c, v in seen.items()
-                    for y in (
-                        ni[c] if c in ni else nref(c),
-                        vi[v] if type(v) is tuple and v in vi else vref(v),
-                    )
-                ],
-            )
-        ]
-    if iv:
-        tc = _TAG_CODES
-        rec["iv"] = [
-            [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2]]
-            if c in cv and e[0] == cv[c]
-            else [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2], vref(e[0])]
-            for c, e in iv.items()
-        ]
+        rvs = []
+        for n, seen in vs.items():
+            rvs.append(ni[n] if n in ni else nref(n))
+            rvs.append(_indexed(seen, ni, nref, vget, vref))
+    riv = _inline(iv, cv, ni, nref, vref) if iv else None
     uc = core.get("updated_channels")
+    ru = None
     if type(uc) is list and all(type(c) is str for c in uc):
-        rec["u"] = [ni[c] if c in ni else nref(c) for c in uc]
-    elif "updated_channels" in core:
-        rec["U"] = uc
-    rec["v"], rec["ts"] = core.get("v", 1), core.get("ts")
+        ru = [ni[c] if c in ni else nref(c) for c in uc]
+    # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
+    out: list[Any] = [0, state.depth, core.get("v", 1), core.get("ts")]
+    mask, bit = 7, 8
+    for value in (rcv, ru, new_versions or None, rvs, riv,
+                  gone[2], new_names or None, gone[0], gone[1]):  # fmt: skip
+        if value is not None:
+            mask |= bit
+            out.append(value)
+        bit <<= 1
+    if ru is None and "updated_channels" in core:
+        mask |= 4096
+        out.append(uc)
     if extra:
-        rec["x"] = extra
+        mask |= 8192
+        out.append(extra)
+    out[0] = mask
+    _fill(state, prev, tables)
+    return ormsgpack.packb(out)
+
+
+def _tables(prev: State | None) -> tuple[Any, ...]:
+    """Names and versions of a chain of records (each use is a small int index):
+    ``nref``/``vref`` give the index of a name/version, appending it to ``new_*``
+    when the parent's table lacks it. The parent's tables are never mutated:
+    added names go to a side index (rare), versions (nearly every record adds
+    some) into a copy of the parent's index, which inline lookups then see."""
+    if prev is None:
+        ni, vi, nstart, vstart = {}, {}, 0, 0
+    else:
+        nstart, vstart = len(prev.names), len(prev.versions)
+        if prev.index is None:
+            ni = {v: i for i, v in enumerate(prev.names)}
+            vi = {_key(v): i for i, v in enumerate(prev.versions)}
+        else:
+            ni, vi = prev.index[0], dict(prev.index[1])
+    new_names: list[Any] = []
+    new_versions: list[Any] = []
+    nadd: dict[Any, int] = {}
+
+    def nref(name: Any) -> int:
+        i = ni.get(name)
+        if i is None:
+            i = nadd.get(name)
+            if i is None:
+                i = nadd[name] = nstart + len(new_names)
+                new_names.append(name)
+        return i
+
+    def vref(value: Any) -> int:
+        key = value if type(value) is tuple else _key(value)
+        i = vi.get(key)
+        if i is None:
+            i = vi[key] = vstart + len(new_versions)
+            new_versions.append(value)
+        return i
+
+    return ni, vi, nref, vref, new_names, new_versions, nadd
+
+
+def _indexed(versions: dict[str, Any], ni: Any, nref: Any, vget: Any, vref: Any) -> list[int]:
+    """``{name: version}`` as ``[name index, version index, ...]``."""
+    out: list[int] = []
+    app = out.append
+    for c, v in versions.items():
+        app(ni[c] if c in ni else nref(c))
+        j = vget(v) if type(v) is tuple else None
+        app(vref(v) if j is None else j)
+    return out
+
+
+def _inline(iv: dict[str, list[Any]], cv: dict[str, Any], ni: Any, nref: Any, vref: Any) -> Any:
+    """Inline values ``[name, tag, bytes]`` (+ version, unless ``cv`` sets it)."""
+    tc = _TAG_CODES
+    return [
+        [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2]]
+        if c in cv and e[0] == cv[c]
+        else [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2], vref(e[0])]
+        for c, e in iv.items()
+    ]
+
+
+def _fill(state: State, prev: State | None, tables: tuple[Any, ...]) -> None:
+    """The tables in force after ``state``'s record, for its children."""
+    ni, vi, _, _, new_names, new_versions, nadd = tables
+    names, versions = (prev.names, prev.versions) if prev is not None else ([], [])
     if new_names:
-        rec["n"] = new_names
-        state.names = (prev.names if prev else []) + new_names
-        names_index = {**names_index, **names_added}
-    else:
-        state.names = prev.names if prev else []
+        names = names + new_names
+        ni = {**ni, **nadd}
     if new_versions:
-        rec["t"] = new_versions
-        state.versions = (prev.versions if prev else []) + new_versions
-        if versions_added is not versions_index:
-            versions_index = {**versions_index, **versions_added}
-    else:
-        state.versions = prev.versions if prev else []
-    state.index = (names_index, versions_index)
-    shape = tuple(rec)
-    layout = _LAYOUTS.get(shape)
-    if layout is None:
-        keys = tuple(key for _, key in _SLOT_BITS if key in rec)
-        layout = (sum(bit for bit, key in _SLOT_BITS if key in rec), keys)
-        if len(_LAYOUTS) < 4096:
-            _LAYOUTS[shape] = layout
-    return ormsgpack.packb([layout[0], *[rec[key] for key in layout[1]]])
+        versions = versions + new_versions
+    state.names, state.versions, state.index = names, versions, (ni, vi)
 
 
 def decode(data: bytes) -> dict[str, Any]:
