@@ -178,6 +178,15 @@ MIGRATIONS: list[str] = [
     "ALTER TABLE {s}.checkpoint_refs DROP CONSTRAINT checkpoint_refs_pkey,"
     " ADD CONSTRAINT checkpoint_refs_pkey"
     " PRIMARY KEY (thread_id, checkpoint_ns, version, channel)",
+    # 25: the ascending keys fill their index pages. A B-tree splits its rightmost
+    # page (and a page taking ascending keys) at its fillfactor: the default 90 leaves
+    # a tenth of each such page for entries that come later in the middle, which
+    # these keys rarely get (ids and versions grow within a thread; a row is seldom
+    # rewritten). A page that does fill splits as before. No rebuild: pages split
+    # from now on fill (1,000 turns: the three indexes 0.73 -> 0.70 MB)
+    "ALTER INDEX {s}.checkpoints_pkey SET (fillfactor = 100);"
+    " ALTER INDEX {s}.checkpoint_refs_pkey SET (fillfactor = 100);"
+    " ALTER INDEX {s}.checkpoint_writes_pkey SET (fillfactor = 100)",
 ]
 
 BLOB_DATA = "CASE WHEN {b}data = '' AND {b}tag IN ('~M', '~N') THEN {b}children ELSE {b}data END"

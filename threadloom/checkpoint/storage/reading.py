@@ -30,6 +30,8 @@ from threadloom.errors import CorruptBlobError
 
 __all__ = [
     "EMPTY_TAG",
+    "FIELD_TAG_CODES",
+    "FIELD_TAG_NAMES",
     "Decoded",
     "MANIFEST2_TAG",
     "MANIFEST_MARK",
@@ -42,6 +44,10 @@ EMPTY_TAG = "empty"
 MANIFEST_TAG = "threadloom.manifest"
 MANIFEST2_TAG = "threadloom.manifest2"  # first entry: a flat manifest of older segments
 MANIFEST_MARK = "m"  # RefRow.tag of a list whose ``hashes`` start with a manifest
+# a dict's inline fields' usual serializer tags as small ints (others as text).
+# Never renumber: stored rows name them
+FIELD_TAG_NAMES = ("msgpack", "null", "bytes", "msgpack+zstd")
+FIELD_TAG_CODES = {tag: i for i, tag in enumerate(FIELD_TAG_NAMES)}
 
 
 @dataclass(slots=True)
@@ -168,16 +174,42 @@ class ValueReader:
     def _assemble_dict(
         self, ref: RefRow, blobs: dict[bytes, BlobRow], checkpoint_id: str
     ) -> dict[str, Any]:
+        """A dict stored field by field (see ``ValueCodec._encode_dict``): a
+        blob field's hash is the next of ``hashes`` (rows written before also
+        repeat it in the field), an inline field's tag may be a small int."""
         result = {}
+        held = iter(unpack(ref.hashes))
         for key, tag, payload in ormsgpack.unpackb(ref.data):
             if tag is not None:
+                if type(tag) is int:
+                    tag = self._field_tag(tag, ref, checkpoint_id)
                 result[key] = self._loads(tag, payload, ref, checkpoint_id)
-            elif (cached := self.chunks.get(payload)) is not None:
+                continue
+            h = next(held, None)
+            payload = h if payload is None else payload
+            if payload is None:
+                raise CorruptBlobError(
+                    f"dict field {key!r} names no blob",
+                    thread_id=ref.thread_id,
+                    checkpoint_id=checkpoint_id,
+                    channel=ref.channel,
+                )
+            if (cached := self.chunks.get(payload)) is not None:
                 result[key] = list(cached)
             else:
                 blob = self._blob(blobs, payload, ref, ref.thread_id, checkpoint_id)
                 result[key] = self._loads(blob.tag, blob.data, ref, checkpoint_id)
         return result
+
+    def _field_tag(self, code: int, ref: RefRow, checkpoint_id: str) -> str:
+        if 0 <= code < len(FIELD_TAG_NAMES):
+            return FIELD_TAG_NAMES[code]
+        raise CorruptBlobError(
+            f"dict field tag code {code} is not one threadloom writes",
+            thread_id=ref.thread_id,
+            checkpoint_id=checkpoint_id,
+            channel=ref.channel,
+        )
 
     def _needed(self, ref: RefRow, blobs: dict[bytes, BlobRow], missing: set[bytes]) -> Any:
         """Blob hashes ``ref`` needs that are known so far (manifests expand as
