@@ -97,7 +97,7 @@ class PgExecutor:
             if guess is not None:
                 batch, answer = guess
                 if batch:  # (a read answered from nothing locks nothing yet: see flush)
-                    batch = generic.batch(tx, self._thread_lock(op, batch) + batch)
+                    batch = generic.batch(tx, self._thread_lock(op, batch) + batch, op)
                 return batch, lambda r: answer
             head = optimistic.flush(tx, plan, self.sql)
         batch, decode = plan(op, self.sql)
@@ -105,7 +105,7 @@ class PgExecutor:
             return [], decode
         lock = self._thread_lock(op, batch) + head
         if tx is not None and tx.optimistic:
-            lock, batch = generic.split(tx, lock, batch)
+            lock, batch = generic.split(tx, lock, batch, op)
         skip = len(lock)
         return lock + batch, lambda r: decode(r[skip:])
 

@@ -9,10 +9,15 @@ and never switches. Re-planning the CTEs of a put cost about 360 us of server
 time per put (the refs insert alone ~250 us) against ~60 us for binding the
 cached generic plan.
 
-So an optimistic transaction on a connection that prepares statements starts
-with :data:`PLAN_MODE`, which makes the rest of the transaction use generic
-plans (``set_config(..., true)``: transaction-local, nothing left on the
-connection; it rides in the pipeline, no round trip).
+So in an optimistic transaction on a connection that prepares statements,
+the first operation that moves blobs or refs (:func:`costly`) is preceded by
+:data:`PLAN_MODE`, which makes the rest of the transaction use generic plans
+(``set_config(..., true)``: transaction-local, nothing left on the
+connection; it rides in the pipeline, no round trip). A step that moves
+neither (a small state inline in the checkpoint record: a lease fence, a
+writes insert, a checkpoint upsert, ~70 us of planning per step in all)
+plans as before: the extra statement would cost the client more than the
+server saves.
 
 A generic plan is built once per connection and kept (autovacuum may never
 analyze the tables), so it must not depend on how small the tables were when
@@ -37,38 +42,51 @@ from threadloom.checkpoint.postgres.connection import Stmt, Tx
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import ops
 
-__all__ = ["MARK", "PLAN_MODE", "adjust", "batch", "marked", "split", "wants_generic"]
+__all__ = ["MARK", "PLAN_MODE", "adjust", "batch", "costly", "marked", "split", "wants_generic"]
 
 PLAN_MODE = Stmt(
     "SELECT set_config('plan_cache_mode', 'force_generic_plan', true),"
     " set_config('enable_seqscan', 'off', true)"
 )
-"""The first statement of an optimistic transaction that prepares statements."""
+"""Sent before the first :func:`costly` op of an optimistic transaction."""
 
 MARK = "\n/* threadloom:generic */"
 """Appended to every statement planned under :data:`PLAN_MODE`."""
 
 
-def wants_generic(tx: Tx) -> bool:
-    """Whether ``tx`` should start with :data:`PLAN_MODE` (once): only an
-    optimistic one whose statements are prepared (unprepared statements are
-    planned afresh at every execution whatever the mode says)."""
-    if tx.generic or not tx.optimistic or tx.conn is None:
+def costly(op: ops.Op | None) -> bool:
+    """Whether ``op``'s statements cost enough planning to switch to generic
+    plans for them: the CTEs that insert blobs and refs and count references."""
+    if type(op) is ops.SaveCheckpoint:
+        return bool(op.blobs or op.refs or op.needs)
+    if type(op) is ops.SaveWrites:
+        return bool(op.blobs)
+    return type(op) is ops.AdjustRefcounts
+
+
+def wants_generic(tx: Tx, op: ops.Op | None) -> bool:
+    """Whether :data:`PLAN_MODE` goes before ``op``'s statements (once per
+    transaction): only in an optimistic one whose statements are prepared
+    (unprepared statements are planned afresh at every execution whatever
+    the mode says), and for a :func:`costly` op."""
+    if tx.generic or not tx.optimistic or tx.conn is None or not costly(op):
         return False
     return getattr(tx.conn, "prepare_threshold", None) is not None
 
 
-def batch(tx: Tx, stmts: list[Stmt]) -> list[Stmt]:
-    """``stmts`` as sent in ``tx``: marked, after :data:`PLAN_MODE` when it is
-    the transaction's first batch (unchanged when ``tx`` plans normally)."""
-    head, body = split(tx, [], stmts)
+def batch(tx: Tx, stmts: list[Stmt], op: ops.Op | None = None) -> list[Stmt]:
+    """``stmts`` (of ``op``) as sent in ``tx``: marked once generic plans are
+    on, after :data:`PLAN_MODE` when ``op`` turns them on."""
+    head, body = split(tx, [], stmts, op)
     return head + body
 
 
-def split(tx: Tx, head: list[Stmt], body: list[Stmt]) -> tuple[list[Stmt], list[Stmt]]:
+def split(
+    tx: Tx, head: list[Stmt], body: list[Stmt], op: ops.Op | None = None
+) -> tuple[list[Stmt], list[Stmt]]:
     """(``head``, ``body``) as sent in ``tx`` (see :func:`batch`): the mode
     statement joins ``head``, whose results the caller skips."""
-    if wants_generic(tx):
+    if wants_generic(tx, op):
         tx.generic = True
         return [PLAN_MODE, *marked(head)], marked(body)
     if tx.generic:
