@@ -206,7 +206,8 @@ class SyncPersister(_Buffer):
         # "sync": the input checkpoint rides with the first step's save (one commit)
         self._holds = durability == "sync" and self._steps
         self._cond = threading.Condition()
-        self._draining = False
+        self._draining = False  # a drain job is submitted to the pool
+        self._busy = False  # a thread is saving a batch taken off the queue
         self._max = max_pending
 
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
@@ -244,12 +245,23 @@ class SyncPersister(_Buffer):
                 POOL.submit(self._drain)
 
     def _drain(self) -> None:
+        """The pool thread's job: save batches until the queue is empty."""
+        self._save_queued(True)
+
+    def _save_queued(self, job: bool) -> None:
+        """Save what is queued, a batch at a time, in order: one thread at a time
+        takes a batch (``_busy``); the others wait for it. ``job``: the pool
+        thread's drain (it clears ``_draining`` when it finds the queue empty)."""
         while True:
             with self._cond:
+                while self._busy:
+                    self._cond.wait()
                 if not self._queue:
-                    self._draining = False
+                    if job:
+                        self._draining = False
                     self._cond.notify_all()
                     return
+                self._busy = True
                 n, steps = self._take()
             try:
                 if self._error is None:
@@ -259,6 +271,7 @@ class SyncPersister(_Buffer):
             with self._cond:
                 for _ in range(n):
                     self._queue.popleft()
+                self._busy = False
                 self._cond.notify_all()
 
     def flush(self) -> None:
@@ -271,9 +284,10 @@ class SyncPersister(_Buffer):
             if self._error is None:
                 self._error = exc
         if not self.inline:
-            with self._cond:
-                while self._queue or self._draining:
-                    self._cond.wait()
+            # what the pool thread has not taken yet is saved here: no hand-over
+            # at exit (the pool thread usually has not run yet: on a busy GIL it
+            # starts when this thread blocks); its job then finds nothing to do
+            self._save_queued(False)
         if self._error is not None:
             error, self._error = self._error, None
             raise error
