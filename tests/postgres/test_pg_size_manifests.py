@@ -1,7 +1,8 @@
 """Session 5 size steps: a list manifest's hashes stored once (in ``children``,
 its ``data`` left empty) and read back exactly; the refs' primary key ordered
 (thread, ns, version, channel) so new keys append (migration 24), with rows
-written before it read the same after it."""
+written before it read the same after it; ascending keys split at fillfactor
+100 (migration 25)."""
 
 from __future__ import annotations
 
@@ -132,3 +133,20 @@ def _run_old(url: str, schema: str) -> None:
             f"UPDATE {s}.checkpoint_blobs SET data = children"
             " WHERE tag IN ('~M', '~N') AND data = ''"
         )
+
+
+def test_ascending_keys_fill_their_index_pages(pg_url, fresh_schema):
+    """Migration 25: the three append-mostly primary keys split at fillfactor 100."""
+    with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as saver:
+        saver.setup()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.reloptions FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind = 'i' ORDER BY 1",
+            (fresh_schema,),
+        ).fetchall()
+    options = dict(rows)
+    for index in ("checkpoints_pkey", "checkpoint_refs_pkey", "checkpoint_writes_pkey"):
+        assert options[index] == ["fillfactor=100"]
+    assert options["checkpoint_blobs_pkey"] is None  # random keys: the default
