@@ -250,15 +250,17 @@ class MemoryExecutor:
                     return None
         new = []
         for blob in op.blobs:
-            if blob.hash not in blobs:
-                blobs[blob.hash] = [blob, 0]
-                new.append(blob.hash)
+            h = blob.hash
+            if h not in blobs:
+                blobs[h] = [blob, 0]
+                new.append(h)
+        size = o.HASH_SIZE
         for w in op.rows:
             writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[w.task_id] = w
             if op.add_refs:
                 hashes = w.hashes
-                for i in range(0, len(hashes), o.HASH_SIZE):
-                    entry = blobs.get(hashes[i : i + o.HASH_SIZE])
+                for i in range(0, len(hashes), size):
+                    entry = blobs.get(hashes[i : i + size])
                     if entry is not None:
                         entry[1] += 1
         return frozenset(new)

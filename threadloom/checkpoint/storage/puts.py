@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states, target
@@ -45,13 +45,14 @@ def _parent_state(codec: ValueCodec, thread_id: str, ns: str, parent_id: str | N
     return state
 
 
-class _Encoded(NamedTuple):
-    iv: dict[str, list[Any]]
-    refs: list[RefRow]
-    blobs: dict[bytes, BlobRow]
-    lists: list[tuple[str, ListState]]
-    fresh: dict[str, list[Any]]  # inline entries encoded by this put (not carried)
-    children: bool  # some blob holds others (a list manifest): _settle counts them
+_Encoded = tuple[
+    dict[str, list[Any]],  # iv: inline values
+    list[RefRow],
+    dict[bytes, BlobRow],
+    list[tuple[str, ListState]],  # lists' writer states
+    dict[str, list[Any]],  # fresh: inline entries encoded by this put (not carried)
+    bool,  # children: some blob holds others (a list manifest): _settle counts them
+]
 
 
 def _encode_values(
@@ -88,10 +89,13 @@ def _encode_values(
             continue
         if channel not in values:
             continue
+        raw = versions[channel]  # its key, as version_key gives it (spares the call)
+        if type(packed) is tuple and type(raw) is str:
+            vkey = f"{packed[0]}{raw[32:]}"
+        else:
+            vkey = version_key(raw)
         try:
-            inline, ref, new_blobs, state = encode(
-                thread_id, ns, channel, version_key(versions[channel]), values[channel]
-            )
+            inline, ref, new_blobs, state = encode(thread_id, ns, channel, vkey, values[channel])
         except SerializationError as exc:
             raise exc.under(channel) from None
         if inline is not None:
@@ -104,7 +108,7 @@ def _encode_values(
                 children = True
         if state is not None:
             lists.append((channel, state))
-    return _Encoded(iv, refs, blobs, lists, fresh, children)
+    return iv, refs, blobs, lists, fresh, children
 
 
 def put_flow(
@@ -234,8 +238,9 @@ def _insert_writes(
     if row is None:  # pragma: no cover  (writes are never empty here)
         return True
     add = codec.writes_add_refs and bool(row.hashes)
-    by_hash = {b.hash: b for b in blobs}
-    new = yield SaveWrites((row,), tuple(by_hash.values()), (None,), True, add)
+    if len(blobs) > 1:  # the same value written twice is one blob
+        blobs = list({b.hash: b for b in blobs}.values())
+    new = yield SaveWrites((row,), tuple(blobs), (None,), True, add)
     if new is None:
         return False
     codec.tasks.put(key, True)

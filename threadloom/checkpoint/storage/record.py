@@ -121,6 +121,7 @@ def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 _MISSING: Any = object()
+_STR = {str}
 Changes = tuple[dict[str, Any], list[str], dict[str, Any], list[str]]
 
 
@@ -187,7 +188,7 @@ def encode(
     :func:`pack_state`) spares comparing versions with the parent's again,
     ``iv_changes`` (changed inline values, removed ones) comparing the values.
     """
-    ni, vi, nref, vref, new_names, new_versions, _ = tables = _tables(prev)
+    ni, nref, vref, pairs, new_names, new_versions, _, _ = tables = _tables(prev)
     if prev is None:
         for name in state.names:  # a re-written keyframe keeps its tables: children
             nref(name)  # index into them
@@ -205,18 +206,17 @@ def encode(
     gone: Any = (None, None, None)
     if cx or vx or ix:
         gone = [[ni[c] if c in ni else nref(c) for c in g] if g else None for g in (cx, vx, ix)]
-    vget = vi.get
-    rcv = _indexed(cv, ni, nref, vget, vref) if cv else None
+    rcv = pairs(cv) if cv else None
     rvs = None
     if vs:
         rvs = []
         for n, seen in vs.items():
             rvs.append(ni[n] if n in ni else nref(n))
-            rvs.append(_indexed(seen, ni, nref, vget, vref))
+            rvs.append(pairs(seen))
     riv = _inline(iv, cv, ni, nref, vref) if iv else None
     uc = core.get("updated_channels")
     ru = None
-    if type(uc) is list and all(type(c) is str for c in uc):
+    if type(uc) is list and set(map(type, uc)) <= _STR:  # all str
         ru = [ni[c] if c in ni else nref(c) for c in uc]
     # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
     out: list[Any] = [0, state.depth, core.get("v", 1), core.get("ts")]
@@ -274,18 +274,21 @@ def _tables(prev: State | None) -> tuple[Any, ...]:
             new_versions.append(value)
         return i
 
-    return ni, vi, nref, vref, new_names, new_versions, nadd
+    def pairs(versions: dict[str, Any]) -> list[int]:
+        """``{name: version}`` as ``[name index, version index, ...]`` (vref inline)."""
+        out: list[int] = []
+        app, get = out.append, vi.get
+        for c, v in versions.items():
+            app(ni[c] if c in ni else nref(c))
+            key = v if type(v) is tuple else _key(v)
+            i = get(key)
+            if i is None:
+                i = vi[key] = vstart + len(new_versions)
+                new_versions.append(v)
+            app(i)
+        return out
 
-
-def _indexed(versions: dict[str, Any], ni: Any, nref: Any, vget: Any, vref: Any) -> list[int]:
-    """``{name: version}`` as ``[name index, version index, ...]``."""
-    out: list[int] = []
-    app = out.append
-    for c, v in versions.items():
-        app(ni[c] if c in ni else nref(c))
-        j = vget(v) if type(v) is tuple else None
-        app(vref(v) if j is None else j)
-    return out
+    return ni, nref, vref, pairs, new_names, new_versions, nadd, vi
 
 
 def _inline(iv: dict[str, list[Any]], cv: dict[str, Any], ni: Any, nref: Any, vref: Any) -> Any:
@@ -301,7 +304,7 @@ def _inline(iv: dict[str, list[Any]], cv: dict[str, Any], ni: Any, nref: Any, vr
 
 def _fill(state: State, prev: State | None, tables: tuple[Any, ...]) -> None:
     """The tables in force after ``state``'s record, for its children."""
-    ni, vi, _, _, new_names, new_versions, nadd = tables
+    ni, _, _, _, new_names, new_versions, nadd, vi = tables
     names, versions = (prev.names, prev.versions) if prev is not None else ([], [])
     if new_names:
         names = names + new_names

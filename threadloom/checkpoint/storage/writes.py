@@ -45,7 +45,10 @@ def merge_writes(
     writes: Sequence[tuple[str, Any]],
 ) -> tuple[WriteRow | None, list[BlobRow]]:
     """The task row after ``writes`` (None when nothing changes) and new blobs."""
-    special = sum(channel in WRITES_IDX_MAP for channel, _ in writes)
+    special = 0
+    for channel, _ in writes:
+        if channel in WRITES_IDX_MAP:
+            special += 1
     if existing is None and not special:  # a task's first writes: idx = position, in order
         return _first_writes(serde, inline_max, key, task_path, writes)
     upsert = special == len(writes)
@@ -78,10 +81,11 @@ def _first_writes(
     writes: every write is kept at its position (its index), so the entries
     are already in index order."""
     blobs: list[BlobRow] = []
-    ordered: list[list[Any]] = []
-    for idx, (channel, value) in enumerate(writes):
-        ordered.append(_entry(serde, inline_max, idx, channel, value, blobs))
-    hashes = pack(e[3] for e in ordered if e[2] is None) if blobs else b""
+    ordered = [
+        _entry(serde, inline_max, idx, channel, value, blobs)
+        for idx, (channel, value) in enumerate(writes)
+    ]
+    hashes = b"".join([b.hash for b in blobs]) if blobs else b""  # in entry order
     return WriteRow(*key, task_path or "", ormsgpack.packb(ordered), hashes), blobs
 
 
