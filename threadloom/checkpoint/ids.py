@@ -102,8 +102,9 @@ def next_version(current: str | int | float | None, channel: object = None) -> s
     if len(tail) < 16:
         return f"{counter:032}.{tail.zfill(16)}"
     text = f"{counter:032}.{tail}"
-    # repr of [1e-4, 1) is "0." + digits; of smaller floats, an exponent form
-    if tail[:2] == "0." and tail[2] != "0" and len(tail) < 22 and counter < _MAX_PARTS:
+    # repr of [1e-4, 1) is "0." + at most 17 significant digits; of smaller
+    # floats, an exponent form starting with 1-9
+    if tail[0] == "0" and tail[2] != "0" and counter < _MAX_PARTS:
         if len(MADE) > 4096:
             MADE.clear()
         MADE[text] = (counter, int(tail[2:]))
