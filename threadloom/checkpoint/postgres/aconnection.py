@@ -26,7 +26,7 @@ from threadloom.checkpoint.postgres.connection import (
     connect_kwargs,
     is_dead,
 )
-from threadloom.checkpoint.postgres.params import cheap_params
+from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
 __all__ = ["AsyncPgConnector"]
@@ -150,6 +150,7 @@ class AsyncPgConnector(ConnectorBase):
     async def _send(conn: AsyncConnection, batch: Sequence[Stmt]) -> list[Any]:
         """Run ``batch`` (cursor use as in the sync twin's ``_send``)."""
         pipelined = conn._pipeline is not None
+        params = wire_params if use_binary_arrays(conn) else cheap_params
         shared = conn.cursor(row_factory=tuple_row)
         cursors, results = [], []
         for stmt in batch:
@@ -157,7 +158,7 @@ class AsyncPgConnector(ConnectorBase):
             if pipelined and stmt.fetch in ("one", "all"):
                 cur = conn.cursor(row_factory=tuple_row)
             if stmt.fetch != "many":
-                await cur.execute(stmt.sql, cheap_params(stmt))
+                await cur.execute(stmt.sql, params(stmt))
             elif stmt.params:
                 await cur.executemany(stmt.sql, stmt.params)
             if pipelined:

@@ -50,7 +50,7 @@ from threadloom.checkpoint.postgres.health import (
     is_dead,
     storage_error,
 )
-from threadloom.checkpoint.postgres.params import cheap_params
+from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 from threadloom.errors import StorageError
 
@@ -425,6 +425,7 @@ class PgConnector(ConnectorBase):
         result on its cursor whenever it arrives, and reads a cursor that has
         one without waiting for the rest."""
         pipelined = conn._pipeline is not None
+        params = wire_params if use_binary_arrays(conn) else cheap_params
         shared = conn.cursor(row_factory=tuple_row)
         cursors, results = [], []
         for stmt in batch:
@@ -432,7 +433,7 @@ class PgConnector(ConnectorBase):
             if pipelined and stmt.fetch in ("one", "all"):
                 cur = conn.cursor(row_factory=tuple_row)
             if stmt.fetch != "many":
-                cur.execute(stmt.sql, cheap_params(stmt))
+                cur.execute(stmt.sql, params(stmt))
             elif stmt.params:
                 cur.executemany(stmt.sql, stmt.params)
             if pipelined:
