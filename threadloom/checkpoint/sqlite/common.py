@@ -47,8 +47,6 @@ class Stmt(NamedTuple):
 
 Plan = Generator[Stmt, Any, Any]
 
-_HEX = frozenset("0123456789abcdef")
-
 # Both directions of recent conversions: a runtime step encodes the ids it just
 # decoded (parent, task ids) and history pages decode the same ids again; a dict
 # hit is ~10x cheaper than hex parsing and formatting. Bounded: starts over.
@@ -77,8 +75,11 @@ def enc_id(value: str | None) -> Any:
         and value[8] == value[13] == value[18] == value[23] == "-"
     ):
         hexdigits = value.replace("-", "")
-        if len(hexdigits) == 32 and _HEX.issuperset(hexdigits):
+        try:
             raw = bytes.fromhex(hexdigits)
+        except ValueError:
+            return value
+        if raw.hex() == hexdigits:  # 16 bytes of lowercase hex, nothing else: exact round trip
             _learn(value, raw)
             return raw
     return value

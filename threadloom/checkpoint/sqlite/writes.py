@@ -110,7 +110,7 @@ def _stale(op: o.SaveCheckpoint) -> Plan:
 
 
 def _save(op: o.SaveCheckpoint) -> Plan:
-    if (yield from _stale(op)):
+    if (op.needs or (op.base is not None and op.row is not None)) and (yield from _stale(op)):
         return o.SaveResult(frozenset(), (), stale=True)
     names = [op.row.thread_id] if op.row is not None else []
     ids = yield from _thread_ids(names + [r.thread_id for r in op.refs])
