@@ -26,6 +26,7 @@ check that must see the thread as the lock leaves it runs in a later statement.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
@@ -64,8 +65,27 @@ _LOCKED = "(SELECT 1 FROM pg_advisory_xact_lock(%s)) = 1"
 
 def thread_lock_key(sql: SQL, thread_id: str) -> int:
     """A signed 64-bit advisory lock id for (schema, thread)."""
-    digest = blake2b(f"{sql.schema}\0{thread_id}".encode(), digest_size=8).digest()
+    return _lock_key(sql.schema, thread_id)
+
+
+@lru_cache(maxsize=1024)  # a run asks for its thread's key at every step
+def _lock_key(schema: str, thread_id: str) -> int:
+    digest = blake2b(f"{schema}\0{thread_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
+
+
+_texts: dict[tuple[str, ...], Any] = {}
+
+
+def _text(key: tuple[str, ...], build: Callable[[], Any]) -> Any:
+    """A statement text derived from the fixed texts of :class:`.queries.SQL`,
+    built once (a put used to rebuild its texts at every call)."""
+    text = _texts.get(key)
+    if text is None:
+        if len(_texts) >= 256:
+            _texts.clear()
+        text = _texts[key] = build()
+    return text
 
 
 def lock_first(batch: list[Stmt], key: int) -> bool:
@@ -78,12 +98,16 @@ def lock_first(batch: list[Stmt], key: int) -> bool:
     if not batch or LOCK_SLOT not in batch[0].sql:
         return False
     first = batch[0]
-    at = first.sql.index(LOCK_SLOT)
-    n = first.sql.count("%s", 0, at)
+    text, n = _text(("lock", first.sql), lambda: _slot_locked(first.sql))
     params = tuple(first.params)
-    text = first.sql.replace(LOCK_SLOT, _LOCKED, 1)
     batch[0] = Stmt(text, (*params[:n], key, *params[n:]), first.fetch)
     return True
+
+
+def _slot_locked(sql: str) -> tuple[str, int]:
+    """``sql`` with its lock slot taking the lock, and the slot's parameter index."""
+    n = sql.count("%s", 0, sql.index(LOCK_SLOT))
+    return sql.replace(LOCK_SLOT, _LOCKED, 1), n
 
 
 def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
@@ -161,14 +185,18 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
         tx.pending = None  # the insert below checks exactly what the flow assumed
     batch = flush(tx, pessimistic, sql) + insert_blobs(op.blobs, sql)
     unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
-    head = sql.upsert_writes.split("ON CONFLICT")[0]
-    stmt = (
-        f"WITH ins AS ({head} WHERE {LOCK_SLOT} ON CONFLICT DO NOTHING RETURNING 1)"
-        f" SELECT {refuse_unless('count(*) = %s')} FROM ins"
-    )
+    stmt = _text(("writes", sql.upsert_writes), lambda: _insert_writes(sql))
     params = (*columns(map(packed_write, unique.values()), 7), len(unique))
     batch.append(Stmt(stmt, params))
     return batch, frozenset(b.hash for b in op.blobs)
+
+
+def _insert_writes(sql: SQL) -> str:
+    head = sql.upsert_writes.split("ON CONFLICT")[0]
+    return (
+        f"WITH ins AS ({head} WHERE {LOCK_SLOT} ON CONFLICT DO NOTHING RETURNING 1)"
+        f" SELECT {refuse_unless('count(*) = %s')} FROM ins"
+    )
 
 
 def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
@@ -267,18 +295,26 @@ def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
     its transaction then sends the lock as a statement of its own), else a
     ``delete_thread`` committed while the put waited leaves a diff against a
     deleted base."""
+    cparams: list[Any] = []
+    where = LOCK_SLOT
+    if _cached_base(op):  # no lock slot: the base check needs a snapshot taken after it
+        cond, cparams = _base_exists(op, sql)
+        where = f"({refuse_unless(cond)}) = 1"
+    stmt = _text(("upsert", sql.upsert_ckpt, where), lambda: _upsert_where(sql, where))
+    if stmt == "":
+        return None
+    return Stmt(stmt, (*packed_ckpt(op.row), *cparams))
+
+
+def _upsert_where(sql: SQL, where: str) -> str:
+    """The checkpoint upsert as ``INSERT ... SELECT <values> WHERE <where>``
+    ("" when its text has no ``VALUES (...)``)."""
     text = sql.upsert_ckpt
     start = text.find("VALUES (")
     end = text.find(")", start)
     if start < 0 or end < 0:
-        return None
-    row = packed_ckpt(op.row)
-    where, cparams = LOCK_SLOT, []
-    if _cached_base(op):  # no lock slot: the base check needs a snapshot taken after it
-        cond, cparams = _base_exists(op, sql)
-        where = f"({refuse_unless(cond)}) = 1"
-    stmt = f"{text[:start]}SELECT {text[start + 8 : end]} WHERE {where}{text[end + 1 :]}"
-    return Stmt(stmt, (*row, *cparams))
+        return ""
+    return f"{text[:start]}SELECT {text[start + 8 : end]} WHERE {where}{text[end + 1 :]}"
 
 
 def _check(op: ops.SaveCheckpoint, sql: SQL, locking: list[bytes]) -> Stmt | None:
