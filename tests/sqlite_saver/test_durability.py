@@ -125,3 +125,20 @@ async def test_async_saver_relaxes_the_lease_transaction(tmp_path) -> None:
     assert trace[:2] == [RELAX, "BEGIN IMMEDIATE"]
     assert trace.count(RELAX) == 1
     assert _fsynced_commits(trace) == 1
+
+
+def test_migrations_at_full_run_inside_their_transactions(tmp_path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(str(tmp_path / "m.db"), isolation_level=None, check_same_thread=False)
+    trace: list[str] = []
+    conn.set_trace_callback(trace.append)
+    saver = SqliteSaver(conn, synchronous="FULL")
+    saver.setup()
+    creates = [
+        i for i, s in enumerate(trace) if s.startswith("CREATE TABLE IF NOT EXISTS tl_threads")
+    ]
+    begins = [i for i, sql in enumerate(trace) if sql == "BEGIN IMMEDIATE"]
+    assert creates and begins and begins[0] < creates[0]  # not autocommitted one by one
+    assert saver.executor.strict == "PRAGMA synchronous = FULL"
+    conn.close()

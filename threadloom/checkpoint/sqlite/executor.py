@@ -85,7 +85,6 @@ class SqliteExecutor:
                 for sql in setup_statements(current, journal_wal and not busy, pragmas):
                     if not busy or "busy_timeout" in sql:
                         self.conn.execute(sql)
-                self.strict = None if busy else strict_mode(pragmas)
                 for version, statements in _migrations(current):
                     with self.transaction(True):
                         for sql in statements:
@@ -93,6 +92,9 @@ class SqliteExecutor:
                         self.conn.execute(
                             "INSERT OR IGNORE INTO tl_migrations (v) VALUES (?)", (version,)
                         )
+                # after the migrations: they run on the connection directly and
+                # need their BEGIN at once, not at a first op
+                self.strict = None if busy else strict_mode(pragmas)
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
 
