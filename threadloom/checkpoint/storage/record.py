@@ -121,7 +121,6 @@ def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 _MISSING: Any = object()
-_STR = {str}
 Changes = tuple[dict[str, Any], list[str], dict[str, Any], list[str]]
 
 
@@ -216,7 +215,7 @@ def encode(
     riv = _inline(iv, cv, ni, nref, vref) if iv else None
     uc = core.get("updated_channels")
     ru = None
-    if type(uc) is list and set(map(type, uc)) <= _STR:  # all str
+    if type(uc) is list and all(type(c) is str for c in uc):
         ru = [ni[c] if c in ni else nref(c) for c in uc]
     # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
     out: list[Any] = [0, state.depth, core.get("v", 1), core.get("ts")]
