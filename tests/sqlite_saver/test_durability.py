@@ -47,11 +47,21 @@ def full(tmp_path):
 def test_lease_acquire_commits_without_fsync_and_full_is_restored(full) -> None:
     saver, trace = full
     assert saver._run(_one(_acquire()), True) is None
-    assert trace[:2] == [RELAX, "BEGIN IMMEDIATE"]
+    assert trace[:3] == ["PRAGMA synchronous", RELAX, "BEGIN IMMEDIATE"]
     assert trace[-2:] == ["COMMIT", "PRAGMA synchronous = FULL"]
     saver.conn.set_trace_callback(None)
     assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
     assert saver._run(lo.read_flow("t")).holder == "me"
+
+
+@pytest.mark.parametrize(("level", "number", "relaxed"), [("EXTRA", 3, True), ("NORMAL", 1, False)])
+def test_the_level_set_on_the_connection_is_restored_exactly(full, level, number, relaxed) -> None:
+    saver, trace = full
+    saver.conn.execute(f"PRAGMA synchronous = {level}")  # the caller changed it after setup
+    trace.clear()
+    saver._run(_one(_acquire()), True)
+    assert (RELAX in trace) is relaxed
+    assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == number
 
 
 def test_checkpoint_writes_commit_at_full(full) -> None:
@@ -122,7 +132,7 @@ async def test_async_saver_relaxes_the_lease_transaction(tmp_path) -> None:
         await saver.conn.set_trace_callback(None)
         async with saver.conn.execute("PRAGMA synchronous") as cur:
             assert (await cur.fetchone())[0] == FULL
-    assert trace[:2] == [RELAX, "BEGIN IMMEDIATE"]
+    assert trace[:3] == ["PRAGMA synchronous", RELAX, "BEGIN IMMEDIATE"]
     assert trace.count(RELAX) == 1
     assert _fsynced_commits(trace) == 1
 

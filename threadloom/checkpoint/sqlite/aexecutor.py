@@ -10,7 +10,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from threadloom.checkpoint.sqlite import queries
-from threadloom.checkpoint.sqlite.durability import RELAX, RELAXED, check_relaxed, strict_mode
+from threadloom.checkpoint.sqlite.durability import (
+    LEVEL,
+    RELAX,
+    RELAXED,
+    check_relaxed,
+    restore_sql,
+    strict_mode,
+)
 from threadloom.checkpoint.sqlite.executor import (
     Tracer,
     _migrations,
@@ -37,7 +44,7 @@ class AsyncSqliteExecutor:
         self.memo = Memo()  # answers this connection knows (sqlite/memo.py)
         self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
         self._wlazy = False  # a write transaction whose BEGIN waits for its first op
-        self._relaxed = False  # this transaction commits at synchronous NORMAL
+        self._relaxed: str | None = None  # relaxed: the PRAGMA restoring the level
 
     def forget_cached(self) -> None:
         """Forget the memo (``StorageSaver.forget_cached``)."""
@@ -113,17 +120,23 @@ class AsyncSqliteExecutor:
 
     async def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (see the sync twin)."""
-        self._relaxed = False
+        sql, self._relaxed = self._relaxed, None
         if self.conn.in_transaction:
             await self._script("ROLLBACK")
-        await self._script(self.strict or "PRAGMA synchronous = FULL")
+        await self._script(sql or "PRAGMA synchronous = FULL")
 
     async def _begin_write(self, op: Any) -> None:
         """BEGIN IMMEDIATE of a lazy write transaction (see the sync twin)."""
         self._wlazy = False
         if type(op) in RELAXED:
-            await self._script(RELAX)
-            self._relaxed = True
+            try:
+                async with self.conn.execute(LEVEL) as cur:
+                    restore = restore_sql((await cur.fetchone())[0])
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(exc, self.where) from exc
+            if restore is not None:
+                await self._script(RELAX)
+                self._relaxed = restore
         await self._script("BEGIN IMMEDIATE")
 
     async def _script(self, sql: str) -> None:

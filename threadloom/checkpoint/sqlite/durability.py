@@ -12,6 +12,9 @@ holder) or none. Nothing durable can depend on the lost row: every later
 FULL commit fsyncs the WAL, which holds the lease frames before its own, so
 the first checkpoint saved under the lease makes the lease durable too.
 
+The level is read (``PRAGMA synchronous``) before relaxing and restored
+exactly, so a level the caller set on the connection later is kept.
+
 Why it matters: a run takes the lease in a transaction of its own before it
 reads the thread; at FULL that is one fsync (~270 us here) on top of one per
 step (10-node chain: 12 -> 11 fsyncs per invoke).
@@ -30,11 +33,19 @@ from typing import Any
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.errors import StorageError
 
-__all__ = ["RELAXED", "RELAX", "strict_mode", "check_relaxed"]
+__all__ = ["RELAXED", "RELAX", "LEVEL", "restore_sql", "strict_mode", "check_relaxed"]
 
 # the holder's own lease ops, each alone in its flow (lease/lease.py)
 RELAXED = frozenset({lo.AcquireLease, lo.RenewLease, lo.ReleaseLease})
 RELAX = "PRAGMA synchronous = NORMAL"
+LEVEL = "PRAGMA synchronous"  # read before relaxing: the level to restore
+_RESTORE = {2: "PRAGMA synchronous = FULL", 3: "PRAGMA synchronous = EXTRA"}
+
+
+def restore_sql(level: int) -> str | None:
+    """The PRAGMA that restores ``level`` (as ``PRAGMA synchronous`` reads it)
+    after a relaxed commit; None below FULL (nothing to relax)."""
+    return _RESTORE.get(level)
 
 
 def strict_mode(pragmas: list[str]) -> str | None:

@@ -20,7 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 from threadloom.checkpoint.sqlite import queries
-from threadloom.checkpoint.sqlite.durability import RELAX, RELAXED, check_relaxed, strict_mode
+from threadloom.checkpoint.sqlite.durability import (
+    LEVEL,
+    RELAX,
+    RELAXED,
+    check_relaxed,
+    restore_sql,
+    strict_mode,
+)
 from threadloom.checkpoint.sqlite.memo import ABSENT, DATA_VERSION, KNOWN, Memo, Reads, read_key
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
@@ -72,7 +79,7 @@ class SqliteExecutor:
         self._reading = False  # in our own read transaction: reads may be served from ``reads``
         self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
         self._wlazy = False  # a write transaction whose BEGIN waits for its first op
-        self._relaxed = False  # this transaction commits at synchronous NORMAL
+        self._relaxed: str | None = None  # relaxed: the PRAGMA restoring the level
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -159,18 +166,23 @@ class SqliteExecutor:
     def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (a failed COMMIT's
         transaction is rolled back first: the PRAGMA cannot run inside one)."""
-        self._relaxed = False
+        sql, self._relaxed = self._relaxed, None
         if self.conn.in_transaction:
             self._exec_script("ROLLBACK")
-        self._exec_script(self.strict or "PRAGMA synchronous = FULL")
+        self._exec_script(sql or "PRAGMA synchronous = FULL")
 
     def _begin_write(self, op: Any) -> None:
         """BEGIN IMMEDIATE of a lazy write transaction, at synchronous NORMAL
         when ``op`` is a lease op (sqlite/durability.py)."""
         self._wlazy = False
         if type(op) in RELAXED:
-            self._exec_script(RELAX)
-            self._relaxed = True
+            try:
+                restore = restore_sql(self.conn.execute(LEVEL).fetchone()[0])
+            except sqlite3.DatabaseError as exc:
+                raise storage_error(exc, self.where) from exc
+            if restore is not None:
+                self._exec_script(RELAX)
+                self._relaxed = restore
         self._exec_script("BEGIN IMMEDIATE")
 
     def _begin_read(self) -> None:
