@@ -25,6 +25,7 @@ from threadloom.checkpoint.postgres.connection import (
     Tx,
     connect_kwargs,
     is_dead,
+    shared_cursor,
 )
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
@@ -151,7 +152,7 @@ class AsyncPgConnector(ConnectorBase):
         """Run ``batch`` (cursor use as in the sync twin's ``_send``)."""
         pipelined = conn._pipeline is not None
         params = wire_params if use_binary_arrays(conn) else cheap_params
-        shared = conn.cursor(row_factory=tuple_row)
+        shared = shared_cursor(conn)
         cursors, results = [], []
         for stmt in batch:
             cur = shared
