@@ -7,8 +7,10 @@ import random
 
 from tests.storage.test_put_fastpaths import _replay, _rows
 from threadloom.checkpoint import ids
+from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.storage import packing
+from threadloom.checkpoint.storage.rows import unpack
 
 
 def test_next_version_hands_over_exactly_the_packed_form() -> None:
@@ -64,3 +66,27 @@ def test_records_are_byte_identical_to_the_previous_encoder() -> None:
     reader.executor = saver.executor  # a cold reader decodes every record
     for config in configs[1:]:
         assert reader.get_tuple(config) == saver.get_tuple(config)
+
+
+def test_a_compacted_list_holds_its_segments_through_a_prune() -> None:
+    """put_flow counts a new manifest's holds on its segments (it skips that
+    bookkeeping only when no blob it sent has children)."""
+    saver = InMemorySaver(compact_every=2)
+    config: dict = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    version, items = None, []
+    for i in range(7):
+        items = [*items, f"item {i} " * 20]  # each item well above inline_max
+        version = ids.next_version(version)
+        cp = empty_checkpoint()
+        cp["id"] = ids.uuid6_str()
+        cp["channel_values"] = {"messages": list(items)}
+        cp["channel_versions"] = {"messages": version}
+        config = saver.put(config, cp, {"step": i}, {"messages": version})
+    blobs = saver.executor.blobs
+    manifests = [row for row, _ in blobs.values() if row.children]
+    assert manifests  # the list was compacted
+    for manifest in manifests:
+        for child in unpack(manifest.children):
+            assert blobs[child][1] >= 1
+    saver.prune(["t"], strategy="keep_latest")
+    assert saver.get_tuple(config).checkpoint["channel_values"]["messages"] == items
