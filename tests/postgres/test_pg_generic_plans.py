@@ -18,9 +18,10 @@ import psycopg
 import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint
-from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres import PostgresSaver, generic
 from threadloom.checkpoint.postgres import connection as pgconn
 from threadloom.checkpoint.postgres.generic import MARK, PLAN_MODE
+from threadloom.checkpoint.storage import ops
 
 pytestmark = pytest.mark.postgres
 
@@ -164,3 +165,21 @@ def test_small_saves_plan_as_before(prepared, sent) -> None:
     stmts = [s for b in sent for s in b]
     assert len(stmts) >= 6 and PLAN_MODE not in stmts
     assert saver.get_tuple(parent).checkpoint["channel_values"] == {"count": 2}
+
+
+def test_the_mode_goes_once_before_the_first_costly_op() -> None:
+    """A costly op (blobs, refs, a refcount adjustment) on a connection that
+    prepares: PLAN_MODE first, every statement marked from then on."""
+
+    class Prepared:
+        prepare_threshold = 0
+
+    tx = pgconn.Tx(True, conn=Prepared(), optimistic=True)
+    batch = [pgconn.Stmt("SELECT 1"), pgconn.Stmt("SELECT 2")]
+    assert generic.batch(tx, batch, ops.GetCheckpoint("t", "", None)) == batch  # not costly
+    op = ops.AdjustRefcounts(((b"h" * 16, 1),))
+    first = generic.batch(tx, batch, op)
+    assert first == [PLAN_MODE, *(pgconn.Stmt(s.sql + MARK) for s in batch)]
+    assert generic.batch(tx, batch, op) == first[1:]  # once per transaction
+    unprepared = pgconn.Tx(True, conn=object(), optimistic=True)
+    assert generic.batch(unprepared, batch, op) == batch
