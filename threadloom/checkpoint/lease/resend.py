@@ -7,8 +7,11 @@ When the first send had in fact committed (the server finished the transaction,
 the client was cancelled before reading the answer), that transaction also
 released the lease, so the second send's fence finds no lease and would report
 ``LeaseLostError`` ("nothing was written") instead of the cancellation, which
-is false: everything was written. The checkpoint the release rode with is
-stored exactly when that transaction committed, so its presence is the proof.
+is false: everything was written. On SQLite and Postgres the checkpoint the
+release rode with is stored exactly when that transaction committed. On Redis
+and in memory (one script / one step at a time) a stored checkpoint may also
+mean the save ran but its release did not, and the lease was lost afterwards:
+the data is stored and the lease is not ours, so nothing is left to do either.
 """
 
 from __future__ import annotations
