@@ -142,14 +142,16 @@ def pack_state(
     old_cv, old_vs = raw_versions(prev)
     known = packed_get
     pcv, pvs, missing = prev.cv, prev.vs, _MISSING
-    cv, cv_new = {}, {}
-    for c, v in raw_cv.items():
+    cv, cv_new, added = {}, {}, 0  # added: keys the parent lacks (so none was removed
+    for c, v in raw_cv.items():  # when the others are as many as the parent's keys)
         o = old_cv.get(c, missing)
         if o is v or (type(o) is type(v) and o == v):
             cv[c] = pcv[c]
         else:
             cv[c] = cv_new[c] = pack_version(v)
-    vs, vs_new, rvs = {}, {}, {}
+            added += o is missing
+    cx = [c for c in pcv if c not in cv] if len(pcv) > len(cv) - added else []
+    vs, vs_new, rvs, added = {}, {}, {}, 0
     for n, seen in raw_vs.items():
         o = old_vs.get(n)
         if o is not None and o == seen:
@@ -157,8 +159,8 @@ def pack_state(
         else:  # mostly versions cv just packed: memo hits, looked up inline
             vs[n] = vs_new[n] = {c: known(v) or pack_version(v) for c, v in seen.items()}
             rvs[n] = dict(seen)
-    cx = [c for c in pcv if c not in cv] if len(pcv) > len(cv) - len(cv_new) else []
-    vx = [n for n in pvs if n not in vs] if len(pvs) > len(vs) - len(vs_new) else []
+            added += o is None
+    vx = [n for n in pvs if n not in vs] if len(pvs) > len(vs) - added else []
     return cv, vs, (dict(raw_cv), rvs), (cv_new, cx, vs_new, vx)
 
 
