@@ -80,6 +80,9 @@ class SqliteExecutor:
         self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
         self._wlazy = False  # a write transaction whose BEGIN waits for its first op
         self._relaxed: str | None = None  # relaxed: the PRAGMA restoring the level
+        self._writing = False  # the outermost transaction is our own write
+        # after each own write COMMIT, with total_changes (sqlite/walck.py)
+        self.on_commit: Callable[[int], None] | None = None
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -124,6 +127,8 @@ class SqliteExecutor:
             commit, rollback = "COMMIT", "ROLLBACK"
         else:
             begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
+        if not nested:
+            self._writing = own and write
         if self._lazy:  # a read we nest in: its BEGIN first
             self._begin_read()
         elif self._wlazy:  # a write we nest in: its BEGIN, never relaxed
@@ -155,6 +160,8 @@ class SqliteExecutor:
                 except BaseException:
                     self._memo_end(nested, False)
                     raise
+                if self._writing and not nested and self.on_commit is not None:
+                    self.on_commit(self.conn.total_changes)
             elif nested or self.conn.in_transaction:  # (not when its BEGIN failed)
                 self._exec_script(end)
         finally:

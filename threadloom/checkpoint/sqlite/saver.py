@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer, storage_error
+from threadloom.checkpoint.sqlite.walck import WalCheckpointer
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
@@ -70,6 +71,7 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         self.executor = SqliteExecutor(conn, _where(conn), tracer)
         self._owns = False
         self.is_setup = False
+        self.walck: WalCheckpointer | None = None  # own WAL files (sqlite/walck.py)
 
     @classmethod
     @contextmanager
@@ -83,6 +85,7 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         saver._owns = True
         try:
             saver.setup()
+            saver._background_checkpoints()
             yield saver
         finally:
             saver.close()
@@ -94,7 +97,23 @@ class SqliteSaver(ThreadTTL, StorageSaver):
                 self.executor.setup(_is_file(self.conn), self._pragmas)
                 self.is_setup = True
 
+    def _background_checkpoints(self) -> None:
+        """WAL checkpoints on a thread of their own (sqlite/walck.py): only on a
+        WAL file this saver opened, so the second connection opens it alike."""
+        try:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()[0]
+            path = self.conn.execute("PRAGMA database_list").fetchone()[2]
+        except sqlite3.DatabaseError:
+            return
+        if str(mode).lower() == "wal" and path:
+            self.walck = WalCheckpointer(path)
+            self.executor.on_commit = self.walck.committed
+
     def close(self) -> None:
+        if self.walck is not None:
+            self.executor.on_commit = None
+            self.walck.close()
+            self.walck = None
         if self._owns:
             self._owns = False
             self.conn.close()

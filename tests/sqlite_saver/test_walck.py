@@ -1,0 +1,68 @@
+"""Background WAL checkpoints (sqlite/walck.py): only on a WAL file the saver
+opened, triggered by rows written, stopped by close(); nothing read differs."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from threadloom.checkpoint.base import empty_checkpoint, uuid6
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.sqlite.walck import WalCheckpointer
+
+
+def _put(saver: SqliteSaver, thread_id: str, n: int) -> str:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=n))
+    cp["channel_values"] = {"n": n}
+    cp["channel_versions"] = {"n": str(n)}
+    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    saver.put(config, cp, {"source": "loop", "step": n}, {"n": str(n)})
+    return cp["id"]
+
+
+def test_checkpoints_run_in_the_background_and_reads_are_exact(tmp_path) -> None:
+    path = str(tmp_path / "w.db")
+    ids = {}
+    with SqliteSaver.from_conn_string(path) as saver:
+        assert saver.walck is not None and saver.executor.on_commit is not None
+        saver.walck.every = 8
+        for i in range(60):
+            ids[f"t{i}"] = _put(saver, f"t{i}", i)
+        walck = saver.walck
+        walck.close()  # waits for a running checkpoint
+        assert walck.runs >= 1
+        for i in range(60):
+            got = saver.get_tuple({"configurable": {"thread_id": f"t{i}"}})
+            assert got.checkpoint["id"] == ids[f"t{i}"]
+            assert got.checkpoint["channel_values"] == {"n": i}
+    assert saver.walck is None
+    with sqlite3.connect(path) as conn:  # the file holds every row
+        assert conn.execute("SELECT count(*) FROM tl_checkpoints").fetchone()[0] == 60
+
+
+def test_only_files_the_saver_opened(tmp_path) -> None:
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        assert saver.walck is None
+    conn = sqlite3.connect(str(tmp_path / "u.db"), isolation_level=None, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    assert saver.walck is None and saver.executor.on_commit is None
+    conn.close()
+
+
+def test_trigger_counts_rows_and_close_stops_it(tmp_path) -> None:
+    path = str(tmp_path / "c.db")
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE t (x)")
+        walck = WalCheckpointer(path, every=10)
+        conn.execute("INSERT INTO t VALUES (1)")
+        walck.committed(5)  # below the threshold: nothing starts
+        assert walck._thread is None
+        walck.committed(12)
+        assert walck._thread is not None
+        walck._thread.join()
+        assert walck.runs == 1
+        walck.close()
+        walck.committed(100)  # closed: no new checkpoint
+        assert walck.runs == 1 and not walck._thread.is_alive() and walck._conn is None
