@@ -95,7 +95,22 @@ def split(
 
 
 def marked(stmts: list[Stmt]) -> list[Stmt]:
-    return [Stmt(s.sql + MARK, s.params, s.fetch) for s in stmts]
+    return [Stmt(_marked_text(s.sql), s.params, s.fetch) for s in stmts]
+
+
+_marked: dict[str, str] = {}
+
+
+def _marked_text(sql: str) -> str:
+    """``sql + MARK``, the same string object every time: psycopg keys its
+    query and prepared-statement caches by the text, and a fresh string
+    would be hashed (and encoded) again at every execution."""
+    text = _marked.get(sql)
+    if text is None:
+        if len(_marked) >= 1024:  # generated texts (list filters) stay bounded
+            _marked.clear()
+        text = _marked[sql] = sql + MARK
+    return text
 
 
 def adjust(op: ops.AdjustRefcounts, sql: SQL) -> tuple[list[Stmt], Any]:
