@@ -100,8 +100,25 @@ def _cp_row(r: Sequence[Any]) -> o.CheckpointRow:
     return o.CheckpointRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6], r[7])
 
 
+def _bound(value: Any) -> Any:
+    """``bytes`` as ``bytearray`` (the same BLOB): ``sqlite3`` binds a bytearray
+    directly but sends ``bytes`` through its adapter lookup first (~0.45 us a
+    parameter). Only for values no memo key holds (those must stay hashable)."""
+    return bytearray(value) if type(value) is bytes else value
+
+
 def _cp_params(row: o.CheckpointRow) -> tuple[Any, ...]:
-    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+    # params[:3] (thread, ns, checkpoint id) key the memo's "base" rows: kept as is
+    return (
+        row[0],
+        row[1],
+        enc_id(row[2]),
+        _bound(enc_id(row[3])),
+        row[4],
+        _bound(row[5]),
+        _bound(row[6]),
+        row[7],
+    )
 
 
 def _w_row(r: Sequence[Any]) -> o.WriteRow:
@@ -109,7 +126,15 @@ def _w_row(r: Sequence[Any]) -> o.WriteRow:
 
 
 def _w_params(row: o.WriteRow) -> tuple[Any, ...]:
-    return (*row[:2], enc_id(row[2]), enc_id(row[3]), *row[4:])
+    return (
+        row[0],
+        row[1],
+        _bound(enc_id(row[2])),
+        _bound(enc_id(row[3])),
+        row[4],
+        _bound(row[5]),
+        _bound(row[6]),
+    )
 
 
 def _chunks(items: Sequence[Any], size: int = CHUNK) -> list[Sequence[Any]]:
