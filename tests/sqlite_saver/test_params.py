@@ -40,3 +40,25 @@ def test_stored_types_and_read_back() -> None:
         latest = saver.get_tuple({"configurable": {"thread_id": "t"}})
         assert latest.checkpoint["id"] == second["id"]
         assert latest.parent_config["configurable"]["checkpoint_id"] == first["id"]
+
+
+def test_refs_and_blobs_store_blobs_and_read_back() -> None:
+    import os
+
+    big = os.urandom(800).hex()
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"a": {"text": big}}
+        cp["channel_versions"] = {"a": "00000000000000000000000000000001.1"}
+        config = saver.put(config, cp, {"source": "loop", "step": 0}, cp["channel_versions"])
+        saver.put_writes(config, [("a", {"text": big[::-1]})], str(uuid6()), "")
+        types = saver.conn.execute(
+            "SELECT DISTINCT typeof(hash), typeof(data), typeof(children) FROM tl_blobs"
+        ).fetchall()
+        assert types == [("blob", "blob", "blob")]
+        refs = saver.conn.execute("SELECT typeof(data), typeof(hashes) FROM tl_refs").fetchall()
+        assert refs and all(t == ("blob", "blob") for t in refs)
+        got = saver.get_tuple({"configurable": {"thread_id": "t"}})
+        assert got.checkpoint["channel_values"] == {"a": {"text": big}}
+        assert got.pending_writes[0][2] == {"text": big[::-1]}

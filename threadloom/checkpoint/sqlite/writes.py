@@ -25,6 +25,7 @@ from threadloom.checkpoint.sqlite.common import (
     WRITE_COLS,
     Plan,
     Stmt,
+    _bound,
     _chunks,
     _cp_params,
     _in_list,
@@ -117,7 +118,10 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     held: Counter[bytes] = Counter()
     inserted: list[bool] = []
     if op.refs:
-        rows = [(ids[ref.thread_id], *ref[1:]) for ref in op.refs]
+        rows = [
+            (ids[r.thread_id], *r[1:6], _bound(r.data), _bound(r.hashes), r.length, r.logical)
+            for r in op.refs
+        ]
         counts = yield Stmt(INSERT_REF, rows, "each")
         for ref, count in zip(op.refs, counts):
             if count:
@@ -129,8 +133,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
             inserted.append(bool(count))
     new: set[bytes] = set()
     if op.blobs:  # inserted holding their final count: no UPDATE for new blobs
-        rows = [(*blob, held.get(blob.hash, 0)) for blob in op.blobs]
-        counts = yield Stmt(INSERT_BLOB, rows, "each")
+        counts = yield Stmt(INSERT_BLOB, _blob_rows(op.blobs, held), "each")
         new = {blob.hash for blob, count in zip(op.blobs, counts) if count}
     rest = [(n, h) for h, n in held.items() if h not in new]
     if rest:
@@ -138,6 +141,12 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     if op.row is not None:
         yield Stmt(SAVE_CP, (ids[op.row.thread_id], *_cp_params(op.row)[1:]), "saved")
     return o.SaveResult(frozenset(new), tuple(inserted))
+
+
+def _blob_rows(blobs: Sequence[o.BlobRow], held: Counter[bytes]) -> list[tuple[Any, ...]]:
+    """INSERT_BLOB parameters: each blob holding its final count (``_bound``:
+    sqlite3 binds bytearrays without its adapter lookup)."""
+    return [(_bound(h), tag, _bound(d), _bound(c), held.get(h, 0)) for h, tag, d, c in blobs]
 
 
 def _save_writes(op: o.SaveWrites) -> Plan:
@@ -155,7 +164,7 @@ def _save_writes(op: o.SaveWrites) -> Plan:
             held.update([h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE)])
     new: frozenset[bytes] = frozenset()
     if op.blobs:  # inserted holding their final count: no UPDATE for new blobs
-        counts = yield Stmt(INSERT_BLOB, [(*b, held.get(b.hash, 0)) for b in op.blobs], "each")
+        counts = yield Stmt(INSERT_BLOB, _blob_rows(op.blobs, held), "each")
         new = frozenset(blob.hash for blob, count in zip(op.blobs, counts) if count)
     rest = [(n, h) for h, n in held.items() if h not in new]
     if rest:
