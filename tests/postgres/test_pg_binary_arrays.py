@@ -89,3 +89,50 @@ def test_saver_round_trip_with_binary_arrays(
     assert tup.checkpoint["channel_values"] == cp["channel_values"]
     assert tup.pending_writes[0][2] == WRITTEN
     assert len(binary) >= 2  # the put's blobs and the write's went binary
+
+
+def _client_cursor_put(thread: str) -> tuple[object, object]:
+    """A 5 KB value (refs of one version name one value per thread: own threads)."""
+    from threadloom.checkpoint.base import empty_checkpoint
+
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"doc": os.urandom(5000)}
+    cp["channel_versions"] = {"doc": "1"}
+    return cp, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def test_client_side_binding_keeps_literals(pg_url: str, pg_schema: str) -> None:
+    """``cursor_factory=ClientCursor`` merges parameters into the text: the binary
+    array would be dumped as a ``bytea`` literal that cannot be cast to
+    ``bytea[]`` (found in review), so such connections keep sending literals and
+    skip the plan-mode statement (they never prepare)."""
+    from threadloom.checkpoint.postgres import PostgresSaver
+    from threadloom.checkpoint.postgres.binarray import binds_on_client
+
+    with psycopg.connect(pg_url, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        assert binds_on_client(conn) and not use_binary_arrays(conn)
+        saver = PostgresSaver(conn, schema=pg_schema)
+        saver.setup()
+        cp, config = _client_cursor_put("cc-sync")
+        config = saver.put(config, cp, {"step": 0}, {"doc": "1"})
+        saver.put_writes(config, [("doc", WRITTEN)], "task")
+        tup = saver.get_tuple(config)
+    assert tup.checkpoint["channel_values"] == cp["channel_values"]
+    assert tup.pending_writes[0][2] == WRITTEN
+
+
+async def test_async_client_side_binding_keeps_literals(pg_url: str, pg_schema: str) -> None:
+    from threadloom.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with await psycopg.AsyncConnection.connect(
+        pg_url, autocommit=True, cursor_factory=psycopg.AsyncClientCursor
+    ) as conn:
+        assert not use_binary_arrays(conn)
+        saver = AsyncPostgresSaver(conn, schema=pg_schema)
+        await saver.setup()
+        cp, config = _client_cursor_put("cc-async")
+        config = await saver.aput(config, cp, {"step": 0}, {"doc": "1"})
+        await saver.aput_writes(config, [("doc", WRITTEN)], "task")
+        tup = await saver.aget_tuple(config)
+    assert tup.checkpoint["channel_values"] == cp["channel_values"]
+    assert tup.pending_writes[0][2] == WRITTEN

@@ -21,10 +21,18 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
-__all__ = ["BINARY_MIN", "ENCODERS", "ByteaArray", "encode_bytea", "use_binary_arrays"]
+__all__ = [
+    "BINARY_MIN",
+    "ENCODERS",
+    "ByteaArray",
+    "binds_on_client",
+    "encode_bytea",
+    "use_binary_arrays",
+]
 
 _HEAD = struct.Struct("!iiIii")  # ndim=1, has-null flag, element OID, length, lower bound
 _NULL = b"\xff\xff\xff\xff"
@@ -80,11 +88,23 @@ ENCODERS: dict[str, Callable[[list[Any]], Any]] = {"bytea": encode_bytea}
 _ready: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+def binds_on_client(conn: Any) -> bool:
+    """Whether ``conn``'s cursors merge parameters into the query text
+    (``cursor_factory=psycopg.ClientCursor``, common behind PgBouncer): such a
+    connection needs text dumpers, and never prepares statements."""
+    factory = getattr(conn, "cursor_factory", None)
+    return isinstance(factory, type) and issubclass(
+        factory, (psycopg.ClientCursor, psycopg.AsyncClientCursor)
+    )
+
+
 def use_binary_arrays(conn: Any) -> bool:
     """Make ``conn``'s adapters dump the encoded arrays (once per adapters map);
-    False when they cannot (the caller then sends literals)."""
+    False when they cannot (the caller then sends literals): no adapters, or
+    client-side binding, which would dump the binary array as a ``bytea``
+    literal that Postgres refuses to cast to ``bytea[]``."""
     adapters = getattr(conn, "adapters", None)
-    if adapters is None:
+    if adapters is None or binds_on_client(conn):
         return False
     if adapters in _ready:
         return True

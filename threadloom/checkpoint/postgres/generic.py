@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from threadloom.checkpoint.postgres.binarray import binds_on_client
 from threadloom.checkpoint.postgres.blobplans import lock_blobs
 from threadloom.checkpoint.postgres.connection import Stmt, Tx
 from threadloom.checkpoint.postgres.queries import SQL
@@ -71,7 +72,8 @@ def wants_generic(tx: Tx, op: ops.Op | None) -> bool:
     the mode says), and for a :func:`costly` op."""
     if tx.generic or not tx.optimistic or tx.conn is None or not costly(op):
         return False
-    return getattr(tx.conn, "prepare_threshold", None) is not None
+    conn = tx.conn
+    return getattr(conn, "prepare_threshold", None) is not None and not binds_on_client(conn)
 
 
 def batch(tx: Tx, stmts: list[Stmt], op: ops.Op | None = None) -> list[Stmt]:
