@@ -94,3 +94,38 @@ def test_flush_raises_the_first_failure_of_its_own_batch(monkeypatch) -> None:
     with pytest.raises(OSError, match="disk full"):
         p.flush()
     p.flush()  # reported once; the queue is empty
+
+
+class _Interrupted(_Recorder):
+    """Ctrl-C lands in the first save made on the run's own thread."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = threading.get_ident()
+        self.interrupted = False
+
+    def put_steps(self, steps):
+        if not self.interrupted and threading.get_ident() == self.main:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        super().put_steps(steps)
+
+
+def test_ctrl_c_in_flush_leaves_the_batch_to_the_pool_thread(monkeypatch) -> None:
+    """A KeyboardInterrupt during the caller-side save neither drops the batch
+    nor leaves the queue marked busy (found in review: the pool job then waited
+    forever and any later flush hung)."""
+    jobs = []
+    monkeypatch.setattr(persist.POOL, "submit", lambda fn: jobs.append(fn))
+    saver = _Interrupted()
+    p = SyncPersister(saver, "async")
+    for i in range(2):
+        _put(p, i)
+    with pytest.raises(KeyboardInterrupt):
+        p.flush()
+    worker = threading.Thread(target=jobs[0])  # the pool job saves the kept batch
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive()
+    assert [ids for _, ids in saver.calls] == [["cp0", "cp1"]]
+    p.flush()  # nothing left, returns at once

@@ -2,7 +2,9 @@
 
 - ``sync``: every save runs inline, before the loop moves on.
 - ``async``: saves go to a FIFO drained by one pool thread (or one asyncio
-  task), so they reach the saver in order while the next step runs. The queue
+  task), so they reach the saver in order while the next step runs; at exit
+  ``flush()`` saves what that thread has not taken yet itself, still one batch
+  at a time and in order (a Ctrl-C there leaves the batch to the pool thread). The queue
   is bounded: producers wait when ``max_pending`` saves are outstanding, so a
   slow saver cannot grow memory without limit.
 - ``exit``: the loop submits nothing until it exits.
@@ -261,18 +263,26 @@ class SyncPersister(_Buffer):
                         self._draining = False
                     self._cond.notify_all()
                     return
-                self._busy = True
                 n, steps = self._take()
+                self._busy = True
+            done = True
             try:
                 if self._error is None:
                     self._call_all(steps)
-            except BaseException as exc:
+            except Exception as exc:
                 self._error = exc
-            with self._cond:
-                for _ in range(n):
-                    self._queue.popleft()
-                self._busy = False
-                self._cond.notify_all()
+            except BaseException as exc:  # Ctrl-C lands on the run's thread
+                if not job:  # keep the batch queued: the pool thread's job saves it
+                    done = False
+                    raise
+                self._error = exc
+            finally:
+                with self._cond:
+                    if done:
+                        for _ in range(n):
+                            self._queue.popleft()
+                    self._busy = False
+                    self._cond.notify_all()
 
     def flush(self) -> None:
         """Save the buffered writes, wait until every save reached the saver; raise
