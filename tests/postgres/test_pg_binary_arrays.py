@@ -9,8 +9,8 @@ import pytest
 from psycopg.adapt import PyFormat
 
 from threadloom.checkpoint.postgres.binarray import BINARY_MIN, ByteaArray, use_binary_arrays
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.params import wire_params
+from threadloom.checkpoint.postgres.stmt import Stmt
 
 pytestmark = pytest.mark.postgres
 

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.params import array_literal, cheap_params
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import drive, ops
 from threadloom.checkpoint.storage.ops import CheckpointRow
 

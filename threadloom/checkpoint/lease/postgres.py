@@ -31,7 +31,7 @@ def Stmt(*args: Any) -> Any:  # stands in for the class
     """``postgres.connection.Stmt``, imported on use: importing it at module level
     would cycle (postgres package -> executor -> this module) when this module is
     imported first."""
-    from threadloom.checkpoint.postgres.connection import Stmt as _Stmt
+    from threadloom.checkpoint.postgres.stmt import Stmt as _Stmt
 
     return _Stmt(*args)
 

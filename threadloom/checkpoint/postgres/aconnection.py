@@ -21,13 +21,12 @@ from threadloom.checkpoint.postgres.connection import (
     BEGIN_SNAPSHOT,
     SNAPSHOT_SQL,
     ConnectorBase,
-    Stmt,
-    Tx,
-    connect_kwargs,
     is_dead,
     shared_cursor,
 )
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
+from threadloom.checkpoint.postgres.pool import connect_kwargs
+from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
 __all__ = ["AsyncPgConnector"]

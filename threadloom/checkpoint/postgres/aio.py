@@ -18,11 +18,8 @@ from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from threadloom.checkpoint.postgres.aconnection import AsyncPgConnector
-from threadloom.checkpoint.postgres.connection import (
-    connect_kwargs,
-    pool_kwargs,
-)
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
+from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
 from threadloom.checkpoint.postgres.queries import setup_flow
 from threadloom.checkpoint.postgres.saver import PgSaverBase
 from threadloom.checkpoint.storage import drive

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from threadloom.checkpoint.postgres.blobpack import pack, unpack
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import BlobRow
 

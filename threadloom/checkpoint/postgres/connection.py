@@ -7,15 +7,16 @@ transactions. That is what makes them safe behind PgBouncer-style transaction
 poolers.
 
 The storage core runs each flow in one transaction (``transaction(write)``),
-one batch of :class:`Stmt` per operation. Writing transactions are pipelined
+one batch of :class:`~.stmt.Stmt` per operation (:mod:`.stmt`; the arguments of
+the connections and pools a saver opens itself are in :mod:`.pool`). Writing transactions are pipelined
 when libpq supports it: statements whose result nobody needs travel together
 with the next one that needs an answer, or with the commit. On an autocommit
 connection the transaction is the pipeline's implicit one: no BEGIN or COMMIT
 statement is sent, the closing Sync commits it (a ROLLBACK is queued before
 that Sync when the flow fails), so a put costs its statements plus one Sync.
 
-psycopg's per-statement work is kept small: one cursor per batch for the
-statements whose rows nobody reads, and list parameters cast to an array type
+psycopg's per-statement work is kept small: one cursor per transaction for
+the statements whose rows nobody reads, and list parameters cast to an array type
 (``%s::bytea[]``) travel as one array literal instead of through psycopg's
 element-by-element list dumper (:mod:`.params`).
 
@@ -34,8 +35,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import psycopg
 from psycopg import Connection, Pipeline, pq
@@ -43,66 +43,20 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from threadloom.checkpoint.postgres.health import (
-    acheck_connection,
-    check_connection,
     describe_target,
     is_connection_lost,
     is_dead,
     storage_error,
 )
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
+from threadloom.checkpoint.postgres.pool import connect_kwargs
+from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 from threadloom.errors import StorageError
 
-__all__ = ["Stmt", "PgConnector", "ConnectorBase", "connect_kwargs", "is_dead", "pool_kwargs"]
+__all__ = ["PgConnector", "ConnectorBase", "is_dead"]
 
-Fetch = Literal["none", "one", "all", "many"]
 RETRY_STATES = {"40P01", "40001"}  # deadlock_detected, serialization_failure
-
-
-@dataclass(frozen=True)
-class Stmt:
-    """One statement of a batch.
-
-    ``"one"``/``"all"`` return the first row / all rows (and wait for them);
-    ``"none"`` returns None without waiting, so in a pipeline the statement
-    travels with the next one that needs an answer (or the closing Sync);
-    ``"many"`` runs ``executemany`` over ``params`` (a list of rows), likewise.
-    """
-
-    sql: str
-    params: Any = ()
-    fetch: Fetch = "none"
-
-
-def connect_kwargs(prepare_threshold: int | None) -> dict[str, Any]:
-    """Settings for connections the saver opens itself (never for the caller's)."""
-    return {"autocommit": True, "prepare_threshold": prepare_threshold}
-
-
-def pool_kwargs(
-    url: str, options: dict[str, Any] | bool, prepare_threshold: int | None, async_: bool
-) -> dict[str, Any]:
-    """ConnectionPool arguments: checked connections, small by default, overridable.
-
-    ``check`` validates a connection each time it leaves the pool, so a backend
-    killed by an idle timeout or a failover is replaced instead of failing the
-    next call. The default check costs no round trip (see :func:`is_dead`);
-    ``pool={"check": ConnectionPool.check_connection}`` trades one round trip
-    per checkout for also catching silently half-open connections.
-    """
-    merged: dict[str, Any] = {
-        "min_size": 1,
-        "max_size": 10,
-        "max_idle": 300.0,
-        "timeout": 30.0,
-        "check": acheck_connection if async_ else check_connection,
-    }
-    if isinstance(options, dict):
-        merged.update(options)
-    kwargs = dict(merged.pop("kwargs", None) or {})
-    kwargs = {**connect_kwargs(prepare_threshold), **kwargs}
-    return {"conninfo": url, "kwargs": kwargs, "open": False, **merged}
 
 
 def in_caller_transaction(conn: Any) -> bool:
@@ -116,21 +70,6 @@ def in_caller_transaction(conn: Any) -> bool:
 def use_pipeline(conn: Any, want: bool) -> bool:
     """Pipeline a batch when libpq can and the connection is not already in one."""
     return want and conn._pipeline is None and psycopg.Capabilities().has_pipeline()
-
-
-@dataclass
-class Tx:
-    """One open transaction: the connection it runs on and what it ran so far."""
-
-    write: bool
-    conn: Any = None
-    stack: Any = None
-    log: list[tuple[Sequence[Stmt], list[Any]]] = field(default_factory=list)
-    locked: set[str] = field(default_factory=set)  # threads whose advisory lock we hold
-    optimistic: bool = False  # some reads answered without asking (see optimistic.py)
-    pending: Any = None  # an optimistic read whose validation is not queued yet
-    snapshot: bool = False  # a read re-run after it tore: one REPEATABLE READ snapshot
-    generic: bool = False  # generic plans asked for (see generic.py)
 
 
 class ConnectorBase:

@@ -16,7 +16,6 @@ from typing import Any
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
 from threadloom.checkpoint.postgres import generic, optimistic
 from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
     pack_ordered,
@@ -33,6 +32,7 @@ from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.saveplan import lock_in_first, save_checkpoint
 from threadloom.checkpoint.postgres.stats import plan_stats
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.postgres.ttl import PLANNERS as TTL_PLANNERS
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow

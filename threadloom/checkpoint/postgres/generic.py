@@ -39,8 +39,8 @@ from typing import Any
 
 from threadloom.checkpoint.postgres.binarray import binds_on_client
 from threadloom.checkpoint.postgres.blobplans import lock_blobs
-from threadloom.checkpoint.postgres.connection import Stmt, Tx
 from threadloom.checkpoint.postgres.queries import SQL
+from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
 
 __all__ = ["MARK", "PLAN_MODE", "adjust", "batch", "costly", "marked", "split", "wants_generic"]

@@ -34,10 +34,11 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
 from threadloom.checkpoint.postgres import generic
 from threadloom.checkpoint.postgres.blobpack import pack
-from threadloom.checkpoint.postgres.connection import CONFLICT_MARK, Stmt, Tx
+from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
 from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
+from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from threadloom.checkpoint.postgres.binarray import ENCODERS, use_binary_arrays
 
 if TYPE_CHECKING:
-    from threadloom.checkpoint.postgres.connection import Stmt
+    from threadloom.checkpoint.postgres.stmt import Stmt
 
 __all__ = ["array_literal", "array_slots", "cheap_params", "use_binary_arrays", "wire_params"]
 

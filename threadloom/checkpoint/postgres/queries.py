@@ -30,7 +30,6 @@ from collections.abc import Generator
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import TABLE as LEASE_TABLE
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     SQL_PACK_ORDERED,
     sql_pack,
@@ -38,6 +37,7 @@ from threadloom.checkpoint.postgres.idpack import (
     sql_unpack,
 )
 from threadloom.checkpoint.postgres.metapack import sql_pack as sql_pack_meta
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.postgres.ttl import TABLE as CLOCK_TABLE
 from threadloom.errors import ConfigError, StorageError
 

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import Any
 
 from threadloom.checkpoint.postgres.blobplans import guarded, insert_blobs, lock_blobs
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.idpack import (
     pack_ordered,
     packed_ckpt,
@@ -26,6 +25,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpack_version,
 )
 from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 

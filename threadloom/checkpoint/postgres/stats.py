@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.checkpoint.postgres.connection import Stmt
 from threadloom.checkpoint.postgres.queries import BLOB_DATA, SQL
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import ops
 
 __all__ = ["plan_stats"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.checkpoint.postgres.connection import Stmt
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import ttl as t
 
 __all__ = ["PLANNERS", "TABLE"]
