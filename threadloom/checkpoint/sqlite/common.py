@@ -79,7 +79,8 @@ def enc_id(value: str | None) -> Any:
             raw = bytes.fromhex(hexdigits)
         except ValueError:
             return value
-        if raw.hex() == hexdigits:  # 16 bytes of lowercase hex, nothing else: exact round trip
+        # exactly 16 bytes (no dash elsewhere) of lowercase hex: exact round trip
+        if len(raw) == 16 and raw.hex() == hexdigits:
             _learn(value, raw)
             return raw
     return value
