@@ -1,12 +1,27 @@
 """Pending writes <-> one row per task.
 
-A task's writes are one msgpack list of ``[idx, channel, tag, payload]``:
-``payload`` is the serialized value, or, when ``tag`` is None, the hash of a
-blob holding it (values above ``inline_max``). A message list a node returns
-serializes to the same bytes as the delta chunk the channel stores next, so
-the two share one blob. LangGraph's rules are applied when merging a new
-``put_writes`` into the row: all-special writes replace by index
-(``WRITES_IDX_MAP``), otherwise the first write of an index wins.
+A task's writes are one msgpack list of entries, one per write, in index order:
+
+- ``[idx, channel]``: the value is a blob (above ``inline_max``); its hash is
+  the next one of the row's ``hashes`` (which lists every blob entry's hash in
+  entry order, as the references the row holds), not repeated here;
+- ``[idx, channel, tag]``: an inline value whose serialized bytes are empty
+  (``None`` is ``("null", b"")``: every conditional edge writes one);
+- ``[idx, channel, tag, payload]``: an inline value.
+
+``tag`` is a small int for the usual serializer tags (reading.FIELD_TAG_CODES,
+shared with dicts stored field by field), else the tag's text. Rows written
+before this layout (every entry ``[idx, channel, tag, payload]``, tags as text,
+a blob entry ``[idx, channel, None, hash]``) read the same: :func:`decode_entries`
+gives ``[idx, channel, tag, payload]`` with the tag's text (None and the hash
+for a blob) for both. A merge re-encodes the whole row in the new layout. The
+conversation bench's rows: 52-98 -> 27-67 bytes of data.
+
+A message list a node returns serializes to the same bytes as the delta chunk
+the channel stores next, so the two share one blob. LangGraph's rules are
+applied when merging a new ``put_writes`` into the row: all-special writes
+replace by index (``WRITES_IDX_MAP``), otherwise the first write of an index
+wins.
 """
 
 from __future__ import annotations
@@ -17,23 +32,65 @@ from typing import Any
 import ormsgpack
 
 from threadloom.checkpoint.base import WRITES_IDX_MAP
-from threadloom.checkpoint.storage.ops import BlobRow, WriteRow
-from threadloom.checkpoint.storage.rows import blob_hash, pack
+from threadloom.checkpoint.storage.ops import HASH_SIZE, BlobRow, WriteRow
+from threadloom.checkpoint.storage.reading import FIELD_TAG_CODES, FIELD_TAG_NAMES
+from threadloom.checkpoint.storage.rows import blob_hash
 from threadloom.errors import CorruptBlobError, SerializationError
 
 __all__ = ["decode_entries", "merge_writes"]
 
+_CODES = FIELD_TAG_CODES
+_NAMES = FIELD_TAG_NAMES
+
 
 def decode_entries(row: WriteRow) -> list[list[Any]]:
-    """The ``[idx, channel, tag, payload]`` entries of a task row."""
+    """The ``[idx, channel, tag, payload]`` entries of a task row (either
+    layout): ``tag`` is the serializer's tag, or None with the blob's hash as
+    ``payload``."""
     try:
-        return ormsgpack.unpackb(row.data)
+        entries = ormsgpack.unpackb(row.data)
     except Exception as exc:
-        raise CorruptBlobError(
-            f"writes of task {row.task_id!r} cannot be decoded ({exc})",
-            thread_id=row.thread_id,
-            checkpoint_id=row.checkpoint_id,
-        ) from exc
+        raise _corrupt(row, f"cannot be decoded ({exc})") from exc
+    hashes = row.hashes
+    at = 0  # offset in ``hashes`` of the next blob entry's hash
+    for e in entries:
+        n = len(e)
+        if n == 4:
+            tag = e[2]
+            if type(tag) is int:
+                e[2] = _name(row, tag)
+            elif tag is None:
+                at += HASH_SIZE  # an older row's blob entry: its hash is held here too
+        elif n == 2:
+            h = hashes[at : at + HASH_SIZE]
+            if len(h) != HASH_SIZE:
+                raise _corrupt(row, f"entry {e[0]!r} names no blob")
+            e += (None, h)
+            at += HASH_SIZE
+        elif n == 3:
+            tag = e[2]
+            e.append(b"")
+            if type(tag) is int:
+                e[2] = _name(row, tag)
+            elif type(tag) is not str:
+                raise _corrupt(row, f"entry {e[0]!r} has no tag")
+        else:
+            raise _corrupt(row, f"entry of {n} items")
+    return entries
+
+
+def _name(row: WriteRow, code: int) -> str:
+    if 0 <= code < len(_NAMES):
+        return _NAMES[code]
+    raise _corrupt(row, f"tag code {code} is not one threadloom writes")
+
+
+def _corrupt(row: WriteRow, what: str) -> CorruptBlobError:
+    return CorruptBlobError(
+        f"writes of task {row.task_id!r}: {what}",
+        thread_id=row.thread_id,
+        checkpoint_id=row.checkpoint_id,
+    )
 
 
 def merge_writes(
@@ -52,22 +109,34 @@ def merge_writes(
     if existing is None and not special:  # a task's first writes: idx = position, in order
         return _first_writes(serde, inline_max, key, task_path, writes)
     upsert = special == len(writes)
-    entries = {e[0]: e for e in decode_entries(existing)} if existing is not None else {}
+    # idx -> (stored entry, blob hash or None)
+    entries = {e[0]: _stored(e) for e in decode_entries(existing)} if existing else {}
     blobs: list[BlobRow] = []
     changed = False
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         if not upsert and idx in entries:
             continue
-        entries[idx] = _entry(serde, inline_max, idx, channel, value, blobs)
+        n = len(blobs)
+        entry = _entry(serde, inline_max, idx, channel, value, blobs)
+        entries[idx] = (entry, blobs[n].hash if len(blobs) > n else None)
         changed = True
     if not changed:
         return None, []
     ordered = [entries[i] for i in sorted(entries)]
-    hashes = pack(e[3] for e in ordered if e[2] is None) if blobs or existing else b""
+    hashes = b"".join([h for _, h in ordered if h is not None])
     path = task_path or (existing.task_path if existing is not None else "")
-    row = WriteRow(*key, path, ormsgpack.packb(ordered), hashes)
+    row = WriteRow(*key, path, ormsgpack.packb([e for e, _ in ordered]), hashes)
     return row, blobs
+
+
+def _stored(e: list[Any]) -> tuple[list[Any], bytes | None]:
+    """A decoded entry back in the stored layout, with its blob hash (if any)."""
+    idx, channel, tag, payload = e
+    if tag is None:
+        return [idx, channel], payload
+    code = _CODES.get(tag, tag)
+    return ([idx, channel, code, payload] if payload else [idx, channel, code]), None
 
 
 def _first_writes(
@@ -92,8 +161,8 @@ def _first_writes(
 def _entry(
     serde: Any, inline_max: int, idx: int, channel: str, value: Any, blobs: list[BlobRow]
 ) -> list[Any]:
-    """One stored write ``[idx, channel, tag, data]``; a large value becomes a
-    blob (appended to ``blobs``) and the entry holds its hash with no tag."""
+    """One stored write (see the module doc); a large value becomes a blob
+    (appended to ``blobs``) and the entry is ``[idx, channel]``."""
     try:
         tag, data = serde.dumps_typed(value)
     except SerializationError as exc:
@@ -101,5 +170,7 @@ def _entry(
     if len(data) > inline_max:
         h = blob_hash(tag, data)
         blobs.append(BlobRow(h, tag, data, b""))
-        return [idx, channel, None, h]
-    return [idx, channel, tag, data]
+        return [idx, channel]
+    if data:
+        return [idx, channel, _CODES.get(tag, tag), data]
+    return [idx, channel, _CODES.get(tag, tag)]
