@@ -66,11 +66,11 @@ def test_new_row_byte_layout():
     assert ormsgpack.unpackb(row.data) == [
         [0, "messages"],  # blob: the hash is only in ``hashes``
         [1, "turn", 0, b"\x03"],  # "msgpack" -> 0
-        [2, "branch:to:agent", 1],  # "null" -> 1, empty payload left out
+        [2, ["agent"], 1],  # branch:to:agent; "null" -> 1, empty payload left out
         [3, "raw", 2, b"\x01"],  # "bytes" -> 2
     ]
     assert row.hashes == h
-    assert len(row.data) == 52
+    assert len(row.data) == 43
     assert len(_old_row(writes).data) == 89  # the layout before
     assert decode_entries(row) == [
         [0, "messages", None, h],
@@ -102,7 +102,7 @@ def test_old_rows_read_the_same():
 
 
 def test_merge_into_an_old_row_writes_the_new_layout():
-    old = _old_row([("messages", [BIG]), ("note", "n"), (INTERRUPT, BIG)])
+    old = _old_row([("messages", [BIG]), ("note", "n"), (INTERRUPT, BIG), ("branch:to:b", None)])
     _, blobs = _merge(None, [("messages", [BIG]), (INTERRUPT, BIG), (RESUME, ["r" * 90])])
     row, new_blobs = _merge(old, [(RESUME, ["r" * 90])])
     blobs.update(new_blobs)
@@ -111,6 +111,7 @@ def test_merge_into_an_old_row_writes_the_new_layout():
         [-3, INTERRUPT],
         [0, "messages"],
         [1, "note", 0, b"\xa1n"],
+        [3, ["b"], 1],
     ]
     assert len(row.hashes) == 48
     assert _values(row, blobs) == [
@@ -118,6 +119,7 @@ def test_merge_into_an_old_row_writes_the_new_layout():
         (-3, INTERRUPT, BIG),
         (0, "messages", [BIG]),
         (1, "note", "n"),
+        (3, "branch:to:b", None),
     ]
     assert merge_writes(SERDE, INLINE_MAX, old, KEY, "", [("messages", 1)]) == (None, [])
 
@@ -134,6 +136,8 @@ def _corrupt(data: list[Any], hashes: bytes = b"") -> WriteRow:
         (_corrupt([[0, "a", 9, b"v"]]), "tag code 9"),
         (_corrupt([[0, "a", 7]]), "tag code 7"),
         (_corrupt([[0, "a", None]]), "has no tag"),
+        (_corrupt([[0, ["a", "b"], 0, b"v"]]), "channel ['a', 'b']"),
+        (_corrupt([[0, 5, 0, b"v"]]), "channel 5"),
         (_corrupt([[0, "a", 0, b"", 1]]), "entry of 5 items"),
         (WriteRow(*KEY, "", b"\xc1", b""), "cannot be decoded"),
     ],
@@ -145,7 +149,9 @@ def test_corrupt_rows_name_thread_checkpoint_and_task(row: WriteRow, what: str):
     assert (err.value.thread_id, err.value.checkpoint_id) == ("t", "c1")
 
 
-_CHANNELS = st.sampled_from(["messages", "a", "branch:to:b", *WRITES_IDX_MAP])
+_CHANNELS = st.sampled_from(
+    ["messages", "a", "branch:to:b", "branch:to:", "branch:", *WRITES_IDX_MAP]
+)
 _VALUES = st.one_of(
     st.none(),
     st.integers(),

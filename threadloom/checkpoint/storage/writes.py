@@ -10,12 +10,15 @@ A task's writes are one msgpack list of entries, one per write, in index order:
 - ``[idx, channel, tag, payload]``: an inline value.
 
 ``tag`` is a small int for the usual serializer tags (reading.FIELD_TAG_CODES,
-shared with dicts stored field by field), else the tag's text. Rows written
+shared with dicts stored field by field), else the tag's text. A trigger
+channel ``branch:to:<node>`` (every edge writes one) is stored as ``[<node>]``:
+a list, so it cannot be mistaken for any channel name an older row holds (9
+bytes fewer, no escaping). Rows written
 before this layout (every entry ``[idx, channel, tag, payload]``, tags as text,
 a blob entry ``[idx, channel, None, hash]``) read the same: :func:`decode_entries`
 gives ``[idx, channel, tag, payload]`` with the tag's text (None and the hash
 for a blob) for both. A merge re-encodes the whole row in the new layout. The
-conversation bench's rows: 52-98 -> 27-67 bytes of data.
+conversation bench's rows: 52-98 -> 27-54 bytes of data.
 
 A message list a node returns serializes to the same bytes as the delta chunk
 the channel stores next, so the two share one blob. LangGraph's rules are
@@ -41,6 +44,9 @@ __all__ = ["decode_entries", "merge_writes"]
 
 _CODES = FIELD_TAG_CODES
 _NAMES = FIELD_TAG_NAMES
+_NAME_OF = dict(enumerate(_NAMES))
+_BRANCH = "branch:to:"
+_CUT = len(_BRANCH)
 
 
 def decode_entries(row: WriteRow) -> list[list[Any]]:
@@ -54,29 +60,35 @@ def decode_entries(row: WriteRow) -> list[list[Any]]:
     hashes = row.hashes
     at = 0  # offset in ``hashes`` of the next blob entry's hash
     for e in entries:
+        if e[1].__class__ is not str:
+            e[1] = _branch(row, e[1])
         n = len(e)
-        if n == 4:
-            tag = e[2]
-            if type(tag) is int:
-                e[2] = _name(row, tag)
-            elif tag is None:
-                at += HASH_SIZE  # an older row's blob entry: its hash is held here too
-        elif n == 2:
+        if n == 2:
             h = hashes[at : at + HASH_SIZE]
             if len(h) != HASH_SIZE:
                 raise _corrupt(row, f"entry {e[0]!r} names no blob")
             e += (None, h)
             at += HASH_SIZE
-        elif n == 3:
-            tag = e[2]
+            continue
+        if n == 3:
             e.append(b"")
-            if type(tag) is int:
-                e[2] = _name(row, tag)
-            elif type(tag) is not str:
-                raise _corrupt(row, f"entry {e[0]!r} has no tag")
-        else:
+        elif n != 4:
             raise _corrupt(row, f"entry of {n} items")
+        tag = e[2]
+        if tag.__class__ is int:
+            e[2] = _NAME_OF.get(tag) or _name(row, tag)
+        elif tag is None and n == 4:
+            at += HASH_SIZE  # an older row's blob entry: its hash is held here too
+        elif tag.__class__ is not str:
+            raise _corrupt(row, f"entry {e[0]!r} has no tag")
     return entries
+
+
+def _branch(row: WriteRow, stored: Any) -> str:
+    """``[<node>]`` -> ``branch:to:<node>``."""
+    if type(stored) is list and len(stored) == 1 and type(stored[0]) is str:
+        return _BRANCH + stored[0]
+    raise _corrupt(row, f"channel {stored!r} is not one threadloom writes")
 
 
 def _name(row: WriteRow, code: int) -> str:
@@ -133,10 +145,11 @@ def merge_writes(
 def _stored(e: list[Any]) -> tuple[list[Any], bytes | None]:
     """A decoded entry back in the stored layout, with its blob hash (if any)."""
     idx, channel, tag, payload = e
+    stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
     if tag is None:
-        return [idx, channel], payload
+        return [idx, stored], payload
     code = _CODES.get(tag, tag)
-    return ([idx, channel, code, payload] if payload else [idx, channel, code]), None
+    return ([idx, stored, code, payload] if payload else [idx, stored, code]), None
 
 
 def _first_writes(
@@ -167,10 +180,11 @@ def _entry(
         tag, data = serde.dumps_typed(value)
     except SerializationError as exc:
         raise exc.under(channel) from None
+    stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
     if len(data) > inline_max:
         h = blob_hash(tag, data)
         blobs.append(BlobRow(h, tag, data, b""))
-        return [idx, channel]
+        return [idx, stored]
     if data:
-        return [idx, channel, _CODES.get(tag, tag), data]
-    return [idx, channel, _CODES.get(tag, tag)]
+        return [idx, stored, _CODES.get(tag, tag), data]
+    return [idx, stored, _CODES.get(tag, tag)]
