@@ -12,6 +12,7 @@ from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadloom.checkpoint.sqlite.durability import LEVEL
 from threadloom.errors import StorageError
 from threadloom.graph import END, START, StateGraph
 
@@ -25,6 +26,11 @@ def _one(op):
 
 def _acquire(thread_id: str = "t") -> lo.AcquireLease:
     return lo.AcquireLease(thread_id, "me", str(uuid6()), 60_000)
+
+
+def _top(trace: list[str]) -> list[str]:
+    """The executor's statements (not the ones SQLite runs inside a pragma function)."""
+    return [sql for sql in trace if not sql.startswith("-- ")]
 
 
 def _fsynced_commits(trace: list[str]) -> int:
@@ -47,7 +53,7 @@ def full(tmp_path):
 def test_lease_acquire_commits_without_fsync_and_full_is_restored(full) -> None:
     saver, trace = full
     assert saver._run(_one(_acquire()), True) is None
-    assert trace[:3] == ["PRAGMA synchronous", RELAX, "BEGIN IMMEDIATE"]
+    assert _top(trace)[:3] == [LEVEL, RELAX, "BEGIN IMMEDIATE"]
     assert trace[-2:] == ["COMMIT", "PRAGMA synchronous = FULL"]
     saver.conn.set_trace_callback(None)
     assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
@@ -132,7 +138,7 @@ async def test_async_saver_relaxes_the_lease_transaction(tmp_path) -> None:
         await saver.conn.set_trace_callback(None)
         async with saver.conn.execute("PRAGMA synchronous") as cur:
             assert (await cur.fetchone())[0] == FULL
-    assert trace[:3] == ["PRAGMA synchronous", RELAX, "BEGIN IMMEDIATE"]
+    assert _top(trace)[:3] == [LEVEL, RELAX, "BEGIN IMMEDIATE"]
     assert trace.count(RELAX) == 1
     assert _fsynced_commits(trace) == 1
 
@@ -152,3 +158,28 @@ def test_migrations_at_full_run_inside_their_transactions(tmp_path) -> None:
     assert creates and begins and begins[0] < creates[0]  # not autocommitted one by one
     assert saver.executor.strict == "PRAGMA synchronous = FULL"
     conn.close()
+
+
+@pytest.mark.parametrize("mode", ["DELETE", "TRUNCATE"])
+def test_only_wal_mode_relaxes(full, mode) -> None:
+    """The safety argument (sqlite/durability.py) needs WAL: a rollback-journal
+    connection commits its lease at FULL."""
+    saver, trace = full
+    assert saver.conn.execute(f"PRAGMA journal_mode = {mode}").fetchone()[0] == mode.lower()
+    trace.clear()
+    saver._run(_one(_acquire()), True)
+    assert RELAX not in trace and _fsynced_commits(trace) == 1
+    assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
+    assert saver._run(lo.read_flow("t")).holder == "me"
+
+
+async def test_async_only_wal_mode_relaxes(tmp_path) -> None:
+    path = str(tmp_path / "d.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        async with saver.conn.execute("PRAGMA journal_mode = DELETE") as cur:
+            assert (await cur.fetchone())[0] == "delete"
+        trace: list[str] = []
+        await saver.conn.set_trace_callback(trace.append)
+        await saver._arun(_one(_acquire()), True)
+        await saver.conn.set_trace_callback(None)
+    assert RELAX not in trace and _fsynced_commits(trace) == 1

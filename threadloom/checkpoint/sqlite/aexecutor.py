@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -62,17 +62,18 @@ class AsyncSqliteExecutor:
                     await self.conn.execute(sql)
                 self.strict = strict_mode(pragmas)
                 for version, statements in _migrations(current):
-                    await self._script("BEGIN IMMEDIATE")
                     try:
+                        await self._control("BEGIN IMMEDIATE")
                         for sql in statements:
                             await self.conn.execute(sql)
                         await self.conn.execute(
                             "INSERT OR IGNORE INTO tl_migrations (v) VALUES (?)", (version,)
                         )
                     except BaseException:
-                        await self._script("ROLLBACK")
+                        if self.conn.in_transaction:
+                            await self._control("ROLLBACK")
                         raise
-                    await self._script("COMMIT")
+                    await self._control("COMMIT")
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
 
@@ -85,31 +86,33 @@ class AsyncSqliteExecutor:
                 commit, rollback = "COMMIT", "ROLLBACK"
             else:
                 begin, commit, rollback = "SAVEPOINT tl", "RELEASE tl", "ROLLBACK TO tl; RELEASE tl"
-            if own and not write:
-                self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
-            elif own and self.strict is not None:
-                self._wlazy = True  # BEGIN with the first op: it may be relaxed
-            else:
-                await self._script(begin)
             self.memo.begin(own)
             self._depth += 1
+            began = False  # our SAVEPOINT exists (an own transaction: in_transaction says)
             try:
                 try:
+                    if own and not write:
+                        self._lazy = True  # BEGIN with the first statement (none: no BEGIN)
+                    elif own and self.strict is not None:
+                        self._wlazy = True  # BEGIN with the first op: it may be relaxed
+                    else:
+                        await self._control(begin)
+                        began = True
                     yield
                 except BaseException:
                     self._depth -= 1
                     self.memo.end(False, 0)
-                    if self._lazy or self._wlazy:
-                        self._lazy = self._wlazy = False
-                    elif not own or self.conn.in_transaction:  # (not when BEGIN failed)
-                        await self._script(rollback)
+                    self._lazy = self._wlazy = False
+                    # every control statement has run (_control): in_transaction is true
+                    if (own and self.conn.in_transaction) or began:
+                        await self._control(rollback)
                     raise
                 self._depth -= 1
                 try:
                     if self._lazy or self._wlazy:
                         self._lazy = self._wlazy = False
                     else:
-                        await self._script(commit)
+                        await self._control(commit)
                 except BaseException:
                     self.memo.end(False, 0)
                     raise
@@ -121,9 +124,11 @@ class AsyncSqliteExecutor:
     async def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (see the sync twin)."""
         sql, self._relaxed = self._relaxed, None
-        if self.conn.in_transaction:
-            await self._script("ROLLBACK")
-        await self._script(sql or "PRAGMA synchronous = FULL")
+        try:
+            if self.conn.in_transaction:
+                await self._control("ROLLBACK")
+        finally:
+            await self._control(sql or "PRAGMA synchronous = FULL")
 
     async def _begin_write(self, op: Any) -> None:
         """BEGIN IMMEDIATE of a lazy write transaction (see the sync twin)."""
@@ -131,13 +136,30 @@ class AsyncSqliteExecutor:
         if type(op) in RELAXED:
             try:
                 async with self.conn.execute(LEVEL) as cur:
-                    restore = restore_sql((await cur.fetchone())[0])
+                    restore = restore_sql(*(await cur.fetchone()))
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
             if restore is not None:
-                await self._script(RELAX)
-                self._relaxed = restore
-        await self._script("BEGIN IMMEDIATE")
+                self._relaxed = restore  # first: the PRAGMA runs even if this await is cancelled
+                await self._control(RELAX)
+        await self._control("BEGIN IMMEDIATE")
+
+    async def _control(self, sql: str) -> None:
+        """A transaction-control statement (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, a
+        synchronous PRAGMA) that has run when this returns or raises, even when
+        the awaiting task is cancelled: aiosqlite's worker thread runs a queued
+        statement anyway, so deciding on ``in_transaction`` or the level before
+        it ran would leave a transaction open or the connection relaxed."""
+        if "; " in sql:  # several statements: all of them, whatever happens
+            await _settled(self._script(sql))
+            return
+        try:
+            await self._script(sql)  # no task on the usual path
+        except asyncio.CancelledError:
+            # it is queued: the worker runs its queue in order, so it has run
+            # once a statement queued after it has
+            await _settled(self._script("SELECT 1"))
+            raise
 
     async def _script(self, sql: str) -> None:
         try:
@@ -150,7 +172,7 @@ class AsyncSqliteExecutor:
     async def aexecute(self, op: Op) -> Any:
         if self._lazy:
             self._lazy = False
-            await self._script("BEGIN")
+            await self._control("BEGIN")
         elif self._wlazy:
             await self._begin_write(op)
         elif self._relaxed:
@@ -205,3 +227,23 @@ class AsyncSqliteExecutor:
         async with self.conn.execute(DATA_VERSION) as cur:
             version = (await cur.fetchone())[0]
         self.memo.validate(version, self.conn.total_changes)
+
+
+async def _settled(coro: Coroutine[Any, Any, None]) -> None:
+    """Await ``coro`` to its end even when this task is cancelled meanwhile
+    (then raise CancelledError once it ended)."""
+    task = asyncio.ensure_future(coro)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = cancelled or not task.done()
+        except BaseException:
+            if not cancelled:
+                raise
+    if cancelled:
+        if not task.cancelled():
+            task.exception()  # retrieved: the cancellation is what the caller sees
+        raise asyncio.CancelledError
+    task.result()

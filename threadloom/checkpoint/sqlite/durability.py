@@ -2,6 +2,10 @@
 run's own lease row commits with ``PRAGMA synchronous = NORMAL`` on a
 connection configured ``FULL`` (or ``EXTRA``).
 
+Only in WAL mode (the journal mode is read with the level, each time): in a
+rollback-journal mode a NORMAL commit may not survive an OS crash in ways the
+argument below does not cover, so there every commit stays at FULL.
+
 Why it is safe. ``synchronous`` only matters for an OS crash or power loss;
 a process crash loses no committed transaction in WAL mode at any level. An
 OS crash kills every process that shares the file (WAL needs shared memory,
@@ -12,8 +16,13 @@ holder) or none. Nothing durable can depend on the lost row: every later
 FULL commit fsyncs the WAL, which holds the lease frames before its own, so
 the first checkpoint saved under the lease makes the lease durable too.
 
-The level is read (``PRAGMA synchronous``) before relaxing and restored
-exactly, so a level the caller set on the connection later is kept.
+The level is read (with the journal mode, one statement) before relaxing and
+restored exactly, so a level the caller set on the connection later is kept.
+The executor records the restoring PRAGMA before it relaxes and runs it even
+when the ROLLBACK before it fails, and the async executor waits for every
+transaction-control statement it queued even when its task is cancelled
+(aiosqlite's worker runs a queued statement anyway): a cancellation can
+neither leave the connection at NORMAL nor leave a transaction open.
 
 Why it matters: a run takes the lease in a transaction of its own before it
 reads the thread; at FULL that is one fsync (~270 us here) on top of one per
@@ -38,13 +47,17 @@ __all__ = ["RELAXED", "RELAX", "LEVEL", "restore_sql", "strict_mode", "check_rel
 # the holder's own lease ops, each alone in its flow (lease/lease.py)
 RELAXED = frozenset({lo.AcquireLease, lo.RenewLease, lo.ReleaseLease})
 RELAX = "PRAGMA synchronous = NORMAL"
-LEVEL = "PRAGMA synchronous"  # read before relaxing: the level to restore
+# read before relaxing: the level to restore and the journal mode (WAL only)
+LEVEL = "SELECT * FROM pragma_synchronous, pragma_journal_mode"
 _RESTORE = {2: "PRAGMA synchronous = FULL", 3: "PRAGMA synchronous = EXTRA"}
 
 
-def restore_sql(level: int) -> str | None:
+def restore_sql(level: int, journal_mode: str = "wal") -> str | None:
     """The PRAGMA that restores ``level`` (as ``PRAGMA synchronous`` reads it)
-    after a relaxed commit; None below FULL (nothing to relax)."""
+    after a relaxed commit; None below FULL (nothing to relax) and outside WAL
+    mode (the safety argument above needs WAL)."""
+    if str(journal_mode).lower() != "wal":
+        return None
     return _RESTORE.get(level)
 
 

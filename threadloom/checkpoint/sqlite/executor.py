@@ -161,7 +161,7 @@ class SqliteExecutor:
                     self._memo_end(nested, False)
                     raise
                 if self._writing and not nested and self.on_commit is not None:
-                    self.on_commit(self.conn.total_changes)
+                    self._committed()
             elif nested or self.conn.in_transaction:  # (not when its BEGIN failed)
                 self._exec_script(end)
         finally:
@@ -170,13 +170,23 @@ class SqliteExecutor:
         if ok:
             self._memo_end(nested, True)
 
+    def _committed(self) -> None:
+        """Tell ``on_commit`` (background WAL checkpoints, an optimisation): a
+        committed write must not raise because of it."""
+        try:
+            self.on_commit(self.conn.total_changes)  # type: ignore[misc]
+        except Exception:
+            pass
+
     def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (a failed COMMIT's
         transaction is rolled back first: the PRAGMA cannot run inside one)."""
         sql, self._relaxed = self._relaxed, None
-        if self.conn.in_transaction:
-            self._exec_script("ROLLBACK")
-        self._exec_script(sql or "PRAGMA synchronous = FULL")
+        try:
+            if self.conn.in_transaction:
+                self._exec_script("ROLLBACK")
+        finally:
+            self._exec_script(sql or "PRAGMA synchronous = FULL")
 
     def _begin_write(self, op: Any) -> None:
         """BEGIN IMMEDIATE of a lazy write transaction, at synchronous NORMAL
@@ -184,12 +194,12 @@ class SqliteExecutor:
         self._wlazy = False
         if type(op) in RELAXED:
             try:
-                restore = restore_sql(self.conn.execute(LEVEL).fetchone()[0])
+                restore = restore_sql(*self.conn.execute(LEVEL).fetchone())
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
             if restore is not None:
+                self._relaxed = restore  # first: restored even if RELAX fails midway
                 self._exec_script(RELAX)
-                self._relaxed = restore
         self._exec_script("BEGIN IMMEDIATE")
 
     def _begin_read(self) -> None:

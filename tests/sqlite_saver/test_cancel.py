@@ -1,0 +1,183 @@
+"""A cancelled async transaction, or a failing ROLLBACK, never leaves a FULL
+connection at synchronous NORMAL nor a transaction open: aiosqlite's worker
+runs a queued statement even when its awaiting task is cancelled, so the
+executor waits for its control statements before deciding (found in review)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from threadloom.checkpoint.base import empty_checkpoint, uuid6
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadloom.checkpoint.sqlite.durability import RELAX
+from threadloom.errors import StorageError
+
+FULL = 2
+CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+def _one(op):
+    return (yield op)
+
+
+def _acquire(thread_id: str = "t") -> lo.AcquireLease:
+    return lo.AcquireLease(thread_id, "me", str(uuid6()), 60_000)
+
+
+async def _level(saver: AsyncSqliteSaver) -> int:
+    async with saver.conn.execute("PRAGMA synchronous") as cur:
+        return (await cur.fetchone())[0]
+
+
+async def _cancel_at(saver: AsyncSqliteSaver, sql: str, flow, write: bool = True) -> asyncio.Task:
+    """Run ``flow`` and cancel it from the SQLite trace callback when ``sql``
+    starts on the worker thread (the cancel is queued before its result)."""
+    loop = asyncio.get_running_loop()
+    box: dict[str, asyncio.Task] = {}
+
+    def trace(text: str) -> None:
+        if text == sql and "t" in box:
+            loop.call_soon_threadsafe(box.pop("t").cancel)
+
+    await saver.conn.set_trace_callback(trace)
+    task = asyncio.ensure_future(saver._arun(flow, write))
+    box["t"] = task
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await saver.conn.set_trace_callback(None)
+    return task
+
+
+@pytest.mark.parametrize("sql", [RELAX, "BEGIN IMMEDIATE", "COMMIT", "PRAGMA synchronous = FULL"])
+async def test_cancel_at_any_control_statement_of_a_relaxed_lease(tmp_path: Path, sql) -> None:
+    path = str(tmp_path / "a.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        task = await _cancel_at(saver, sql, _one(_acquire()))
+        assert task.cancelled()
+        assert not saver.conn.in_transaction
+        assert await _level(saver) == FULL
+        # later writes commit (not a SAVEPOINT inside a leftover transaction)
+        await saver.aput(CONFIG, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert not saver.conn.in_transaction
+        assert await _level(saver) == FULL
+    async with AsyncSqliteSaver.from_conn_string(path) as again:
+        assert await again.aget_tuple(CONFIG) is not None  # durable after close
+
+
+@pytest.mark.parametrize("sync", ["FULL", "NORMAL"])
+async def test_cancel_before_begin_ran_leaves_no_transaction(tmp_path: Path, sync) -> None:
+    path = str(tmp_path / "b.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous=sync) as saver:
+        await _cancel_at(saver, "BEGIN IMMEDIATE", _one(_acquire()))
+        assert not saver.conn.in_transaction
+        await saver.aput(CONFIG, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert not saver.conn.in_transaction
+    async with AsyncSqliteSaver.from_conn_string(path) as again:
+        assert await again.aget_tuple(CONFIG) is not None
+
+
+async def test_cancel_before_a_read_begin_ran(tmp_path: Path) -> None:
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        await saver.aput(CONFIG, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        await _cancel_at(saver, "BEGIN", lo.read_flow("t"), write=False)
+        assert not saver.conn.in_transaction
+
+
+async def test_cancel_after_the_relax_ran_restores_full(tmp_path: Path, monkeypatch) -> None:
+    """The cancellation lands on the RELAX await after the worker ran it."""
+    path = str(tmp_path / "c.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        ex = saver.executor
+        script = ex._script
+
+        async def cancelled_after(sql: str) -> None:
+            await script(sql)
+            if sql == RELAX:
+                raise asyncio.CancelledError
+
+        monkeypatch.setattr(ex, "_script", cancelled_after)
+        with pytest.raises(asyncio.CancelledError):
+            await saver._arun(_one(_acquire()), True)
+        monkeypatch.setattr(ex, "_script", script)
+        assert await _level(saver) == FULL and not saver.conn.in_transaction
+
+
+async def test_many_cancellations_leave_full_and_no_transaction(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        for i in range(60):
+            task = asyncio.ensure_future(saver._arun(_one(_acquire(f"t{i}")), True))
+            for _ in range(i % 7):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            assert await _level(saver) == FULL  # queued after the task's statements
+            assert not saver.conn.in_transaction
+
+
+def _failing_rollbacks(ex, calls: list[str]):
+    """ROLLBACK fails: the first time before rolling back, later after it."""
+    run = ex._exec_script
+
+    def script(sql: str) -> None:
+        if sql == "ROLLBACK":
+            calls.append(sql)
+            if len(calls) > 1:
+                run(sql)
+            raise StorageError("rollback failed")
+        run(sql)
+
+    return script
+
+
+def test_a_failing_rollback_still_restores_full(tmp_path: Path, monkeypatch) -> None:
+    with SqliteSaver.from_conn_string(str(tmp_path / "s.db"), synchronous="FULL") as saver:
+        calls: list[str] = []
+        monkeypatch.setattr(
+            saver.executor, "_exec_script", _failing_rollbacks(saver.executor, calls)
+        )
+
+        def mixed():
+            yield _acquire()
+            yield lo.CheckLease("t", "x", 60_000)  # refused in a relaxed transaction
+
+        with pytest.raises(StorageError):
+            saver._run(mixed(), True)
+        assert calls == ["ROLLBACK", "ROLLBACK"]
+        assert not saver.conn.in_transaction
+        assert saver.conn.execute("PRAGMA synchronous").fetchone()[0] == FULL
+
+
+async def test_async_a_failing_rollback_still_restores_full(tmp_path: Path, monkeypatch) -> None:
+    path = str(tmp_path / "as.db")
+    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
+        ex = saver.executor
+        script, calls = ex._script, []
+
+        async def failing(sql: str) -> None:
+            if sql == "ROLLBACK":
+                calls.append(sql)
+                if len(calls) > 1:
+                    await script(sql)
+                raise StorageError("rollback failed")
+            await script(sql)
+
+        monkeypatch.setattr(ex, "_script", failing)
+
+        def mixed():
+            yield _acquire()
+            yield lo.CheckLease("t", "x", 60_000)
+
+        with pytest.raises(StorageError):
+            await saver._arun(mixed(), True)
+        monkeypatch.setattr(ex, "_script", script)
+        assert calls == ["ROLLBACK", "ROLLBACK"]
+        assert not saver.conn.in_transaction and await _level(saver) == FULL
