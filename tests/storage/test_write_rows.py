@@ -5,6 +5,7 @@ payload]``) read the same and are rewritten in the new layout by a merge."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import ormsgpack
@@ -12,11 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.storage.upgrade_scenario import resume_all, snapshot, write_history
 from threadloom.checkpoint.base import WRITES_IDX_MAP
 from threadloom.checkpoint.serde.jsonplus import JsonPlusSerializer
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.storage import puts
 from threadloom.checkpoint.storage.ops import WriteRow
 from threadloom.checkpoint.storage.rows import blob_hash
-from threadloom.checkpoint.storage.writes import decode_entries, merge_writes
+from threadloom.checkpoint.storage.writes import _stored, decode_entries, merge_writes
 from threadloom.constants import INTERRUPT, RESUME
 from threadloom.errors import CorruptBlobError
 
@@ -192,3 +196,65 @@ def test_round_trip_of_repeated_put_writes(puts: list[list[tuple[str, Any]]], ol
     assert [(i, c, v) for i, c, v in _values(row, blobs)] == [(i, *model[i]) for i in sorted(model)]
     entries = decode_entries(row)
     assert row.hashes == b"".join(e[3] for e in entries if e[2] is None)
+
+
+def _is_old_layout(data: bytes) -> bool:
+    return all(len(e) == 4 and type(e[1]) is str for e in ormsgpack.unpackb(data))
+
+
+def _to_new_layout(path: str) -> None:
+    """Rewrite every stored writes row of ``path`` in the new layout, in place."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    rows = conn.execute(
+        "SELECT thread, checkpoint_ns, checkpoint_id, task_id, data, hashes FROM tl_writes"
+    ).fetchall()
+    for *pk, data, hashes in rows:
+        entries = decode_entries(WriteRow("t", "", "c", "task", "", data, hashes))
+        new = ormsgpack.packb([_stored(e)[0] for e in entries])
+        conn.execute(
+            "UPDATE tl_writes SET data = ? WHERE thread = ? AND checkpoint_ns = ?"
+            " AND checkpoint_id = ? AND task_id = ?",
+            (new, *pk),
+        )
+    conn.close()
+
+
+def test_sqlite_rows_of_an_earlier_threadloom_read_the_same_and_resume(tmp_path, monkeypatch):
+    """End to end: pending writes stored in the layout before (emulated: the new
+    rows re-packed as full entries) read back exactly as the same rows in the new
+    layout, and a resume merges into them."""
+    real = puts.merge_writes
+
+    def old_merge(*args: Any) -> Any:
+        row, blobs = real(*args)
+        if row is not None:
+            row = row._replace(data=ormsgpack.packb(decode_entries(row)))
+        return row, blobs
+
+    path, copy = str(tmp_path / "old.db"), str(tmp_path / "new.db")
+    monkeypatch.setattr(puts, "merge_writes", old_merge)
+    with SqliteSaver.from_conn_string(path) as saver:
+        write_history(saver)
+    monkeypatch.undo()
+    keyed = "SELECT thread, checkpoint_ns, checkpoint_id, task_id, data FROM tl_writes"
+    with sqlite3.connect(path) as src, sqlite3.connect(copy) as dst:
+        stored = [r[-1] for r in src.execute(keyed)]
+        before_keys = {tuple(r[:4]) for r in src.execute(keyed)}
+        src.backup(dst)
+    assert stored and all(_is_old_layout(d) for d in stored)
+    assert any(e[2] is None for d in stored for e in ormsgpack.unpackb(d))  # blob entries
+    _to_new_layout(copy)
+    with SqliteSaver.from_conn_string(path) as old, SqliteSaver.from_conn_string(copy) as new:
+        before = snapshot(old)
+        assert before == snapshot(new)
+        assert all(any(t[4] for t in snap["tuples"]) for snap in before.values())
+        finals = resume_all(old)
+    with sqlite3.connect(path) as conn:
+        merged = [r[-1] for r in conn.execute(keyed) if tuple(r[:4]) in before_keys]
+    assert any(not _is_old_layout(d) for d in merged)  # a resume merged into an old row
+    for thread, values in finals.items():
+        assert f"{thread}-after-upgrade" in values["answers"]
+        assert (
+            values["log"][: len(before[thread]["values"]["log"])]
+            == (before[thread]["values"]["log"])
+        )
