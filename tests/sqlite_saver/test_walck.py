@@ -4,6 +4,9 @@ opened, triggered by rows written, stopped by close(); nothing read differs."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+
+import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.sqlite import SqliteSaver
@@ -66,3 +69,78 @@ def test_trigger_counts_rows_and_close_stops_it(tmp_path) -> None:
         walck.close()
         walck.committed(100)  # closed: no new checkpoint
         assert walck.runs == 1 and not walck._thread.is_alive() and walck._conn is None
+
+
+def _no_thread(self) -> None:
+    raise RuntimeError("can't start new thread")
+
+
+def test_a_thread_that_cannot_start_is_skipped(tmp_path, monkeypatch) -> None:
+    """A committed put returns although no checkpoint thread could start, and
+    close() still works and closes the connection (found in review)."""
+    path = str(tmp_path / "s.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        saver.walck.every = 1
+        with monkeypatch.context() as patch:
+            patch.setattr(threading.Thread, "start", _no_thread)
+            cp_id = _put(saver, "t", 1)
+        assert saver.walck._thread is None and saver.walck.runs == 0
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["id"] == cp_id
+        _put(saver, "t", 2)  # threads start again
+        saver.walck._thread.join()
+        assert saver.walck.runs == 1
+        conn = saver.conn
+    with pytest.raises(sqlite3.ProgrammingError):  # closed
+        conn.execute("SELECT 1")
+
+
+def test_a_failing_on_commit_never_fails_a_committed_put(tmp_path) -> None:
+    path = str(tmp_path / "o.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+
+        def boom(changes: int) -> None:
+            raise RuntimeError("hook failed")
+
+        saver.executor.on_commit = boom
+        cp_id = _put(saver, "t", 1)
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}).checkpoint["id"] == cp_id
+
+
+def test_close_closes_the_connection_when_stopping_checkpoints_fails(tmp_path) -> None:
+    path = str(tmp_path / "x.db")
+    ctx = SqliteSaver.from_conn_string(path)
+    saver = ctx.__enter__()
+    conn = saver.conn
+
+    def fail() -> None:
+        raise RuntimeError("join failed")
+
+    saver.walck.close = fail
+    with pytest.raises(RuntimeError, match="join failed"):
+        ctx.__exit__(None, None, None)
+    with pytest.raises(sqlite3.ProgrammingError):
+        conn.execute("SELECT 1")
+
+
+def test_the_checkpoint_connection_runs_at_full(tmp_path, monkeypatch) -> None:
+    """Its own level decides whether a checkpoint syncs before copying frames:
+    FULL even where connections start at OFF (a build default)."""
+    path = str(tmp_path / "f.db")
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("CREATE TABLE t (x)")
+        connect = sqlite3.connect
+
+        def connect_off(*args, **kwargs) -> sqlite3.Connection:
+            opened = connect(*args, **kwargs)
+            opened.execute("PRAGMA synchronous = OFF")
+            return opened
+
+        monkeypatch.setattr(sqlite3, "connect", connect_off)
+        walck = WalCheckpointer(path, every=1)
+        conn.execute("INSERT INTO t VALUES (1)")
+        walck.committed(1)
+        walck._thread.join()
+        assert walck.runs == 1
+        assert walck._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+        walck.close()

@@ -110,13 +110,17 @@ class SqliteSaver(ThreadTTL, StorageSaver):
             self.executor.on_commit = self.walck.committed
 
     def close(self) -> None:
-        if self.walck is not None:
-            self.executor.on_commit = None
-            self.walck.close()
-            self.walck = None
-        if self._owns:
-            self._owns = False
-            self.conn.close()
+        """Stop background checkpoints; close the connection if the saver opened
+        it (even when stopping them failed: never leak it)."""
+        try:
+            if self.walck is not None:
+                self.executor.on_commit = None
+                walck, self.walck = self.walck, None
+                walck.close()
+        finally:
+            if self._owns:
+                self._owns = False
+                self.conn.close()
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
         if not self.is_setup:

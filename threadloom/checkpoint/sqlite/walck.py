@@ -13,7 +13,10 @@ run's work. The foreground auto-checkpoint still runs when the WAL reaches
 finds the WAL synced and most pages copied: its fsyncs are short. Durability is unchanged (a checkpoint only
 copies committed frames), the auto-checkpoint stays on as the fallback when a
 burst of large commits outruns it, and a failed background checkpoint is
-simply retried later (PASSIVE never blocks writers or readers).
+simply retried later (PASSIVE never blocks writers or readers). The second
+connection runs at ``synchronous = FULL`` whatever the build default (a
+checkpoint syncs the WAL before copying and the file after unless OFF). A thread
+that cannot start is skipped: a committed write never raises because of it.
 """
 
 from __future__ import annotations
@@ -48,10 +51,12 @@ class WalCheckpointer:
         with self._lock:
             if self._closed or (self._thread is not None and self._thread.is_alive()):
                 return
-            self._thread = threading.Thread(
-                target=self._checkpoint, daemon=True, name="threadloom-walck"
-            )
-            self._thread.start()
+            thread = threading.Thread(target=self._checkpoint, daemon=True, name="threadloom-walck")
+            try:
+                thread.start()
+            except RuntimeError:
+                return  # no thread to spare: the auto-checkpoint does it (an optimisation)
+            self._thread = thread  # only a started thread: close() joins it
 
     def _checkpoint(self) -> None:
         try:
@@ -59,9 +64,16 @@ class WalCheckpointer:
                 if self._closed:
                     return
                 if self._conn is None:
-                    self._conn = sqlite3.connect(
-                        self.path, check_same_thread=False, isolation_level=None
-                    )
+                    conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+                    # its own level decides whether the checkpoint syncs the WAL
+                    # before copying frames and the file after (a build default
+                    # of OFF would lose committed data in an OS crash)
+                    try:
+                        conn.execute("PRAGMA synchronous = FULL")
+                    except sqlite3.Error:
+                        conn.close()
+                        raise
+                    self._conn = conn
                 conn = self._conn
             conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.runs += 1
