@@ -6,19 +6,19 @@ A task's writes are one msgpack list of entries, one per write, in index order:
   the next one of the row's ``hashes`` (which lists every blob entry's hash in
   entry order, as the references the row holds), not repeated here;
 - ``[idx, channel, tag]``: an inline value whose serialized bytes are empty
-  (``None`` is ``("null", b"")``: every conditional edge writes one);
+  (``None`` is ``("null", b"")``: every edge's trigger write is one);
 - ``[idx, channel, tag, payload]``: an inline value.
 
 ``tag`` is a small int for the usual serializer tags (reading.FIELD_TAG_CODES,
 shared with dicts stored field by field), else the tag's text. A trigger
 channel ``branch:to:<node>`` (every edge writes one) is stored as ``[<node>]``:
-a list, so it cannot be mistaken for any channel name an older row holds (9
-bytes fewer, no escaping). Rows written
-before this layout (every entry ``[idx, channel, tag, payload]``, tags as text,
-a blob entry ``[idx, channel, None, hash]``) read the same: :func:`decode_entries`
-gives ``[idx, channel, tag, payload]`` with the tag's text (None and the hash
-for a blob) for both. A merge re-encodes the whole row in the new layout. The
-conversation bench's rows: 52-98 -> 27-54 bytes of data.
+a list, so no channel name an older row holds can be read as one (9 bytes
+fewer, no escaping). Rows written before this layout (every entry ``[idx,
+channel, tag, payload]``, tags as text, a blob entry ``[idx, channel, None,
+hash]``) read the same: :func:`decode_entries` gives ``[idx, channel, tag,
+payload]`` with the tag's text (None and the hash for a blob) for both. A merge
+re-encodes the whole row in the new layout. The conversation bench's rows:
+52-98 -> 27-54 bytes of data.
 
 A message list a node returns serializes to the same bytes as the delta chunk
 the channel stores next, so the two share one blob. LangGraph's rules are
@@ -122,7 +122,7 @@ def merge_writes(
         return _first_writes(serde, inline_max, key, task_path, writes)
     upsert = special == len(writes)
     # idx -> (stored entry, blob hash or None)
-    entries = {e[0]: _stored(e) for e in decode_entries(existing)} if existing else {}
+    entries = {e[0]: _stored(e) for e in decode_entries(existing)} if existing is not None else {}
     blobs: list[BlobRow] = []
     changed = False
     for i, (channel, value) in enumerate(writes):
