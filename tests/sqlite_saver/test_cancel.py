@@ -6,6 +6,7 @@ executor waits for its control statements before deciding (found in review)."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -181,3 +182,19 @@ async def test_async_a_failing_rollback_still_restores_full(tmp_path: Path, monk
         monkeypatch.setattr(ex, "_script", script)
         assert calls == ["ROLLBACK", "ROLLBACK"]
         assert not saver.conn.in_transaction and await _level(saver) == FULL
+
+
+async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) -> None:
+    """The saver's SAVEPOINT inside the caller's transaction is rolled back and
+    released when the cancel lands on it: none of its rows commit with theirs."""
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "p.db")) as saver:
+        async with saver.conn.execute("BEGIN"):
+            pass
+        await _cancel_at(saver, "SAVEPOINT tl", _one(_acquire()))
+        assert saver.conn.in_transaction  # the caller's, still open
+        with pytest.raises(sqlite3.OperationalError, match="no such savepoint"):
+            async with saver.conn.execute("RELEASE tl"):
+                pass
+        async with saver.conn.execute("COMMIT"):
+            pass
+        assert await saver._arun(lo.read_flow("t")) is None

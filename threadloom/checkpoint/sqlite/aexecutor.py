@@ -96,7 +96,11 @@ class AsyncSqliteExecutor:
                     elif own and self.strict is not None:
                         self._wlazy = True  # BEGIN with the first op: it may be relaxed
                     else:
-                        await self._control(begin)
+                        try:
+                            await self._control(begin)
+                        except asyncio.CancelledError:
+                            began = True  # it has run all the same (_control)
+                            raise
                         began = True
                     yield
                 except BaseException:
@@ -104,7 +108,7 @@ class AsyncSqliteExecutor:
                     self.memo.end(False, 0)
                     self._lazy = self._wlazy = False
                     # every control statement has run (_control): in_transaction is true
-                    if (own and self.conn.in_transaction) or began:
+                    if self.conn.in_transaction if own else began:
                         await self._control(rollback)
                     raise
                 self._depth -= 1
