@@ -4,6 +4,7 @@ plans, memo and lazy BEGINs, with ``await``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from threadloom.checkpoint.sqlite.executor import (
 from threadloom.checkpoint.sqlite.memo import DATA_VERSION, KNOWN, Memo
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
+from threadloom.errors import StorageError
 
 __all__ = ["AsyncSqliteExecutor"]
 
@@ -119,6 +121,9 @@ class AsyncSqliteExecutor:
                         await self._control(commit)
                 except BaseException:
                     self.memo.end(False, 0)
+                    if own and self.conn.in_transaction:  # left open (see the sync twin)
+                        with contextlib.suppress(StorageError):
+                            await self._control("ROLLBACK")
                     raise
             finally:
                 if self._relaxed:

@@ -159,6 +159,7 @@ class SqliteExecutor:
                     self._exec_script(end)
                 except BaseException:
                     self._memo_end(nested, False)
+                    self._abandon(end)
                     raise
                 if self._writing and not nested and self.on_commit is not None:
                     self._committed()
@@ -169,6 +170,17 @@ class SqliteExecutor:
                 self._restore()
         if ok:
             self._memo_end(nested, True)
+
+    def _abandon(self, end: str) -> None:
+        """After a failed COMMIT: roll back what it left open (SQLITE_BUSY in a
+        rollback-journal mode keeps the transaction), or every later transaction
+        would be a SAVEPOINT inside it and never commit. The COMMIT's error is
+        what the caller sees."""
+        if end == "COMMIT" and self.conn.in_transaction:
+            try:
+                self._exec_script("ROLLBACK")
+            except StorageError:
+                pass
 
     def _committed(self) -> None:
         """Tell ``on_commit`` (background WAL checkpoints, an optimisation): a
