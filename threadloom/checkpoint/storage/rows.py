@@ -81,7 +81,7 @@ def _version_key(version: str | int | float) -> str:
     """
     if type(version) is str and len(version) > 33 and version[32] == ".":
         head = version[:32]
-        if head.isdigit():
+        if head.isascii() and head.isdigit():  # ("²", "٧" are digits too)
             return f"{int(head)}{version[32:]}"
     return f"={version}"
 
