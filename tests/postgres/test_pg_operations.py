@@ -262,7 +262,7 @@ def test_concurrent_writers_sharing_blobs_keep_exact_refcounts(pg_url, pg_schema
                     UNION ALL SELECT children FROM {q}.checkpoint_blobs
                 ) x CROSS JOIN LATERAL generate_series(0, length(h) / 16 - 1) i)
             SELECT count(*) FROM {q}.checkpoint_blobs b
-            LEFT JOIN {q}.checkpoint_blob_refs r USING (hash)
+            LEFT JOIN {q}.checkpoint_blob_refs r ON r.id = b.id
             LEFT JOIN (SELECT hash, count(*) AS n FROM held GROUP BY hash) c USING (hash)
             WHERE coalesce(r.refs, -1) <> coalesce(c.n, 0)"""
         ).fetchone()[0]

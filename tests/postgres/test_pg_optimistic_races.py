@@ -119,6 +119,11 @@ def test_a_put_never_diffs_against_a_parent_deleted_while_it_waited(
     assert refusals == [frozenset({"t"})]  # the base check saw the delete
 
 
+def _id(sql: SQL) -> str:
+    """A count row's key, found by its blob's hash."""
+    return f"id = (SELECT id FROM {sql.blobs} WHERE hash = %s)"
+
+
 def _segment(url: str, schema: str) -> tuple[bytes, list[Any]]:
     """The segment a compacting put of ``ITEMS`` inserts, and its blob row
     (content-addressed: the same in every schema)."""
@@ -131,7 +136,7 @@ def _segment(url: str, schema: str) -> tuple[bytes, list[Any]]:
         c2["channel_versions"] = {"msgs": 2}
         s.put(cfg, c2, {"step": 2}, {"msgs": 2})
         with psycopg.connect(url, autocommit=True) as conn:
-            rows = conn.execute(f"SELECT * FROM {s.sql.blobs}").fetchall()
+            rows = conn.execute(f"SELECT hash, tag, data, children FROM {s.sql.blobs}").fetchall()
     new = {bytes(r[0]): r for r in rows if bytes(r[0]) not in before}
     kids = {bytes(r[3])[i : i + 16] for r in new.values() for i in range(0, len(r[3]), 16)}
     seg = next(h for h in sorted(kids) if h in new)
@@ -157,8 +162,9 @@ def test_a_new_manifest_counts_a_segment_committed_while_it_waited(
         c2 = ck(msgs=ITEMS)
         c2["channel_versions"] = {"msgs": 2}
         other = (
-            f"INSERT INTO {s.sql.blobs} VALUES (%s, %s, %s, %s)",
-            f"INSERT INTO {s.sql.counts} (hash, refs) VALUES (%s, 1)",
+            f"INSERT INTO {s.sql.blobs} (hash, tag, data, children) VALUES (%s, %s, %s, %s)",
+            f"INSERT INTO {s.sql.counts} (id, refs) SELECT id, 1 FROM {s.sql.blobs}"
+            " WHERE hash = %s",
         )
         with psycopg.connect(pg_url) as gate:
             if wait == "same row":
@@ -174,13 +180,13 @@ def test_a_new_manifest_counts_a_segment_committed_while_it_waited(
         putting.join()
         assert errors == []
         with psycopg.connect(pg_url, autocommit=True) as conn:
-            refs = conn.execute(f"SELECT refs FROM {s.sql.counts} WHERE hash = %s", (seg,))
+            refs = conn.execute(f"SELECT refs FROM {s.sql.counts} WHERE {_id(s.sql)}", (seg,))
             assert refs.fetchone()[0] == 2  # the other holder + the new manifest
             # the other holder lets go (a release, then DropUnreferenced)
-            conn.execute(f"UPDATE {s.sql.counts} SET refs = refs - 1 WHERE hash = %s", (seg,))
+            conn.execute(f"UPDATE {s.sql.counts} SET refs = refs - 1 WHERE {_id(s.sql)}", (seg,))
             conn.execute(
                 f"DELETE FROM {s.sql.blobs} WHERE hash = %s"
-                f" AND (SELECT refs FROM {s.sql.counts} WHERE hash = %s) <= 0",
+                f" AND (SELECT refs FROM {s.sql.counts} WHERE {_id(s.sql)}) <= 0",
                 (seg, seg),
             )
     with saver(pg_url, schema, compact_every=2) as fresh:
@@ -199,12 +205,22 @@ def test_the_count_statement_adds_only_to_existing_count_rows(pg_url, schemas) -
     there, absent, manifest = b"t" * 16, b"a" * 16, b"m" * 16
     blobs = (BlobRow(manifest, "list", b"", there + absent + there),)
     with psycopg.connect(pg_url) as conn:
-        conn.execute(f"INSERT INTO {sql.blobs} VALUES (%s, 'x', '', '')", (there,))
-        conn.execute(f"INSERT INTO {sql.counts} VALUES (%s, 1)", (there,))
+        conn.execute(
+            f"INSERT INTO {sql.blobs} (hash, tag, data, children) VALUES (%s, 'x', '', '')",
+            (there,),
+        )
+        conn.execute(
+            f"INSERT INTO {sql.counts} (id, refs) SELECT id, 1 FROM {sql.blobs} WHERE hash = %s",
+            (there,),
+        )
         for _ in range(2):  # the second insert of the manifest inserts nothing
             stmts = opt.insert_blobs(blobs, sql)
             assert len(stmts) == 2
             for stmt in stmts:
                 conn.execute(stmt.sql.replace(opt.LOCK_SLOT, "TRUE"), stmt.params)
-        counts = dict(conn.execute(f"SELECT hash, refs FROM {sql.counts}").fetchall())
+        counts = dict(
+            conn.execute(
+                f"SELECT b.hash, c.refs FROM {sql.counts} c JOIN {sql.blobs} b USING (id)"
+            ).fetchall()
+        )
     assert {bytes(h): n for h, n in counts.items()} == {there: 3, manifest: 0}

@@ -11,7 +11,7 @@ from typing import Annotated, TypedDict
 
 import pytest
 
-from tests.postgres.conftest import schema_at
+from tests.postgres.conftest import add_blob_ids, drop_blob_ids, schema_at
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
 from threadloom.graph import END, START, StateGraph
@@ -127,7 +127,9 @@ def _run_old(url: str, schema: str) -> None:
     """TURNS turns written as an older threadloom did: manifests' data stored
     twice (the insert copied here, as before), under the old refs key."""
     s = quote_ident(schema)
+    add_blob_ids(url, schema)  # today's code counts by blob id
     _run(url, schema, TURNS, setup=False)
+    drop_blob_ids(url, schema)
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(
             f"UPDATE {s}.checkpoint_blobs SET data = children"

@@ -38,7 +38,11 @@ def tx(pg_url: str, pg_schema: str):
                     f"INSERT INTO {sql.blobs} (hash, tag, data, children) VALUES (%s, 't', '', '')",
                     (h,),
                 )
-                conn.execute(f"INSERT INTO {sql.counts} (hash, refs) VALUES (%s, %s)", (h, refs))
+                conn.execute(
+                    f"INSERT INTO {sql.counts} (id, refs)"
+                    f" SELECT id, %s FROM {sql.blobs} WHERE hash = %s",
+                    (refs, h),
+                )
             yield conn, sql
 
 
@@ -54,7 +58,7 @@ def _run(conn, sql: SQL, needs: tuple[bytes, ...], token: str) -> bool:
 
 def _blobs(conn, sql: SQL) -> set[bytes]:
     rows = conn.execute(
-        f"SELECT b.hash FROM {sql.blobs} b JOIN {sql.counts} USING (hash) WHERE hash = ANY(%s)",
+        f"SELECT b.hash FROM {sql.blobs} b JOIN {sql.counts} USING (id) WHERE b.hash = ANY(%s)",
         ([OURS, KEPT],),
     )
     return {bytes(r[0]) for r in rows}

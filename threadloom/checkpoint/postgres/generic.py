@@ -125,9 +125,9 @@ def adjust(op: ops.AdjustRefcounts, sql: SQL) -> tuple[list[Stmt], Any]:
         total[h] += delta
     hashes = sorted(total)
     stmt = (
-        f"UPDATE {sql.counts} b SET refs = b.refs + d.delta"
-        " FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta)"
-        " WHERE b.hash = d.hash AND b.hash = ANY(%s::bytea[])"
+        f"UPDATE {sql.counts} c SET refs = c.refs + d.delta"
+        f" FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, delta) JOIN {sql.blobs} b"
+        " ON b.hash = d.hash WHERE c.id = b.id AND b.hash = ANY(%s::bytea[])"
     )
     deltas = [total[h] for h in hashes]
     return [*lock_blobs(hashes, sql), Stmt(stmt, (hashes, deltas, hashes))], None

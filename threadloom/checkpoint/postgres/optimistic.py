@@ -218,9 +218,9 @@ def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
     if not unique:
         return []
     head = sql.insert_blobs.split("ON CONFLICT")[0]
-    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, children
+    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
             ), cnt AS (
-                INSERT INTO {sql.counts} (hash) SELECT hash FROM ins ON CONFLICT (hash) DO NOTHING
+                INSERT INTO {sql.counts} (id) SELECT id FROM ins ON CONFLICT (id) DO NOTHING
             )"""
     rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
     if not any(b.children for b in unique):
@@ -244,11 +244,11 @@ def _count_kids(sql: SQL) -> str:
                 FROM k CROSS JOIN LATERAL generate_series(0, length(k.c) / 16 - 1) i
                 GROUP BY 1
             ), l AS MATERIALIZED (
-                SELECT hash FROM {sql.blobs} WHERE hash IN (SELECT hash FROM kid)
+                SELECT hash, id FROM {sql.blobs} WHERE hash IN (SELECT hash FROM kid)
                 ORDER BY hash FOR UPDATE
             )
-            UPDATE {sql.counts} c SET refs = c.refs + kid.n FROM kid
-            WHERE (SELECT count(*) FROM l) >= 0 AND c.hash = kid.hash"""
+            UPDATE {sql.counts} c SET refs = c.refs + kid.n FROM kid JOIN l USING (hash)
+            WHERE (SELECT count(*) FROM l) >= 0 AND c.id = l.id"""
 
 
 def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.SaveResult]:

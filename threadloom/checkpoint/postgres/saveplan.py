@@ -125,8 +125,9 @@ def check(
     params.append(token)
     if sent is not None:
         ctes.append(
-            f"gone AS (DELETE FROM {sql.counts} WHERE hash = ANY(%s::bytea[]) AND refs = 0"
-            " AND (SELECT ok FROM g) = '' RETURNING hash)"
+            f"gone AS (DELETE FROM {sql.counts} c USING {sql.blobs} k WHERE c.id = k.id"
+            " AND k.hash = ANY(%s::bytea[]) AND c.refs = 0"
+            " AND (SELECT ok FROM g) = '' RETURNING k.hash)"
         )
         ctes.append(f"del AS (DELETE FROM {sql.blobs} b USING gone WHERE b.hash = gone.hash)")
         params.append(sent)
