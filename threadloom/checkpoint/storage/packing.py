@@ -7,6 +7,14 @@ float; other ``"<counter>.<float>"`` versions as ``(counter, float)`` when that
 re-formats identically and is not integral (so it never equals an int form); ``ts`` as integer microseconds when that re-formats to the
 identical string. Anything else is kept as is. All memoized: the same values
 recur in every checkpoint's versions_seen and every read.
+
+A checkpoint's ``ts`` and its uuid6 id are taken at the same moment, so a
+record stores ``ts`` as a :class:`TsDelta` (:func:`pack_ts_for`): microseconds
+from the id's own timestamp, a msgpack ext (type :data:`TS_EXT`, 3 bytes
+instead of 9). Ext is a type no older record holds (int micros, str), so the
+forms cannot be confused; the delta is only taken when the int form already
+round-trips, and a reader adds it back to the id the row is stored under
+(records keep their ids: copy_thread re-keys threads, never checkpoints).
 """
 
 from __future__ import annotations
@@ -14,9 +22,22 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import ormsgpack
+
 from threadloom.checkpoint.ids import MADE
 
-__all__ = ["pack_ts", "pack_version", "packed_get", "unpack_ts", "unpack_version"]
+__all__ = [
+    "TS_EXT",
+    "TsDelta",
+    "ext_hook",
+    "pack_ts",
+    "pack_ts_for",
+    "pack_version",
+    "packed_get",
+    "unpack_ts",
+    "unpack_ts_for",
+    "unpack_version",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MICROSECOND = timedelta(microseconds=1)
@@ -130,3 +151,79 @@ def unpack_ts(packed: Any) -> Any:
 
 _SECONDS: dict[str, int] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch microseconds
 _SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:MM:SS"
+
+
+TS_EXT = 1  # msgpack ext type of a TsDelta. Never reuse for anything else
+_GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
+_DELTA_BYTES = ((1 << 7, 1), (1 << 15, 2), (1 << 31, 4))  # |delta| bound -> fixext size
+
+
+class TsDelta:
+    """A stored ``ts``: microseconds from the checkpoint id's timestamp."""
+
+    __slots__ = ("delta",)
+
+    def __init__(self, delta: int) -> None:
+        self.delta = delta
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TsDelta and other.delta == self.delta
+
+    def __hash__(self) -> int:
+        return hash((TsDelta, self.delta))
+
+    def __repr__(self) -> str:
+        return f"TsDelta({self.delta})"
+
+    def ext(self) -> ormsgpack.Ext:
+        """The msgpack form: the delta as a big-endian signed 1-, 2- or 4-byte int."""
+        delta = self.delta
+        for bound, size in _DELTA_BYTES:
+            if -bound <= delta < bound:
+                return ormsgpack.Ext(TS_EXT, delta.to_bytes(size, "big", signed=True))
+        raise ValueError(f"ts delta {delta} does not fit 4 bytes")
+
+
+def ext_hook(code: int, data: bytes) -> Any:
+    """``ormsgpack.unpackb``'s ext hook for records: only :data:`TS_EXT` exists."""
+    if code == TS_EXT and len(data) in (1, 2, 4):
+        return TsDelta(int.from_bytes(data, "big", signed=True))
+    raise ValueError(f"unknown msgpack ext type {code} in a checkpoint record")
+
+
+def id_micros(checkpoint_id: Any) -> int | None:
+    """The timestamp of a uuid6-shaped id in epoch microseconds (floored), else
+    None. Only ever compared with the same id string, so exactness needs this
+    to be deterministic, not the id to be a real uuid6."""
+    if type(checkpoint_id) is not str or len(checkpoint_id) != 36 or checkpoint_id[14] != "6":
+        return None
+    digits = checkpoint_id[:8] + checkpoint_id[9:13] + checkpoint_id[15:18]
+    if not (digits.isascii() and digits.isalnum()):
+        return None
+    try:
+        ticks = int(digits, 16)
+    except ValueError:
+        return None
+    return (ticks - _GREGORIAN_OFFSET) // 10
+
+
+def pack_ts_for(ts: Any, checkpoint_id: Any) -> Any:
+    """``ts`` as stored in the record of ``checkpoint_id``: a :class:`TsDelta`
+    when the int form round-trips and the id's timestamp is within ~35 minutes,
+    else :func:`pack_ts`'s form."""
+    packed = pack_ts(ts)
+    if type(packed) is int:
+        base = id_micros(checkpoint_id)
+        if base is not None and -(1 << 31) <= packed - base < 1 << 31:
+            return TsDelta(packed - base)
+    return packed
+
+
+def unpack_ts_for(packed: Any, checkpoint_id: Any) -> Any:
+    """The ``ts`` string of a record stored under ``checkpoint_id``."""
+    if type(packed) is TsDelta:
+        base = id_micros(checkpoint_id)
+        if base is None:
+            raise ValueError(f"ts stored as a delta but {checkpoint_id!r} has no timestamp")
+        return unpack_ts(base + packed.delta)
+    return unpack_ts(packed)

@@ -13,7 +13,9 @@ A checkpoint row's ``data`` is msgpack (tag ``"tl1"``): ``[mask, field, ...]``
   keyframe holds them whole; a diff holds what changed since the parent plus
   ``cx``/``vx``/``ix``, the keys that disappeared.
 
-Versions and ``ts`` are stored packed (:mod:`.packing`: exact, compact).
+Versions and ``ts`` are stored packed (:mod:`.packing`: exact, compact; ``ts``
+as a delta from the record's checkpoint id when it is a uuid6, so a record
+decodes against the id it is stored under: :func:`to_checkpoint`).
 A 4-checkpoints-per-turn agent then writes ~150 bytes per checkpoint instead of
 the whole state, and every version of a small channel costs no extra row.
 """
@@ -26,10 +28,14 @@ from typing import Any
 import ormsgpack
 
 from threadloom.checkpoint.storage.packing import (
+    TsDelta,
+    ext_hook,
     pack_ts,
+    pack_ts_for,
     pack_version,
     packed_get,
     unpack_ts,
+    unpack_ts_for,
     unpack_version,
 )
 from threadloom.checkpoint.storage.rows import version_key
@@ -41,10 +47,12 @@ __all__ = [
     "core_fields",
     "decode",
     "encode",
+    "pack_ts",
     "pack_version",
     "raw_versions",
     "ref_keys",
     "to_checkpoint",
+    "unpack_ts",
     "unpack_version",
 ]
 
@@ -220,7 +228,8 @@ def encode(
     if type(uc) is list and all(type(c) is str for c in uc):
         ru = [ni[c] if c in ni else nref(c) for c in uc]
     # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
-    out: list[Any] = [0, state.depth, core.get("v", 1), core.get("ts")]
+    ts = core.get("ts")
+    out: list[Any] = [0, state.depth, core.get("v", 1), ts.ext() if type(ts) is TsDelta else ts]
     mask, bit = 7, 8
     for value in (rcv, ru, new_versions or None, rvs, riv,
                   gone[2], new_names or None, gone[0], gone[1]):  # fmt: skip
@@ -317,7 +326,7 @@ def _fill(state: State, prev: State | None, tables: tuple[Any, ...]) -> None:
 
 def decode(data: bytes) -> dict[str, Any]:
     """The raw record (indices unresolved: :func:`apply` needs the base state)."""
-    raw = ormsgpack.unpackb(data)
+    raw = ormsgpack.unpackb(data, ext_hook=ext_hook)
     if type(raw) is not list or not raw or type(raw[0]) is not int:
         return raw  # a map: written before the slot layout (or not a record)
     keys = _MASK_KEYS.get(raw[0])
@@ -377,7 +386,7 @@ def core_fields(checkpoint: dict[str, Any]) -> tuple[dict[str, Any], dict[str, A
         core["v"] = checkpoint["v"]
     ts = checkpoint.get("ts")
     if ts is not None:  # a None ts is not stored (as a reader rebuilds it)
-        core["ts"] = pack_ts(ts)
+        core["ts"] = pack_ts_for(ts, checkpoint.get("id"))
     if "updated_channels" in checkpoint:
         uc = checkpoint["updated_channels"]
         core["updated_channels"] = list(uc) if type(uc) is list else uc  # kept with the state
@@ -393,7 +402,7 @@ def to_checkpoint(
     """A Checkpoint dict (without channel values) from a record's parts and state."""
     checkpoint: dict[str, Any] = {"v": core.get("v", 1), "id": checkpoint_id}
     if "ts" in core:
-        checkpoint["ts"] = unpack_ts(core["ts"])
+        checkpoint["ts"] = unpack_ts_for(core["ts"], checkpoint_id)
     checkpoint["channel_values"] = {}
     raw_cv, raw_vs = raw_versions(state)
     checkpoint["channel_versions"] = dict(raw_cv)
