@@ -156,6 +156,7 @@ _SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:M
 TS_EXT = 1  # msgpack ext type of a TsDelta. Never reuse for anything else
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
 _DELTA_BYTES = ((1 << 7, 1), (1 << 15, 2), (1 << 31, 4))  # |delta| bound -> fixext size
+_SMALL = [ormsgpack.Ext(TS_EXT, d.to_bytes(1, "big", signed=True)) for d in range(-128, 128)]
 
 
 class TsDelta:
@@ -178,6 +179,8 @@ class TsDelta:
     def ext(self) -> ormsgpack.Ext:
         """The msgpack form: the delta as a big-endian signed 1-, 2- or 4-byte int."""
         delta = self.delta
+        if -128 <= delta < 128:
+            return _SMALL[delta + 128]
         for bound, size in _DELTA_BYTES:
             if -bound <= delta < bound:
                 return ormsgpack.Ext(TS_EXT, delta.to_bytes(size, "big", signed=True))
@@ -197,14 +200,11 @@ def id_micros(checkpoint_id: Any) -> int | None:
     to be deterministic, not the id to be a real uuid6."""
     if type(checkpoint_id) is not str or len(checkpoint_id) != 36 or checkpoint_id[14] != "6":
         return None
-    digits = checkpoint_id[:8] + checkpoint_id[9:13] + checkpoint_id[15:18]
-    if not (digits.isascii() and digits.isalnum()):
-        return None
-    try:
-        ticks = int(digits, 16)
+    try:  # time_high, time_mid, "6", time_low
+        bits = int(checkpoint_id[:18].replace("-", ""), 16)
     except ValueError:
         return None
-    return (ticks - _GREGORIAN_OFFSET) // 10
+    return (((bits >> 16) << 12 | (bits & 0xFFF)) - _GREGORIAN_OFFSET) // 10
 
 
 def pack_ts_for(ts: Any, checkpoint_id: Any) -> Any:
