@@ -190,3 +190,19 @@ def test_a_fork_and_a_rebased_keyframe_read_their_own_ts() -> None:
     survivors = _stored_ts(cold, "t")
     assert survivors and all(expected[cid] == ts for cid, ts in survivors.items())
     assert chain[3]["id"] in survivors  # a diff whose chain crossed a doomed row
+
+
+def test_sqlite_stores_and_copies_the_delta(tmp_path) -> None:
+    """A byte-storing backend: the rows hold the ext form and read back exactly,
+    also after copy_thread and from a fresh connection."""
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    path = str(tmp_path / "ts.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        written = {cp["id"]: cp["ts"] for cp in _put_chain(saver, "src", 4)}
+        saver.copy_thread("src", "dst")
+    with SqliteSaver.from_conn_string(path) as fresh:
+        assert _stored_ts(fresh, "src") == written == _stored_ts(fresh, "dst")
+        rows = fresh.conn.execute("SELECT data FROM tl_checkpoints").fetchall()
+        assert len(rows) == 8
+        assert all(type(record.decode(bytes(r[0]))["ts"]) is TsDelta for r in rows)
