@@ -190,6 +190,7 @@ def test_a_fork_and_a_rebased_keyframe_read_their_own_ts() -> None:
     survivors = _stored_ts(cold, "t")
     assert survivors and all(expected[cid] == ts for cid, ts in survivors.items())
     assert chain[3]["id"] in survivors  # a diff whose chain crossed a doomed row
+    assert _deltas(saver) == len(survivors)  # rebased keyframes re-encode the delta
 
 
 def test_sqlite_stores_and_copies_the_delta(tmp_path) -> None:
