@@ -207,3 +207,40 @@ def test_sqlite_stores_and_copies_the_delta(tmp_path) -> None:
         rows = fresh.conn.execute("SELECT data FROM tl_checkpoints").fetchall()
         assert len(rows) == 8
         assert all(type(record.decode(bytes(r[0]))["ts"]) is TsDelta for r in rows)
+
+
+def test_update_state_and_a_fork_through_the_graph_read_back_exactly(monkeypatch) -> None:
+    """update_state on the latest checkpoint and on an older one (a fork): every
+    checkpoint a cold reader rebuilds has the ts the runtime handed to the saver."""
+    from typing_extensions import TypedDict
+
+    from threadloom.graph import START, StateGraph
+
+    class S(TypedDict):
+        n: int
+
+    builder = StateGraph(S)
+    builder.add_node("inc", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "inc")
+    given: dict[str, str] = {}
+    core_fields = record.core_fields
+
+    def spy(checkpoint: dict[str, Any]) -> Any:
+        given[checkpoint["id"]] = checkpoint["ts"]
+        return core_fields(checkpoint)
+
+    monkeypatch.setattr(record, "core_fields", spy)
+    saver = InMemorySaver(keyframe_every=3)
+    graph = builder.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "g"}}
+    for _ in range(3):
+        graph.invoke({"n": 0}, config)
+    graph.update_state(config, {"n": 100})
+    old = list(graph.get_state_history(config))[-2].config
+    graph.update_state(old, {"n": 7})  # a fork from an early checkpoint
+    assert len(given) >= 11
+    assert _stored_ts(saver, "g") == given
+    cold = InMemorySaver()
+    cold.executor = saver.executor
+    assert _stored_ts(cold, "g") == given
+    assert _deltas(saver) == len(given)
