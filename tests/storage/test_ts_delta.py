@@ -36,47 +36,30 @@ def _record(checkpoint: dict[str, Any]) -> bytes:
     return record.encode(core, None, state, None)
 
 
-def _mask(data: bytes) -> int:
-    return ormsgpack.unpackb(data, ext_hook=packing.ext_hook)[0]
-
-
 def _read_ts(data: bytes, checkpoint_id: str) -> Any:
     state, core, _ = record.apply(record.decode(data), None)
     return record.to_checkpoint(checkpoint_id, core, None, state).get("ts")
 
 
-def test_a_near_ts_costs_one_byte_instead_of_nine() -> None:
-    ts = _ts(_BASE - 5)
+def test_a_near_ts_costs_three_bytes_instead_of_nine() -> None:
+    ts = _ts(_BASE + 5)
     delta = _record({"v": 4, "id": _ID, "ts": ts})
     plain = _record({"v": 4, "id": "not-a-uuid6", "ts": ts})
-    assert len(plain) - len(delta) == 8  # uint64 (9 bytes) -> negative fixint (1 byte)
-    assert _mask(delta) & 4 == 0 and _mask(plain) & 4 == 4  # the mask's ts bit marks the form
+    assert len(plain) - len(delta) == 6  # uint64 (9 bytes) -> fixext1 (3 bytes)
+    assert ormsgpack.packb(ormsgpack.Ext(packing.TS_EXT, b"\x05")) in delta
     assert _read_ts(delta, _ID) == ts and _read_ts(plain, "not-a-uuid6") == ts
 
 
 @pytest.mark.parametrize(
     ("offset", "size"),
-    [(0, 1), (-1, 1), (127, 1), (-32, 1), (-128, 2), (255, 2), (-32768, 3), (40_000, 3)]
-    + [(-(1 << 31), 5), ((1 << 31) - 1, 5)],
+    [(0, 3), (-1, 3), (127, 3), (-128, 3), (128, 4), (-32768, 4), (40_000, 6), (-(1 << 31), 6)],
 )
 def test_delta_sizes_and_signs(offset: int, size: int) -> None:
-    ts = _ts(_BASE + offset)
-    assert packing.pack_ts_for(ts, _ID) == TsDelta(offset)
-    data = _record({"id": _ID, "ts": ts})
-    assert len(_record({"id": "x", "ts": ts})) - len(data) == 9 - size
-    assert _read_ts(data, _ID) == ts
-
-
-def test_ext_form_records_read_the_same() -> None:
-    """Records written while the delta was a msgpack ext (type TS_EXT)."""
-    for offset, raw in ((5, b"\x05"), (-300, (-300).to_bytes(2, "big", signed=True))):
-        ext = ormsgpack.Ext(packing.TS_EXT, raw)
-        data = ormsgpack.packb([7, 0, 4, ext])
-        assert record.decode(data)["ts"] == TsDelta(offset)
-        assert _read_ts(data, _ID) == _ts(_BASE + offset)
-        state, core, _ = record.apply(record.decode(data), None)  # re-encoded: the int form
-        again = record.encode(core, None, state, None)
-        assert _mask(again) & 4 == 0 and _read_ts(again, _ID) == _ts(_BASE + offset)
+    packed = packing.pack_ts_for(_ts(_BASE + offset), _ID)
+    assert packed == TsDelta(offset)
+    assert len(ormsgpack.packb(packed.ext())) == size
+    data = _record({"id": _ID, "ts": _ts(_BASE + offset)})
+    assert _read_ts(data, _ID) == _ts(_BASE + offset)
 
 
 def test_far_ts_keeps_the_int_form() -> None:
@@ -211,7 +194,7 @@ def test_a_fork_and_a_rebased_keyframe_read_their_own_ts() -> None:
 
 
 def test_sqlite_stores_and_copies_the_delta(tmp_path) -> None:
-    """A byte-storing backend: the rows hold the delta form and read back exactly,
+    """A byte-storing backend: the rows hold the ext form and read back exactly,
     also after copy_thread and from a fresh connection."""
     from threadloom.checkpoint.sqlite import SqliteSaver
 
@@ -224,7 +207,6 @@ def test_sqlite_stores_and_copies_the_delta(tmp_path) -> None:
         rows = fresh.conn.execute("SELECT data FROM tl_checkpoints").fetchall()
         assert len(rows) == 8
         assert all(type(record.decode(bytes(r[0]))["ts"]) is TsDelta for r in rows)
-        assert all(_mask(bytes(r[0])) & 4 == 0 for r in rows)
 
 
 def test_update_state_and_a_fork_through_the_graph_read_back_exactly(monkeypatch) -> None:

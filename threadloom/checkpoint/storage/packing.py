@@ -10,18 +10,19 @@ recur in every checkpoint's versions_seen and every read.
 
 A checkpoint's ``ts`` and its uuid6 id are taken at the same moment, so a
 record stores ``ts`` as a :class:`TsDelta` (:func:`pack_ts_for`): microseconds
-from the id's own timestamp, a plain int the record marks as a delta (its
-``ts`` mask bit clear, see :mod:`.record`: usually 1 byte instead of 9). It is
-only taken when the int form already round-trips, and a reader adds it back to
-the id the row is stored under (records keep their ids: copy_thread re-keys
-threads, never checkpoints). Records written in between held it as a msgpack
-ext (type :data:`TS_EXT`), which :func:`ext_hook` still reads.
+from the id's own timestamp, a msgpack ext (type :data:`TS_EXT`, 3 bytes
+instead of 9). Ext is a type no older record holds (int micros, str), so the
+forms cannot be confused; the delta is only taken when the int form already
+round-trips, and a reader adds it back to the id the row is stored under
+(records keep their ids: copy_thread re-keys threads, never checkpoints).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from typing import Any
+
+import ormsgpack
 
 from threadloom.checkpoint.ids import MADE
 
@@ -152,8 +153,10 @@ _SECONDS: dict[str, int] = {}  # "YYYY-MM-DDTHH:MM:SS" -> epoch microseconds
 _SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:MM:SS"
 
 
-TS_EXT = 1  # msgpack ext type of a TsDelta in records written for a while. Never reuse
+TS_EXT = 1  # msgpack ext type of a TsDelta. Never reuse for anything else
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
+_DELTA_BYTES = ((1 << 7, 1), (1 << 15, 2), (1 << 31, 4))  # |delta| bound -> fixext size
+_SMALL = [ormsgpack.Ext(TS_EXT, d.to_bytes(1, "big", signed=True)) for d in range(-128, 128)]
 
 
 class TsDelta:
@@ -172,6 +175,16 @@ class TsDelta:
 
     def __repr__(self) -> str:
         return f"TsDelta({self.delta})"
+
+    def ext(self) -> ormsgpack.Ext:
+        """The msgpack form: the delta as a big-endian signed 1-, 2- or 4-byte int."""
+        delta = self.delta
+        if -128 <= delta < 128:
+            return _SMALL[delta + 128]
+        for bound, size in _DELTA_BYTES:
+            if -bound <= delta < bound:
+                return ormsgpack.Ext(TS_EXT, delta.to_bytes(size, "big", signed=True))
+        raise ValueError(f"ts delta {delta} does not fit 4 bytes")
 
 
 def ext_hook(code: int, data: bytes) -> Any:
@@ -196,8 +209,8 @@ def id_micros(checkpoint_id: Any) -> int | None:
 
 def pack_ts_for(ts: Any, checkpoint_id: Any) -> Any:
     """``ts`` as stored in the record of ``checkpoint_id``: a :class:`TsDelta`
-    when the int form round-trips and the id's timestamp is within ~35 minutes
-    (so a delta never outgrows the 9-byte int), else :func:`pack_ts`'s form."""
+    when the int form round-trips and the id's timestamp is within ~35 minutes,
+    else :func:`pack_ts`'s form."""
     packed = pack_ts(ts)
     if type(packed) is int:
         base = id_micros(checkpoint_id)

@@ -14,8 +14,8 @@ A checkpoint row's ``data`` is msgpack (tag ``"tl1"``): ``[mask, field, ...]``
   ``cx``/``vx``/``ix``, the keys that disappeared.
 
 Versions and ``ts`` are stored packed (:mod:`.packing`: exact, compact; ``ts``
-as a delta from the record's uuid6 checkpoint id, marked by a clear ``ts`` mask
-bit, so a record decodes against the id it is stored under: :func:`to_checkpoint`).
+as a delta from the record's checkpoint id when it is a uuid6, so a record
+decodes against the id it is stored under: :func:`to_checkpoint`).
 A 4-checkpoints-per-turn agent then writes ~150 bytes per checkpoint instead of
 the whole state, and every version of a small channel costs no extra row.
 """
@@ -229,11 +229,8 @@ def encode(
         ru = [ni[c] if c in ni else nref(c) for c in uc]
     # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
     ts = core.get("ts")
-    # a ts delta is a plain int in the ts slot with the ts bit CLEAR (every record
-    # before it set that bit: the slot was always written, None or not)
-    delta = type(ts) is TsDelta
-    out: list[Any] = [0, state.depth, core.get("v", 1), ts.delta if delta else ts]
-    mask, bit = 3 if delta else 7, 8
+    out: list[Any] = [0, state.depth, core.get("v", 1), ts.ext() if type(ts) is TsDelta else ts]
+    mask, bit = 7, 8
     for value in (rcv, ru, new_versions or None, rvs, riv,
                   gone[2], new_names or None, gone[0], gone[1]):  # fmt: skip
         if value is not None:
@@ -334,13 +331,10 @@ def decode(data: bytes) -> dict[str, Any]:
         return raw  # a map: written before the slot layout (or not a record)
     keys = _MASK_KEYS.get(raw[0])
     if keys is None:
-        keys = tuple(key for bit, key in _SLOT_BITS if raw[0] & bit or bit == 4)
+        keys = tuple(key for bit, key in _SLOT_BITS if raw[0] & bit)
         if len(_MASK_KEYS) < 4096:
             _MASK_KEYS[raw[0]] = keys
-    rec = dict(zip(keys, raw[1:]))
-    if not raw[0] & 4:  # the ts slot holds a delta from the checkpoint id
-        rec["ts"] = TsDelta(rec["ts"])
-    return rec
+    return dict(zip(keys, raw[1:]))
 
 
 def _pairs(flat: list[Any]) -> list[tuple[Any, Any]]:
