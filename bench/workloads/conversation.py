@@ -274,6 +274,37 @@ def _paired(kind: str):
     return fn
 
 
+def _solo(kind: str):
+    """One side alone for N turns: how its own save time grows (issue #7: a save
+    at turn 1,000 within 1.3x of one at turn 10). Lock-step would charge each
+    side with the other's load: LangGraph's saves at turn 1,000 write ~70 ms of
+    data into the same server and disk, which slows the other side's commits."""
+
+    def fn(side: Side, cfg: Config) -> Outcome:
+        turns = cfg.pick(1000, 40)
+        with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
+            with side.saver(kind, tmp) as saver:
+                run = _Run(side, saver, (turns,))
+                try:
+                    for turn in range(1, turns + 1):
+                        run.turn(turn)
+                finally:
+                    run.timer.restore()
+                if not (run.timer.ok and sum(run.saves) > 0):
+                    raise RuntimeError("saves were not timed on this side")
+                start = statistics.median(run.saves[:WINDOW])
+                end = statistics.median(run.saves[-WINDOW:])
+                final = run.graph.get_state(run.config).values
+        values = {
+            "save ms/turn (start)": start * 1e3,
+            "save ms/turn (end)": end * 1e3,
+            "save growth (end/start)": end / start,
+        }
+        return Outcome(values, final=final)
+
+    return fn
+
+
 def cases(cfg: Config) -> list[Case]:
     ns = cfg.pick((100, 300, 1000), (20, 40))
     metrics = [
@@ -294,4 +325,11 @@ def cases(cfg: Config) -> list[Case]:
     ]
     metrics.append(MetricSpec(f"checkpoints@N={ns[0]}", "", None, ratio=False))
     kinds = ["sqlite-normal"] + (["postgres"] if pg_url() else [])
-    return [Case("conversation", f"{k}/sync", None, metrics, paired=_paired(k)) for k in kinds]
+    solo = [
+        MetricSpec("save ms/turn (start)", "ms", None),
+        MetricSpec("save ms/turn (end)", "ms", None),
+        MetricSpec("save growth (end/start)", "x", ("max", 1.3), ratio=False),
+    ]
+    return [Case("conversation", f"{k}/sync", None, metrics, paired=_paired(k)) for k in kinds] + [
+        Case("conversation", f"{k}/solo", _solo(k), solo, interleave=False) for k in kinds
+    ]
