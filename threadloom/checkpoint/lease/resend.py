@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from threadloom.checkpoint.storage.flows import target
+
 __all__ = ["already_saved", "aalready_saved"]
 
 
@@ -26,11 +28,11 @@ def _target(steps: Any) -> dict[str, Any] | None:
     checkpoint = steps[-1][1] if steps else None
     if checkpoint is None:
         return None
-    conf = checkpoint[0].get("configurable") or {}
+    thread_id, ns, _ = target(checkpoint[0])  # the thread id as put stored it
     return {
         "configurable": {
-            "thread_id": conf.get("thread_id"),
-            "checkpoint_ns": conf.get("checkpoint_ns") or "",
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
             "checkpoint_id": checkpoint[1]["id"],
         }
     }
