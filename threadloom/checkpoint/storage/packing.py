@@ -155,7 +155,7 @@ _SECOND_TEXT: dict[int, str] = {}  # seconds since the epoch -> "YYYY-MM-DDTHH:M
 
 TS_EXT = 1  # msgpack ext type of a TsDelta. Never reuse for anything else
 _GREGORIAN_OFFSET = 0x01B21DD213814000  # 100 ns ticks from 1582-10-15 to 1970-01-01
-_DELTA_BYTES = ((1 << 7, 1), (1 << 15, 2), (1 << 31, 4))  # |delta| bound -> fixext size
+_DELTA_BYTES = ((1 << 15, 2), (1 << 31, 4))  # |delta| bound -> fixext size (1 byte: _SMALL)
 _SMALL = [ormsgpack.Ext(TS_EXT, d.to_bytes(1, "big", signed=True)) for d in range(-128, 128)]
 
 
