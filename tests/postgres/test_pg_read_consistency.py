@@ -114,17 +114,69 @@ def test_get_tuple_torn_by_a_delete_returns_nothing(pair) -> None:
     assert fired
 
 
-@pytest.mark.xfail(strict=True, reason="known: refs deleted mid-read read as empty channels")
 def test_refs_deleted_before_the_refs_lookup(pair) -> None:
-    """Not caught by the re-run: the refs lookup finds no rows, which a reader
-    cannot tell from channels without a value (storage/rereads.py), so the
-    checkpoint comes back without its values. ``snapshot_reads`` fixes it."""
+    """The refs lookup finds no rows, which a reader cannot tell from channels
+    without a value; it also checks, in its own snapshot, that the checkpoint
+    row it serves is still there (postgres/seenrows.py), so the read re-runs
+    and finds nothing, instead of the checkpoint without its values (session 6)."""
     a, b = pair
     seed(a)
     r = reader(a)
-    hook(r, ops.GetCheckpoint, lambda n: b.delete_thread("t"))
+    fired = hook(r, ops.GetCheckpoint, lambda n: b.delete_thread("t"))
+    assert r.get_tuple(THREAD) is None
+    assert fired
+
+
+def test_refs_deleted_before_the_refs_lookup_of_a_list(pair) -> None:
+    a, b = pair
+    seed(a, n=3)
+    r = reader(a)
+    fired = hook(r, ops.ListCheckpoints, lambda n: b.delete_thread("t"))
+    assert list(r.list({"configurable": {"thread_id": "t"}})) == []
+    assert fired
+
+
+def test_refs_pruned_before_the_refs_lookup(pair) -> None:
+    """An older checkpoint read by id, pruned (row and the refs only it held)
+    right after its row was found: the read re-runs and finds nothing."""
+    a, b = pair
+    configs = seed(a, n=3)
+    r = reader(a)
+    fired = hook(r, ops.GetCheckpoint, lambda n: b.prune(["t"], strategy="keep_latest"))
+    assert r.get_tuple(configs[0]) is None
+    assert fired
+    latest = r.get_tuple(THREAD)
+    assert latest is not None and latest.checkpoint["channel_values"] == {"doc": "2" + "v" * 700}
+
+
+def test_a_channel_without_a_value_reads_in_one_run(pair) -> None:
+    """The refs check does not fire for a channel that has a version but no
+    value (no ref row, the checkpoint row still there): no re-run."""
+    a, _ = pair
+    c = empty_checkpoint()
+    c["id"] = CID
+    c["channel_values"] = {"doc": "v" * 700}
+    c["channel_versions"] = {"doc": "1", "branch:to:x": "2"}
+    a.put(THREAD, c, {}, {"doc": "1", "branch:to:x": "2"})
+    r = reader(a)
+    rows: list[int] = []
+    hook(r, ops.GetCheckpoint, lambda n: rows.append(n), times=5)
     got = r.get_tuple(THREAD)
-    assert got is None or got.checkpoint["channel_values"] == {"doc": "0" + "v" * 700}
+    assert got is not None and got.checkpoint["channel_values"] == {"doc": "v" * 700}
+    assert got.checkpoint["channel_versions"]["branch:to:x"] == "2"
+    assert rows == [1]  # one row lookup: the read did not run again
+
+
+async def test_async_refs_deleted_before_the_refs_lookup(pg_url: str, fresh_schema: str) -> None:
+    async with (
+        AsyncPostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as a,
+        AsyncPostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as b,
+    ):
+        await a.setup()
+        await aseed(b)
+        fired = hook(a, ops.GetCheckpoint, lambda n: b.adelete_thread("t"))
+        assert await a.aget_tuple(THREAD) is None
+        assert fired
 
 
 @pytest.mark.parametrize(

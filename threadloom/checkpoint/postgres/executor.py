@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
-from threadloom.checkpoint.postgres import generic, optimistic
+from threadloom.checkpoint.postgres import generic, optimistic, seenrows
 from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
@@ -110,12 +110,18 @@ class PgExecutor:
         return lock + batch, lambda r: decode(r[skip:])
 
     def execute(self, op: ops.Op) -> Any:
-        batch, decode = self._prepare(op)
+        batch, decode = self._planned(op)
         return decode(self.connector.execute(batch) if batch else [])
 
     async def aexecute(self, op: ops.Op) -> Any:
-        batch, decode = self._prepare(op)
+        batch, decode = self._planned(op)
         return decode(await self.connector.aexecute(batch) if batch else [])
+
+    def _planned(self, op: ops.Op) -> tuple[list[Stmt], Decoder]:
+        tx = self.connector.current.get()
+        if tx is not None and not tx.write and not tx.snapshot:  # reads may tear
+            return seenrows.watched(tx, op, self.sql, self._prepare)
+        return self._prepare(op)
 
     def _thread_lock(self, op: ops.Op, batch: list[Stmt]) -> list[Stmt]:
         """In a writing transaction, the first operation on a thread takes a
