@@ -72,6 +72,47 @@ def test_a_delete_mid_get_tuple_returns_nothing(pair) -> None:
     assert fired
 
 
+def test_refs_deleted_before_the_refs_lookup(pair) -> None:
+    """A delete between the row lookup and the refs lookup: the refs come back
+    empty, which reads like channels without a value; the rows are checked
+    again after the refs (redis/seenrows.py), so the read runs again and finds
+    nothing instead of the checkpoint without its values (session 6)."""
+    writer, reader = pair
+    seed(writer)
+    fired = after(reader, ops.GetCheckpoint, lambda: writer.delete_thread("t"))
+    assert reader.get_tuple(THREAD) is None
+    assert fired
+
+
+def test_refs_deleted_before_the_refs_lookup_of_a_list(pair) -> None:
+    writer, reader = pair
+    seed(writer, n=3)
+    fired = after(reader, ops.ListCheckpoints, lambda: writer.delete_thread("t"))
+    assert list(reader.list({"configurable": {"thread_id": "t"}})) == []
+    assert fired
+
+
+def test_a_channel_without_a_value_reads_in_one_run(pair) -> None:
+    writer, reader = pair
+    c = empty_checkpoint()
+    c["id"] = f"{CID}01"
+    c["channel_values"] = {"doc": "v" * 700}
+    c["channel_versions"] = {"doc": "1", "branch:to:x": "2"}
+    writer.put(THREAD, c, {}, {"doc": "1", "branch:to:x": "2"})
+    lookups: list[type] = []
+    real = reader.execute
+
+    def execute(op: Any) -> Any:
+        lookups.append(type(op))
+        return real(op)
+
+    reader.execute = execute  # type: ignore[method-assign]
+    got = reader.get_tuple(THREAD)
+    assert got is not None and got.checkpoint["channel_values"] == {"doc": "v" * 700}
+    assert got.checkpoint["channel_versions"]["branch:to:x"] == "2"
+    assert lookups.count(ops.GetCheckpoint) == 1  # no re-run
+
+
 def test_a_prune_mid_list_returns_whole_tuples(pair) -> None:
     writer, reader = pair
     seed(writer, n=4)

@@ -30,6 +30,7 @@ import ormsgpack
 from threadloom.checkpoint.lease.redis import fenced, register_lease_plans
 from threadloom.checkpoint.memory.executor import _match as metadata_matches
 from threadloom.checkpoint.redis.keys import KeyLayout
+from threadloom.checkpoint.redis.seenrows import remember, torn
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
 from threadloom.checkpoint.storage.rows import unpack
@@ -59,6 +60,8 @@ class Scope:
     lease: tuple[str, str] | None = None  # (lease key, token) once the flow ran CheckLease
     write: bool = False  # a writing flow: its ReadLease takes a guard lease (retention)
     guards: dict[str, str] = field(default_factory=dict)  # lease key -> guard token
+    # a read's checkpoint rows by (thread, ns): its refs lookup checks they still exist
+    seen: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
 
 Plan = Generator[list[Call], list[Any], Any]
@@ -117,17 +120,24 @@ class RedisPlanner:
     def _GetCheckpoint(self, op: ops.GetCheckpoint, scope: Scope) -> Plan:
         scope.thread = op.thread_id
         (found,) = yield [self._lua("get", op.thread_id, op.checkpoint_ns, op.checkpoint_id or "")]
-        return self._row(op.thread_id, *found) if found else None
+        row = self._row(op.thread_id, *found) if found else None
+        if row is not None and not scope.write:
+            remember(scope.seen, [row])
+        return row
 
     def _ListCheckpoints(self, op: ops.ListCheckpoints, scope: Scope) -> Plan:
         if op.thread_id is not None:
             scope.thread = op.thread_id
-            return (yield from self._list_thread(op.thread_id, op))
-        rows: list[CheckpointRow] = []
-        for thread_id in (yield from self.threads()):
-            rows.extend((yield from self._list_thread(thread_id, op)))
-        rows.sort(key=lambda r: (r.checkpoint_id, r.thread_id, r.checkpoint_ns), reverse=True)
-        return rows if op.limit is None else rows[: op.limit]
+            rows = yield from self._list_thread(op.thread_id, op)
+        else:
+            rows = []
+            for thread_id in (yield from self.threads()):
+                rows.extend((yield from self._list_thread(thread_id, op)))
+            rows.sort(key=lambda r: (r.checkpoint_id, r.thread_id, r.checkpoint_ns), reverse=True)
+            rows = rows if op.limit is None else rows[: op.limit]
+        if not scope.write:
+            remember(scope.seen, rows)
+        return rows
 
     def _list_thread(self, thread_id: str, op: ops.ListCheckpoints) -> Plan:
         """Newest first within one thread, paging through the index until enough match."""
@@ -182,7 +192,14 @@ class RedisPlanner:
         if not op.keys:
             return []
         fields = [f"{op.checkpoint_ns}{SEP}{c}{SEP}{v}" for c, v in op.keys]
-        (values,) = yield [Call(("HMGET", self.key(op.thread_id, "ref"), *fields))]
+        refs = Call(("HMGET", self.key(op.thread_id, "ref"), *fields))
+        ids = scope.seen.get((op.thread_id, op.checkpoint_ns))
+        if not ids:
+            (values,) = yield [refs]
+        else:  # after the refs (same pipeline): see seenrows.py
+            rows = [f"{op.checkpoint_ns}{SEP}{cid}" for cid in ids]
+            values, found = yield [refs, Call(("HMGET", self.key(op.thread_id, "row"), *rows))]
+            torn(op.thread_id, found)
         return [self._ref(op.thread_id, f.encode(), p) for f, p in zip(fields, values) if p]
 
     def _LoadThreadRefs(self, op: ops.LoadThreadRefs, scope: Scope) -> Plan:

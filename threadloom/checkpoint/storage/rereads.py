@@ -7,12 +7,17 @@ driver notices a :class:`~threadloom.errors.CorruptBlobError` (a missing blob,
 list manifest or diff base) and runs the flow once more from its arguments with
 :func:`snapshot_wanted` true.
 
-Not caught: ref rows that vanished (a delete committed between the row lookup
-and the refs lookup, nothing cached) read as channels without a value, since a
-record does not say which of its versioned channels hold one; the checkpoint
-then comes back without those values. A store that reads every flow in one
-snapshot (Postgres ``connector.snapshot_reads``, one round trip more per read)
-has no torn reads at all.
+Ref rows that vanished (a delete committed between the row lookup and the
+refs lookup, nothing cached) cannot be told from channels without a value,
+since a record does not say which of its versioned channels hold one. The
+executors of such stores catch them instead: ref rows are deleted only
+together with every checkpoint row holding them, so the refs lookup also
+checks that the rows the read found still exist (Postgres: in the same
+statement, so the same snapshot; Redis: read right after the refs, in the same
+pipeline) and raises ``CorruptBlobError`` when one is gone, which this re-run
+answers (postgres/seenrows.py, redis/seenrows.py). A store that reads every
+flow in one snapshot (Postgres ``connector.snapshot_reads``, one round trip
+more per read) has no torn reads at all.
 """
 
 from __future__ import annotations
