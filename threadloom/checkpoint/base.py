@@ -166,15 +166,17 @@ def create_checkpoint(
                     continue
                 if value is not missing:
                     values[name] = value
-    return Checkpoint(
-        v=LATEST_VERSION,
-        ts=now_iso(),
-        id=id or uuid6_str(clock_seq=step),
-        channel_values=values,
-        channel_versions=checkpoint["channel_versions"],
-        versions_seen=checkpoint["versions_seen"],
-        updated_channels=updated_channels,
-    )
+    # a literal: the same dict ``Checkpoint(...)`` builds (keys in the same order), without
+    # the keyword call (every saved step makes one)
+    return {  # type: ignore[return-value]
+        "v": LATEST_VERSION,
+        "ts": now_iso(),
+        "id": id or uuid6_str(clock_seq=step),
+        "channel_values": values,
+        "channel_versions": checkpoint["channel_versions"],
+        "versions_seen": checkpoint["versions_seen"],
+        "updated_channels": updated_channels,
+    }
 
 
 # filled by threadloom.channels.base with its MISSING marker, so a channel's

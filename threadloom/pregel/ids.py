@@ -14,7 +14,7 @@ from typing import Any
 
 from xxhash import xxh3_128_hexdigest
 
-from threadloom.constants import NS_SEP
+from threadloom.constants import NS_SEP, PULL
 from threadloom.types import interrupt_id  # one definition, shared with Interrupt.from_ns
 
 __all__ = [
@@ -54,11 +54,16 @@ def task_id_v1(namespace: bytes, *parts: str) -> str:
 
 def task_path_str(tup: Any) -> str:
     """Sortable string form of a task path: ``~__pregel_push, 0000000001, False``."""
+    if type(tup) is tuple and len(tup) == 2 and tup[0] is PULL and type(tup[1]) is str:
+        return _PULL_PREFIX + tup[1]  # a PULL task's path (every step has some): no recursion
     if isinstance(tup, (tuple, list)):
         return "~" + ", ".join(task_path_str(x) for x in tup)
     if isinstance(tup, int):
         return f"{tup:010d}"
     return str(tup)
+
+
+_PULL_PREFIX = f"~{PULL}, "
 
 
 def recast_checkpoint_ns(ns: str) -> str:

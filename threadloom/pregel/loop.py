@@ -46,10 +46,18 @@ from threadloom.pregel.io import (
 from threadloom.pregel.output import emit_checkpoint, emit_task_writes, emit_values
 from threadloom.pregel.start import start_run
 from threadloom.pregel.tasks import prepare_next_tasks, should_interrupt
-from threadloom.pregel.writes import CONTROL_WRITES, apply_writes, increment, read_task_statuses
+from threadloom.pregel.writes import (
+    CONTROL_WRITES,
+    apply_writes,
+    end_of_step_channels,
+    increment,
+    read_task_statuses,
+)
 from threadloom.types import Send
 
 __all__ = ["Loop"]
+
+_NO_NS = object()
 
 
 def _version_fn(saver: Any) -> Any:
@@ -118,6 +126,7 @@ class Loop:
         self.checkpoint_metadata = metadata
         self.pending_writes = pending
         self.channels = channels_from_checkpoint(self.graph.channels, checkpoint)
+        self.end_channels = end_of_step_channels(self.channels)
         self.step = metadata["step"] + 1
         self.stop = self.step + o.run.recursion_limit + 1
         self.previous_versions = dict(checkpoint["channel_versions"])
@@ -171,7 +180,8 @@ class Loop:
         ):
             self.status = "interrupt_before"
             raise GraphInterrupt()
-        o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
+        if o.emitter.wants("tasks"):
+            o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
         for task in self.tasks.values():
             if task.writes:
                 emit_task_writes(self, task, task.writes, cached=True)
@@ -180,7 +190,10 @@ class Loop:
     def commit(self, task: Any, exc: BaseException | None) -> None:
         """Record a finished task's outcome as pending writes."""
         if exc is None:
-            if all(c in CONTROL_WRITES for c, _ in task.writes):
+            for c, _ in task.writes:
+                if c not in CONTROL_WRITES:
+                    break
+            else:  # nothing but control writes (or none): record that it finished
                 task.writes.append((NO_WRITES, None))
             self.put_writes(task.id, task.writes)
             if task.cache_key is not None and self.o.cache is not None:
@@ -203,7 +216,10 @@ class Loop:
         if not writes:
             return
         self.written_task_ids.add(task_id)
-        if all(w[0] in WRITES_IDX_MAP for w in writes):
+        for w in writes:
+            if w[0] not in WRITES_IDX_MAP:
+                break
+        else:  # special channels only: the last write per channel wins
             writes = list({w[0]: w for w in writes}.values())
         if task_id == NULL_TASK_ID:
             self.pending_writes = [
@@ -212,7 +228,9 @@ class Loop:
             writes = sorted(writes, key=lambda w: w[0] in WRITES_IDX_MAP)
             to_save = [w[1:] for w in self.pending_writes if w[0] == task_id] + list(writes)
         else:
-            self.pending_writes = [w for w in self.pending_writes if w[0] != task_id]
+            # a new list either way: scratchpads of this step hold the old one
+            pending = self.pending_writes
+            self.pending_writes = [w for w in pending if w[0] != task_id] if pending else []
             to_save = list(writes)
         if self.untracked:
             to_save = [
@@ -220,15 +238,15 @@ class Loop:
                 for c, v in to_save
                 if c not in self.untracked
             ]
-        self.pending_writes.extend((task_id, c, v) for c, v in writes)
+        self.pending_writes += [(task_id, c, v) for c, v in writes]
         o = self.o
+        task = self.tasks.get(task_id)
         if o.persister is not None and o.durability != "exit":
-            task = self.tasks.get(task_id)
             o.persister.put_writes(
                 self._writes_config(), to_save, task_id, task_path_str(task.path) if task else ""
             )
-        if task_id in self.tasks:
-            emit_task_writes(self, self.tasks[task_id], writes, cached=cached)
+        if task is not None:
+            emit_task_writes(self, task, writes, cached=cached)
 
     def _sanitize(self, value: Any) -> Any:
         if isinstance(value, Send) and isinstance(value.arg, dict):
@@ -261,7 +279,12 @@ class Loop:
         """
         tasks = self.tasks.values()
         self.updated_channels = apply_writes(
-            self.checkpoint, self.channels, tasks, self.next_version, self.graph.trigger_to_nodes
+            self.checkpoint,
+            self.channels,
+            tasks,
+            self.next_version,
+            self.graph.trigger_to_nodes,
+            self.end_channels,
         )
         keys = self.o.output_keys
         if not self.updated_channels.isdisjoint((keys,) if isinstance(keys, str) else keys):
@@ -325,8 +348,10 @@ class Loop:
             }
         if do_checkpoint:
             cfg = self.checkpoint_config
-            self.prev_checkpoint_config = cfg if cfg["configurable"].get("checkpoint_id") else None
-            cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns}}
+            conf = cfg["configurable"]
+            self.prev_checkpoint_config = cfg if conf.get("checkpoint_id") else None
+            if conf.get("checkpoint_ns", _NO_NS) != self.ns:  # else: set by the last put
+                cfg = {**cfg, "configurable": {**conf, "checkpoint_ns": self.ns}}
             # The loop changes its checkpoint's versions in place and replaces (never
             # changes) per-node versions_seen dicts and the values dict: copying the
             # two top-level version dicts is enough for a snapshot nothing touches.
@@ -376,6 +401,7 @@ class Loop:
                     self.tasks.values(),
                     self.next_version,
                     self.graph.trigger_to_nodes,
+                    self.end_channels,
                 )
                 keys = o.output_keys
                 if not updated.isdisjoint((keys,) if isinstance(keys, str) else keys):

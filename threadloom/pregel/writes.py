@@ -33,6 +33,7 @@ __all__ = [
     "CONTROL_WRITES",
     "TaskStatus",
     "apply_writes",
+    "end_of_step_channels",
     "increment",
     "read_task_statuses",
 ]
@@ -49,12 +50,30 @@ def increment(current: int | None, channel: Any = None) -> int:
     return current + 1 if current is not None else 1
 
 
+class EndChannels(NamedTuple):
+    """The channels the end of a step must visit: the others' ``update([])`` /
+    ``finish()`` never change anything (``empty_update_is_noop``, ``finish_is_noop``)."""
+
+    clearable: list[tuple[str, BaseChannel]]
+    finishable: list[tuple[str, BaseChannel]]
+
+
+def end_of_step_channels(channels: Mapping[str, BaseChannel]) -> EndChannels:
+    """Which of ``channels`` the end of a step visits, in ``channels`` order."""
+    items = list(channels.items())
+    return EndChannels(
+        [(k, c) for k, c in items if not c.empty_update_is_noop],
+        [(k, c) for k, c in items if not c.finish_is_noop],
+    )
+
+
 def apply_writes(
     checkpoint: dict[str, Any],
     channels: Mapping[str, BaseChannel],
     tasks: Iterable[Any],
     get_next_version: Callable[[Any, Any], Any] | None,
     trigger_to_nodes: Mapping[str, Sequence[str]],
+    end_channels: EndChannels | None = None,
 ) -> set[str]:
     """Apply ``tasks``' writes (in task-path order) to ``channels``, bumping versions.
 
@@ -66,6 +85,8 @@ def apply_writes(
         tasks: objects with ``path``, ``name``, ``writes``, ``triggers``.
         get_next_version: ``None`` applies values without moving versions.
         trigger_to_nodes: channel -> nodes it triggers; decides when to ``finish()``.
+        end_channels: ``end_of_step_channels(channels)``, when the caller keeps it
+            (a run applies writes every step to the same channels).
 
     Returns:
         The channels updated in this step (available ones only).
@@ -76,28 +97,26 @@ def apply_writes(
     tasks = list(tasks)
     if len(tasks) > 1:
         tasks.sort(key=lambda t: task_path_str(t.path))  # full path, as LangGraph 1.2.22
-    bump_step = any(t.triggers for t in tasks)
+    bump_step = False
     versions = checkpoint["channel_versions"]
     seen_all = checkpoint["versions_seen"]
+    consumed: set[str] = set()
     for task in tasks:
         # replaced, never changed in place: a saved snapshot may share the old dict
         seen = seen_all.get(task.name)
         seen = {} if seen is None else seen.copy()
         for chan in task.triggers:
+            bump_step = True
             if chan in versions:
                 seen[chan] = versions[chan]
+            if chan not in RESERVED and chan in channels:
+                consumed.add(chan)
         seen_all[task.name] = seen
     next_version = (
         None
         if get_next_version is None
         else get_next_version(max(versions.values()) if versions else None, None)
     )
-    consumed = {
-        chan
-        for task in tasks
-        for chan in task.triggers
-        if chan not in RESERVED and chan in channels
-    }
     for chan in consumed:
         if channels[chan].consume() and next_version is not None:
             versions[chan] = next_version
@@ -109,7 +128,9 @@ def apply_writes(
             if channel.is_available():
                 updated.add(chan)
     if bump_step:
-        _end_of_step(channels, versions, next_version, updated, trigger_to_nodes)
+        if end_channels is None:
+            end_channels = end_of_step_channels(channels)
+        _end_of_step(end_channels, versions, next_version, updated, trigger_to_nodes)
     return updated
 
 
@@ -133,7 +154,7 @@ def _group_writes(tasks: list[Any], channels: Mapping[str, BaseChannel]) -> dict
 
 
 def _end_of_step(
-    channels: Mapping[str, BaseChannel],
+    channels: EndChannels,
     versions: dict[str, Any],
     next_version: Any,
     updated: set[str],
@@ -141,17 +162,15 @@ def _end_of_step(
 ) -> None:
     """Tell unwritten channels a step passed (``update([])``), and ``finish()`` them
     all when nothing updated can trigger another node."""
-    for chan, channel in channels.items():
-        if channel.empty_update_is_noop or chan in updated or not channel.is_available():
+    for chan, channel in channels.clearable:
+        if chan in updated or not channel.is_available():
             continue
         if channel.update(()) and next_version is not None:
             versions[chan] = next_version
             if channel.is_available():
                 updated.add(chan)
     if updated.isdisjoint(trigger_to_nodes):
-        for chan, channel in channels.items():
-            if channel.finish_is_noop:
-                continue
+        for chan, channel in channels.finishable:
             if channel.finish() and next_version is not None:
                 versions[chan] = next_version
                 if channel.is_available():

@@ -1,0 +1,106 @@
+"""The per-step fast paths give exactly what the general code gives.
+
+``task_path_str`` formats PULL paths without recursing; ``apply_writes`` visits
+only the channels ``end_of_step_channels`` keeps when a run passes them in.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from threadloom.channels.binop import BinaryOperatorAggregate
+from threadloom.channels.ephemeral_value import EphemeralValue
+from threadloom.channels.last_value import LastValue, LastValueAfterFinish
+from threadloom.channels.topic import Topic
+from threadloom.constants import PULL, PUSH
+from threadloom.pregel.ids import task_path_str
+from threadloom.pregel.writes import apply_writes, end_of_step_channels
+
+
+def _general(tup: object) -> str:
+    """task_path_str's general rule, written out independently."""
+    if isinstance(tup, (tuple, list)):
+        return "~" + ", ".join(_general(x) for x in tup)
+    if isinstance(tup, int):
+        return f"{tup:010d}"
+    return str(tup)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        (PULL, "node_0"),
+        (sys.intern("__pregel_pull"), "a:b|c"),
+        ("".join(["__pregel", "_pull"]), "x"),  # not the interned constant
+        (PULL, ""),
+        (PUSH, 3, False),
+        (PUSH, (PULL, "a"), 2, True),
+        [PULL, "listed"],
+        (PULL, 7),
+        (PULL, "n", "extra"),
+    ],
+)
+def test_task_path_str_matches_the_general_rule(path: object) -> None:
+    assert task_path_str(path) == _general(path)
+
+
+def _channels() -> dict:
+    chans = {
+        "count": LastValue(int),
+        "total": BinaryOperatorAggregate(int, lambda a, b: a + b),
+        "__start__": EphemeralValue(object),
+        "branch:to:a": EphemeralValue(object),
+        "branch:to:b": EphemeralValue(object),
+        "late": LastValueAfterFinish(int),
+        "__pregel_tasks": Topic(object, accumulate=False),
+    }
+    for k, c in chans.items():
+        c.key = k
+    return chans
+
+
+def _task(name: str, writes: list, triggers: tuple, path: tuple) -> SimpleNamespace:
+    return SimpleNamespace(name=name, writes=writes, triggers=triggers, path=path)
+
+
+STEPS = [
+    [_task("__start__", [("count", 1), ("branch:to:a", None)], ("__start__",), (PULL, "s"))],
+    [_task("a", [("total", 2), ("branch:to:b", None), ("late", 5)], ("branch:to:a",), (PULL, "a"))],
+    [_task("b", [("total", 3)], ("branch:to:b",), (PULL, "b"))],  # the last: finish() runs
+]
+
+
+def _run(keep: bool) -> list:
+    chans = _channels()
+    chans["__start__"].update([{"count": 0}])
+    checkpoint = {"channel_versions": {"__start__": "1"}, "versions_seen": {}}
+    t2n = {"__start__": ["__start__"], "branch:to:a": ["a"], "branch:to:b": ["b"]}
+    end = end_of_step_channels(chans) if keep else None
+    out = []
+    for tasks in STEPS:
+        updated = apply_writes(checkpoint, chans, tasks, lambda cur, _c: f"{cur}+", t2n, end)
+        values = {k: c.checkpoint() for k, c in chans.items()}
+        out.append((sorted(updated), dict(checkpoint["channel_versions"]), values))
+    return out
+
+
+def test_apply_writes_with_kept_end_channels_matches_without() -> None:
+    kept, fresh = _run(True), _run(False)
+    assert kept == fresh
+    # the run really cleared ephemeral channels and finished the after-finish one
+    assert kept[-1][2]["late"] == (5, True)
+    assert "branch:to:b" in kept[-1][1]
+
+
+def test_end_of_step_channels_skips_noop_kinds() -> None:
+    end = end_of_step_channels(_channels())
+    assert [k for k, _ in end.clearable] == [
+        "__start__",
+        "branch:to:a",
+        "branch:to:b",
+        "__pregel_tasks",
+    ]
+    assert [k for k, _ in end.finishable] == ["late"]
