@@ -46,7 +46,14 @@ class FencedSaver(BaseCheckpointSaver):
         self.get_next_version = inner.get_next_version  # type: ignore[method-assign]  # no hop
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        # anything but the reads below may write (delete_thread, prune, ...):
+        # the checkpoint read when the lease was taken is no longer served
+        state = self.__dict__
+        if "inner" not in state:  # half-built (copy, unpickling): no recursion
+            raise AttributeError(name)
+        if "lease" in state:
+            state["lease"].first = _lease.NOT_READ
+        return getattr(state["inner"], name)
 
     def _ours(self, config: Any) -> bool:
         tid = (config.get("configurable") or {}).get("thread_id")
@@ -95,13 +102,15 @@ class FencedSaver(BaseCheckpointSaver):
     # -- pass-through reads -------------------------------------------------------
 
     def get_tuple(self, config: Any) -> Any:
-        return self.inner.get_tuple(config)
+        first = self.lease.take_first(config)  # read when the lease was taken
+        return self.inner.get_tuple(config) if first is _lease.NOT_READ else first
 
     def list(self, config: Any, **kwargs: Any) -> Any:
         return self.inner.list(config, **kwargs)
 
     async def aget_tuple(self, config: Any) -> Any:
-        return await self.inner.aget_tuple(config)
+        first = self.lease.take_first(config)
+        return await self.inner.aget_tuple(config) if first is _lease.NOT_READ else first
 
     def alist(self, config: Any, **kwargs: Any) -> Any:
         return self.inner.alist(config, **kwargs)
@@ -162,6 +171,7 @@ class FencedSaver(BaseCheckpointSaver):
         """Several steps in one transaction, fenced once (StorageSaver.put_steps);
         ``release``: the lease too (it is then ``released``; only when the fence and
         the writes share a transaction, else the run releases it as usual)."""
+        self.lease.first = _lease.NOT_READ  # written: a read at acquire is out of date
         if not self._all_ours(steps):
             return put_each(self, steps)
         self._touch(False)
@@ -181,6 +191,7 @@ class FencedSaver(BaseCheckpointSaver):
 
     async def aput_steps(self, steps: Any, release: bool = False) -> Any:
         """Async twin of :meth:`put_steps`."""
+        self.lease.first = _lease.NOT_READ
         if not self._all_ours(steps):
             return await aput_each(self, steps)
         await self._touch(True)

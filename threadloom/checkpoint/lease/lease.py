@@ -19,6 +19,7 @@ from typing import Any
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
+from threadloom.checkpoint.storage.flows import get_tuple_flow
 from threadloom.errors import LeaseLostError
 
 __all__ = [
@@ -43,6 +44,9 @@ async def alease_backend(saver: Any) -> str | None:
     return backend_of(saver)
 
 
+NOT_READ = object()
+"""``Lease.first`` when the acquiring transaction read nothing (or it was used)."""
+
 POLL_EVERY = 0.02
 """Seconds a stop request read by a fence, renewal or poll stays current for the
 step-boundary check under "async"/"exit" durability."""
@@ -64,6 +68,10 @@ class Lease:
         self.due = 0.0
         self.checked = 0.0  # monotonic time the stop request was last read
         self._task: asyncio.Task[None] | None = None
+        # the thread's latest checkpoint, read in the acquiring transaction
+        # (``take_first``); only where that read is exactly ``saver.get_tuple``
+        self.prefetch = _prefetches(saver)
+        self.first: Any = NOT_READ
 
     # -- one-shot operations ----------------------------------------------------
 
@@ -74,17 +82,44 @@ class Lease:
         once instead of waiting for its TTL (a crashed worker, resumed locally).
         """
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
-        info = self.saver._run(_one(op), True)
+        info = self.saver._run(self._acquire_flow(op), True)
         if info is not None and holder_is_dead(info.token):
-            info = self.saver._run(_one(op._replace_steal(info.token)), True)
+            info = self.saver._run(self._acquire_flow(op._replace_steal(info.token)), True)
         return self._acquired(info)
 
     async def atry_acquire(self) -> lo.LeaseInfo | None:
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
-        info = await self.saver._arun(_one(op), True)
+        info = await self.saver._arun(self._acquire_flow(op), True)
         if info is not None and holder_is_dead(info.token):
-            info = await self.saver._arun(_one(op._replace_steal(info.token)), True)
+            info = await self.saver._arun(self._acquire_flow(op._replace_steal(info.token)), True)
         return self._acquired(info)
+
+    def _acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
+        """Take the lease and, once taken, read the thread's latest checkpoint in
+        the same transaction: the run reads it next anyway, and on SQLite a
+        transaction of its own costs a BEGIN and a COMMIT more (the read is
+        consistent with the lease: the write lock is held)."""
+        info = yield op
+        if info is None and self.prefetch:
+            latest = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
+            self.first = yield from get_tuple_flow(self.saver.codec, latest)
+        return info
+
+    def take_first(self, config: Any) -> Any:
+        """The latest checkpoint read when the lease was taken, if ``config``
+        asks for exactly it (this thread, root namespace, no checkpoint id) and
+        nothing was written since (``wrote``); else ``NOT_READ``. Served once."""
+        first = self.first
+        if first is NOT_READ:
+            return first
+        conf = config.get("configurable") or {}
+        tid = conf.get("thread_id")
+        if conf.get("checkpoint_ns") or conf.get("checkpoint_id") or tid is None:
+            return NOT_READ
+        if (tid if type(tid) is str else str(tid)) != self.thread_id:
+            return NOT_READ
+        self.first = NOT_READ
+        return first
 
     def _acquired(self, info: lo.LeaseInfo | None) -> lo.LeaseInfo | None:
         """Taking the lease wrote no stop request: a read for ``POLL_EVERY``, as a fence."""
@@ -173,6 +208,19 @@ class Lease:
 
 def _one(op: Any) -> Generator[Any, Any, Any]:
     return (yield op)
+
+
+def _prefetches(saver: Any) -> bool:
+    """Whether reading the latest checkpoint inside the lease's transaction is
+    exactly what ``saver.get_tuple`` would do: threadloom's SQLite savers whose
+    class keeps the stock reads, without a per-thread TTL (its clock runs first).
+    Other backends read as before (one round trip each on a server)."""
+    if backend_of(saver) != "sqlite" or getattr(saver, "_ttl_on", True):
+        return False
+    from threadloom.checkpoint.storage.expiry import ThreadTTL
+
+    cls = type(saver)
+    return cls.get_tuple is ThreadTTL.get_tuple and cls.aget_tuple is ThreadTTL.aget_tuple
 
 
 # FencedSaver lives in fenced.py; imported here too, where it always was importable

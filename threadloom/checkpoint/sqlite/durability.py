@@ -30,8 +30,9 @@ step (10-node chain: 12 -> 11 fsyncs per invoke).
 
 ``PRAGMA synchronous`` cannot change inside a transaction, so the executor
 starts a FULL connection's write transaction lazily, at its first op, and
-relaxes it when that op is one of :data:`RELAXED`. Any later op that is not
-raises :class:`~threadloom.errors.StorageError` (the transaction rolls back)
+relaxes it when that op is one of :data:`RELAXED`. Later ops may be lease
+ops or reads (:data:`READS`: they write nothing; a run's lease acquire reads
+the thread's latest checkpoint with it); any other op raises :class:`~threadloom.errors.StorageError` (the transaction rolls back)
 rather than commit other rows without their fsync.
 """
 
@@ -40,12 +41,28 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.storage import ops as o
 from threadloom.errors import StorageError
 
-__all__ = ["RELAXED", "RELAX", "LEVEL", "restore_sql", "strict_mode", "check_relaxed"]
+__all__ = ["RELAXED", "READS", "RELAX", "LEVEL", "restore_sql", "strict_mode", "check_relaxed"]
 
 # the holder's own lease ops, each alone in its flow (lease/lease.py)
 RELAXED = frozenset({lo.AcquireLease, lo.RenewLease, lo.ReleaseLease})
+# ops that write nothing: allowed after the first op of a relaxed transaction
+# (an acquire reads the thread's latest checkpoint with it, lease/lease.py)
+READS = frozenset(
+    {
+        o.GetCheckpoint,
+        o.ListCheckpoints,
+        o.LoadAncestors,
+        o.FindRunCheckpoints,
+        o.LoadRefs,
+        o.LoadThreadRefs,
+        o.LoadBlobs,
+        o.LoadWrites,
+        lo.ReadLease,
+    }
+)
 RELAX = "PRAGMA synchronous = NORMAL"
 # read before relaxing: the level to restore and the journal mode (WAL only)
 LEVEL = "SELECT * FROM pragma_synchronous, pragma_journal_mode"
@@ -71,8 +88,8 @@ def strict_mode(pragmas: list[str]) -> str | None:
 
 
 def check_relaxed(op: Any, where: str) -> None:
-    """A relaxed transaction runs lease ops only (see the module docstring)."""
-    if type(op) not in RELAXED:
+    """A relaxed transaction runs lease ops and reads only (see the module docstring)."""
+    if type(op) not in RELAXED and type(op) not in READS:
         raise StorageError(
             f"SQLite {where}: {type(op).__name__} in a transaction that commits without"
             " fsync (lease ops only); run it in a transaction of its own"
