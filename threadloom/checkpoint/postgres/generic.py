@@ -38,7 +38,6 @@ from collections import Counter
 from typing import Any
 
 from threadloom.checkpoint.postgres.binarray import binds_on_client
-from threadloom.checkpoint.postgres.blobplans import lock_blobs
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
@@ -130,4 +129,16 @@ def adjust(op: ops.AdjustRefcounts, sql: SQL) -> tuple[list[Stmt], Any]:
         " ON b.hash = d.hash WHERE c.id = b.id AND b.hash = ANY(%s::bytea[])"
     )
     deltas = [total[h] for h in hashes]
-    return [*lock_blobs(hashes, sql), Stmt(stmt, (hashes, deltas, hashes))], None
+    return [Stmt(_lock_others(sql), (hashes,)), Stmt(stmt, (hashes, deltas, hashes))], None
+
+
+def _lock_others(sql: SQL) -> str:
+    """Lock the blob rows in hash order, except those this transaction
+    inserted (``xmin``: blob rows are never updated; an optimistic transaction
+    has no subtransactions): no other transaction can see, lock or delete
+    those before the commit, so their lock only cost a WAL record and a dirty
+    page (a ``put_writes`` of two new blobs wrote two)."""
+    return (
+        f"SELECT 1 FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])"
+        " AND xmin <> pg_current_xact_id()::xid ORDER BY hash FOR UPDATE"
+    )
