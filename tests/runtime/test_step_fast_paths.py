@@ -104,3 +104,28 @@ def test_end_of_step_channels_skips_noop_kinds() -> None:
         "__pregel_tasks",
     ]
     assert [k for k, _ in end.finishable] == ["late"]
+
+
+def test_pool_spawn_runs_the_job_and_survives_its_error(caplog) -> None:
+    """The persister's drain goes to the pool without a Future: an error that
+    escapes a job is logged, and the pool keeps running jobs."""
+    import threading
+    import time
+
+    from threadloom.pregel.pool import POOL
+
+    def boom() -> None:
+        raise RuntimeError("drain failed")
+
+    def logged() -> bool:
+        return any(r.exc_info and "drain failed" in str(r.exc_info[1]) for r in caplog.records)
+
+    ran = threading.Event()
+    with caplog.at_level("ERROR", logger="threadloom.pregel"):
+        POOL.spawn(boom)
+        POOL.spawn(ran.set)
+        assert ran.wait(5)
+        deadline = time.monotonic() + 5
+        while not logged() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert logged()

@@ -88,14 +88,23 @@ def uses_put_step(saver: Any, is_async: bool = False) -> bool:
     return answer
 
 
+_BELOW: dict[tuple[type, str], bool] = {}  # saver class, method -> answer
+
+
 def _below(saver: Any, many: str) -> bool:
     """Whether ``put_steps`` exists and is defined no higher than ``put_step`` (a
-    subclass customising only ``put_step`` must not be bypassed by it)."""
-    mro = type(saver).__mro__
-    one = many[:-1]
-    owner = next((k for k in mro if many in k.__dict__), None)
-    step = next((k for k in mro if one in k.__dict__), None)
-    return owner is not None and step is not None and mro.index(owner) <= mro.index(step)
+    subclass customising only ``put_step`` must not be bypassed by it). Cached per
+    class (asked once per run)."""
+    cls = type(saver)
+    answer = _BELOW.get((cls, many))
+    if answer is None:
+        mro = cls.__mro__
+        one = many[:-1]
+        owner = next((k for k in mro if many in k.__dict__), None)
+        step = next((k for k in mro if one in k.__dict__), None)
+        answer = owner is not None and step is not None and mro.index(owner) <= mro.index(step)
+        _BELOW[(cls, many)] = answer
+    return answer
 
 
 _RELEASE = {"release": True}
@@ -244,7 +253,7 @@ class SyncPersister(_Buffer):
             self._queue.append(op)
             if not self._draining:
                 self._draining = True
-                POOL.submit(self._drain)
+                POOL.spawn(self._drain)  # no Future: the drain keeps its own error
 
     def _drain(self) -> None:
         """The pool thread's job: save batches until the queue is empty."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -17,6 +18,8 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 __all__ = ["POOL", "ElasticPool"]
+
+logger = logging.getLogger("threadloom.pregel")
 
 
 class _Worker:
@@ -38,6 +41,12 @@ class ElasticPool(Executor):
         fut: Future[Any] = Future()
         self._dispatch((fut, fn, args, kwargs))
         return fut
+
+    def spawn(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on a pool thread, with no ``Future`` to report to: for jobs
+        that keep their own outcome (a background persister's drain, every async
+        run). An exception escaping ``fn`` is logged, the thread lives on."""
+        self._dispatch((None, _logged, (fn,), {}))
 
     def run_async(self, loop: asyncio.AbstractEventLoop, fn: Callable[[], Any]) -> Any:
         """``fn()`` on a pool thread, as an asyncio future of ``loop``.
@@ -89,6 +98,13 @@ class ElasticPool(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """The shared pool is never shut down; idle threads exit on their own."""
+
+
+def _logged(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except BaseException:
+        logger.exception("threadloom pool job %r failed", fn)
 
 
 def _settle_later(loop: asyncio.AbstractEventLoop, afut: Any, fn: Callable[[], Any]) -> None:
