@@ -22,15 +22,15 @@ from threadloom.constants import ERROR, INTERRUPT, RESUME, SCHEDULED
 
 def _caches(raw) -> tuple:
     codec = raw.codec
-    return dict(codec.states._data), dict(codec.lists._data)
+    return codec.states.items(), codec.lists.items()
 
 
 def _restore(raw, caches: tuple) -> None:
     states, lists = caches
     for lru, data in ((raw.codec.states, states), (raw.codec.lists, lists)):
         lru.clear()
-        for key, (value, weight) in data.items():
-            lru.put(key, value, weight)
+        for key, value in data:
+            lru.put(key, value)
 
 
 async def _next(saver, parent: dict, i: int, messages: list) -> dict:

@@ -31,6 +31,8 @@ __all__ = ["put_flow", "put_writes_flow", "release"]
 
 Flow = Generator[Any, Any, Any]
 _MERGE_ATTEMPTS = 100
+_TAG = record.RECORD_TAG
+_new = tuple.__new__  # rows built without NamedTuple's Python-level __new__
 
 
 def _parent_state(codec: ValueCodec, thread_id: str, ns: str, parent_id: str | None) -> Flow:
@@ -147,7 +149,7 @@ def put_flow(
     state.data, state.core, state.extra = data, core, extra_typed
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
-    row = CheckpointRow(thread_id, ns, cid, parent_id, record.RECORD_TAG, data, md_text, run_id)
+    row = _new(CheckpointRow, (thread_id, ns, cid, parent_id, _TAG, data, md_text, run_id))
     needs = _needs(refs, blobs)
     base = parent_id if depth else None
     result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, needs)

@@ -222,11 +222,23 @@ def encode(
         for n, seen in vs.items():
             rvs.append(ni[n] if n in ni else nref(n))
             rvs.append(pairs(seen))
-    riv = _inline(iv, cv, ni, nref, vref) if iv else None
+    riv = None
+    if iv:  # inline values [name, tag, bytes] (+ version, unless cv sets it)
+        tc, riv = _TAG_CODES, []
+        for c, e in iv.items():
+            i = ni[c] if c in ni else nref(c)
+            if c in cv and e[0] == cv[c]:
+                riv.append([i, tc.get(e[1], e[1]), e[2]])
+            else:
+                riv.append([i, tc.get(e[1], e[1]), e[2], vref(e[0])])
     uc = core.get("updated_channels")
     ru = None
-    if type(uc) is list and all(type(c) is str for c in uc):
-        ru = [ni[c] if c in ni else nref(c) for c in uc]
+    if type(uc) is list:
+        for c in uc:
+            if type(c) is not str:
+                break
+        else:  # names only (the usual case): as indices
+            ru = [ni[c] if c in ni else nref(c) for c in uc]
     # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
     ts = core.get("ts")
     out: list[Any] = [0, state.depth, core.get("v", 1), ts.ext() if type(ts) is TsDelta else ts]
@@ -299,17 +311,6 @@ def _tables(prev: State | None) -> tuple[Any, ...]:
         return out
 
     return ni, nref, vref, pairs, new_names, new_versions, nadd, vi
-
-
-def _inline(iv: dict[str, list[Any]], cv: dict[str, Any], ni: Any, nref: Any, vref: Any) -> Any:
-    """Inline values ``[name, tag, bytes]`` (+ version, unless ``cv`` sets it)."""
-    tc = _TAG_CODES
-    return [
-        [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2]]
-        if c in cv and e[0] == cv[c]
-        else [ni[c] if c in ni else nref(c), tc.get(e[1], e[1]), e[2], vref(e[0])]
-        for c, e in iv.items()
-    ]
 
 
 def _fill(state: State, prev: State | None, tables: tuple[Any, ...]) -> None:

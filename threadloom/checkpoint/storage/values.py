@@ -28,7 +28,7 @@ from typing import Any
 
 import ormsgpack
 
-from threadloom.checkpoint.storage.cache import LRU
+from threadloom.checkpoint.storage.cache import LRU, Bounded
 from threadloom.checkpoint.storage.ops import KIND_BLOB, KIND_DICT, KIND_LIST, BlobRow, RefRow
 from threadloom.checkpoint.storage.reading import (
     EMPTY_TAG,
@@ -42,6 +42,9 @@ from threadloom.checkpoint.storage.reading import (
 from threadloom.checkpoint.storage.rows import blob_hash, pack
 
 __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
+
+
+_new = tuple.__new__  # a row built without its Python-level NamedTuple.__new__ (half the cost)
 
 
 def _has_list(value: dict[Any, Any]) -> bool:
@@ -69,19 +72,19 @@ class ValueCodec(ValueReader):
         self.inline_max = inline_max
         self.chunks: LRU[bytes, tuple[Any, ...]] = LRU(65536, cache_bytes)
         self.manifests: LRU[bytes, tuple[bytes, ...]] = LRU(4096, cache_bytes // 8)
-        self.lists: LRU[tuple[str, str, str], ListState] = LRU(4096, 1 << 62)
-        self.states: LRU[tuple[str, str, str], Any] = LRU(4096, 1 << 62)
+        self.lists: Bounded[tuple[str, str, str], ListState] = Bounded(4096)
+        self.states: Bounded[tuple[str, str, str], Any] = Bounded(4096)
         # read caches (see reading.py): immutable ref rows by key, whole-value blobs by
         # hash; off where storage is itself process memory (a lookup costs as much)
         self.cache_reads = True
-        self.ref_cache: LRU[tuple[str, str, str, str], RefRow] = LRU(16384, 1 << 62)
+        self.ref_cache: Bounded[tuple[str, str, str, str], RefRow] = Bounded(16384)
         self.blob_cache: LRU[bytes, BlobRow] = LRU(16384, cache_bytes // 4)
         self.keyframe_every = 16
         # what the saver's executor honours in SaveWrites (see ops.SaveWrites):
         # with ``strict_writes`` a task's first put_writes skips reading its row
         self.strict_writes = False
         self.writes_add_refs = False
-        self.tasks: LRU[tuple[str, str, str, str], bool] = LRU(4096, 1 << 62)  # rows written
+        self.tasks: Bounded[tuple[str, str, str, str], bool] = Bounded(4096)  # rows written
         self.fanout = 16  # segments per flat manifest (see _manifest)
 
     # -- writing ---------------------------------------------------------------
@@ -112,8 +115,8 @@ class ValueCodec(ValueReader):
                 *self._encode_list(thread_id, ns, channel, vkey, value, None, (tag, data)),
             )
         h = blob_hash(tag, data)
-        row = RefRow(thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data))
-        return None, row, [BlobRow(h, tag, data, b"")], None
+        row = _new(RefRow, (thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data)))
+        return None, row, [_new(BlobRow, (h, tag, data, b""))], None
 
     def _encode_list(
         self,

@@ -45,6 +45,7 @@ __all__ = ["decode_entries", "merge_writes"]
 _CODES = FIELD_TAG_CODES
 _NAMES = FIELD_TAG_NAMES
 _NAME_OF = dict(enumerate(_NAMES))
+_new = tuple.__new__  # rows built without NamedTuple's Python-level __new__
 _BRANCH = "branch:to:"
 _CUT = len(_BRANCH)
 
@@ -168,7 +169,7 @@ def _first_writes(
         for idx, (channel, value) in enumerate(writes)
     ]
     hashes = b"".join([b.hash for b in blobs]) if blobs else b""  # in entry order
-    return WriteRow(*key, task_path or "", ormsgpack.packb(ordered), hashes), blobs
+    return _new(WriteRow, (*key, task_path or "", ormsgpack.packb(ordered), hashes)), blobs
 
 
 def _entry(
@@ -183,7 +184,7 @@ def _entry(
     stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
     if len(data) > inline_max:
         h = blob_hash(tag, data)
-        blobs.append(BlobRow(h, tag, data, b""))
+        blobs.append(_new(BlobRow, (h, tag, data, b"")))
         return [idx, stored]
     if data:
         return [idx, stored, _CODES.get(tag, tag), data]
