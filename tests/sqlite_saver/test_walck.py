@@ -144,3 +144,55 @@ def test_the_checkpoint_connection_runs_at_full(tmp_path, monkeypatch) -> None:
         assert walck.runs == 1
         assert walck._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
         walck.close()
+
+
+async def test_the_async_saver_checkpoints_in_the_background_too(tmp_path) -> None:
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    path = str(tmp_path / "a.db")
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        walck = saver.walck
+        assert walck is not None and saver.executor.on_commit == walck.committed
+        walck.every = 8
+        ids = []
+        for i in range(40):
+            cp = empty_checkpoint()
+            cp["id"] = str(uuid6(clock_seq=i))
+            cp["channel_values"] = {"n": i}
+            cp["channel_versions"] = {"n": str(i)}
+            await saver.aput(config, cp, {"source": "loop", "step": i}, {"n": str(i)})
+            ids.append(cp["id"])
+        got = await saver.aget_tuple(config)
+        assert got.checkpoint["id"] == ids[-1] and got.checkpoint["channel_values"] == {"n": 39}
+    assert saver.walck is None and walck._closed and walck._conn is None
+    assert walck.runs >= 1
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM tl_checkpoints").fetchone()[0] == 40
+
+
+async def test_the_async_saver_leaves_connections_it_was_given_alone(tmp_path) -> None:
+    import aiosqlite
+
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(":memory:") as saver:
+        assert saver.walck is None
+    async with aiosqlite.connect(str(tmp_path / "g.db"), isolation_level=None) as conn:
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        assert saver.walck is None and saver.executor.on_commit is None
+
+
+async def test_a_failing_on_commit_never_fails_an_async_put(tmp_path) -> None:
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "f.db")) as saver:
+
+        def boom(changes: int) -> None:
+            raise RuntimeError("walck broke")
+
+        saver.executor.on_commit = boom
+        out = await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert (await saver.aget_tuple(out)) is not None

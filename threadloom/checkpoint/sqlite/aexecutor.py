@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -47,6 +47,8 @@ class AsyncSqliteExecutor:
         self.strict: str | None = None  # FULL/EXTRA: its PRAGMA (sqlite/durability.py)
         self._wlazy = False  # a write transaction whose BEGIN waits for its first op
         self._relaxed: str | None = None  # relaxed: the PRAGMA restoring the level
+        # after each own write COMMIT, with total_changes (sqlite/walck.py)
+        self.on_commit: Callable[[int], None] | None = None
 
     def forget_cached(self) -> None:
         """Forget the memo (``StorageSaver.forget_cached``)."""
@@ -119,6 +121,8 @@ class AsyncSqliteExecutor:
                         self._lazy = self._wlazy = False
                     else:
                         await self._control(commit)
+                        if own and write and self.on_commit is not None:
+                            self._committed()
                 except BaseException:
                     self.memo.end(False, 0)
                     if own and self.conn.in_transaction:  # left open (see the sync twin)
@@ -129,6 +133,14 @@ class AsyncSqliteExecutor:
                 if self._relaxed:
                     await self._restore()
             self.memo.end(True, self.conn.total_changes)
+
+    def _committed(self) -> None:
+        """Tell ``on_commit`` (background WAL checkpoints, an optimisation): a
+        committed write must not raise because of it."""
+        try:
+            self.on_commit(self.conn.total_changes)  # type: ignore[misc]
+        except Exception:
+            pass
 
     async def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (see the sync twin)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +13,7 @@ import aiosqlite
 from threadloom.checkpoint.sqlite.aexecutor import AsyncSqliteExecutor
 from threadloom.checkpoint.sqlite.executor import Tracer
 from threadloom.checkpoint.sqlite.saver import pragmas
+from threadloom.checkpoint.sqlite.walck import WalCheckpointer
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
@@ -51,6 +53,7 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         self._owns = False
         self.is_setup = False
         self._setup_lock = asyncio.Lock()
+        self.walck: WalCheckpointer | None = None  # own WAL files (sqlite/walck.py)
 
     @classmethod
     @asynccontextmanager
@@ -64,6 +67,7 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         saver._owns = True
         try:
             await saver.setup()
+            await saver._background_checkpoints()
             yield saver
         finally:
             await saver.aclose()
@@ -77,13 +81,35 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
                 await self.executor.setup(bool(row and row[2]), self._pragmas)
                 self.is_setup = True
 
+    async def _background_checkpoints(self) -> None:
+        """WAL checkpoints on a thread of their own, as the sync saver's: only on
+        a WAL file this saver opened (sqlite/walck.py)."""
+        try:
+            async with self.conn.execute("PRAGMA journal_mode") as cur:
+                mode = (await cur.fetchone())[0]
+            async with self.conn.execute("PRAGMA database_list") as cur:
+                path = (await cur.fetchone())[2]
+        except sqlite3.DatabaseError:
+            return
+        if str(mode).lower() == "wal" and path:
+            self.walck = WalCheckpointer(path)
+            self.executor.on_commit = self.walck.committed
+
     async def aclose(self) -> None:
-        if self._owns:
-            self._owns = False
-            await self.conn.close()
+        """Stop background checkpoints (off the loop: it waits for a running
+        one); close the connection if the saver opened it, even when that failed."""
+        try:
+            if self.walck is not None:
+                self.executor.on_commit = None
+                walck, self.walck = self.walck, None
+                await asyncio.to_thread(walck.close)
+        finally:
+            if self._owns:
+                self._owns = False
+                await self.conn.close()
 
     def close(self) -> None:
-        if self._owns:
+        if self._owns or self.walck is not None:
             self._bridge(self.aclose())
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
