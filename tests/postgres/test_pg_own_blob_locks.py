@@ -180,3 +180,68 @@ def test_a_put_and_put_writes_store_and_read_back(pg_url: str, fresh_schema: str
         assert got is not None
         assert got.checkpoint["channel_values"] == {"a": "s" * 900, "b": "t" * 900}
         assert got.pending_writes == [("task", "a", "t" + "w" * 900)]
+
+
+def _count_versions(saver: PostgresSaver, admin: Any) -> tuple[int, int]:
+    """(inserts, updates) of the count table so far (the saver's backend
+    flushes its statistics first)."""
+    saver.connector.conn.execute("SELECT pg_stat_force_next_flush()")
+    saver.connector.conn.execute("SELECT 1")
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    row = admin.execute(
+        "SELECT n_tup_ins, n_tup_upd FROM pg_stat_user_tables"
+        " WHERE schemaname = %s AND relname = 'checkpoint_blob_refs'",
+        (saver.sql.schema,),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _counts(saver: PostgresSaver, admin: Any) -> list[int]:
+    rows = admin.execute(f"SELECT refs FROM {saver.sql.counts} ORDER BY refs").fetchall()
+    return [n for (n,) in rows]
+
+
+def test_a_put_creates_its_new_blobs_count_rows_at_their_final_count(
+    pg_url: str, fresh_schema: str
+) -> None:
+    """A new blob's count row is inserted holding the put's refs (one row
+    version, no update); a sent blob that existed already (another thread's)
+    gets its count added by the refs insert as before."""
+    with (
+        PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as s,
+        psycopg.connect(pg_url, autocommit=True) as admin,
+    ):
+        s.setup()
+        values = {"a": "x" * 900 + "one", "b": "x" * 900 + "one", "c": "y" * 900 + "two"}
+        c = {
+            "v": 1,
+            "id": str(uuid.uuid1()),
+            "ts": "2026-01-01T00:00:00+00:00",
+            "channel_values": values,
+            "channel_versions": dict.fromkeys(values, "1"),
+            "versions_seen": {},
+        }
+        base = _count_versions(s, admin)
+        s.put(
+            {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, c, {}, c["channel_versions"]
+        )
+        ins, upd = (a - b for a, b in zip(_count_versions(s, admin), base))
+        assert (ins, upd) == (2, 0)  # "one" held twice, inserted at 2
+        with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as other:  # sends "two"
+            c2 = {
+                **c,
+                "id": str(uuid.uuid1()),
+                "channel_values": {"c": values["c"]},
+                "channel_versions": {"c": "1"},
+            }
+            other.put({"configurable": {"thread_id": "u", "checkpoint_ns": ""}}, c2, {}, {"c": "1"})
+        assert _counts(s, admin) == [2, 2]  # "one" twice in t, "two" in t and u
+        got = other_read(pg_url, fresh_schema, "u")
+        assert got == {"c": values["c"]}
+
+
+def other_read(url: str, schema: str, thread: str) -> dict[str, Any]:
+    with PostgresSaver.from_conn_string(url, schema=schema) as fresh:
+        got = fresh.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        assert got is not None
+        return got.checkpoint["channel_values"]

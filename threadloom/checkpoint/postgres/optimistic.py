@@ -25,6 +25,7 @@ check that must see the thread as the lock leaves it runs in a later statement.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
 from hashlib import blake2b
@@ -200,7 +201,9 @@ def _insert_writes(sql: SQL) -> str:
     )
 
 
-def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
+def insert_blobs(
+    blobs: tuple[ops.BlobRow, ...], sql: SQL, holds: dict[bytes, int] | None = None
+) -> list[Stmt]:
     """Insert the blobs that are new with their count rows, then count each new
     manifest's hold on its children (its segments): the flow cannot, not
     knowing which were new.
@@ -213,23 +216,47 @@ def insert_blobs(blobs: tuple[ops.BlobRow, ...], sql: SQL) -> list[Stmt]:
     The insert leaves the new manifests' children in a transaction-local
     setting; the count statement, with a snapshot of its own, locks the
     children's blob rows (hash order) and adds to the count rows there are
-    (children with none are ignored, as an adjustment ignores them)."""
+    (children with none are ignored, as an adjustment ignores them).
+
+    ``holds`` (a put's): how many times its refs hold each hash. A count row
+    this insert creates starts at that number instead of 0 and its id is left
+    in :data:`NEW_COUNTS`, so the refs insert (which must insert every ref, or
+    the transaction is refused) does not add it again: one row version per new
+    blob instead of an insert and an update."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
-    head = sql.insert_blobs.split("ON CONFLICT")[0]
-    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
-            ), cnt AS (
-                INSERT INTO {sql.counts} (id) SELECT id FROM ins ON CONFLICT (id) DO NOTHING
-            )"""
     rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
+    head = sql.insert_blobs.split("ON CONFLICT")[0]
+    count = f"INSERT INTO {sql.counts} (id) SELECT id FROM ins ON CONFLICT (id) DO NOTHING"
+    tail = "SELECT 1"
+    if holds is not None:
+        count = (
+            f"INSERT INTO {sql.counts} (id, refs) SELECT ins.id, coalesce(k.n, 0) FROM ins"
+            " LEFT JOIN unnest(%s::bytea[], %s::bigint[]) AS k(h, n) ON k.h = ins.hash"
+            " ON CONFLICT (id) DO NOTHING RETURNING id"
+        )
+        sent = [b.hash for b in unique if b.hash in holds]
+        rows += [sent, [holds[h] for h in sent]]
+        tail = (
+            f"SELECT set_config('{NEW_COUNTS}',"
+            " coalesce((SELECT string_agg(id::text, ',') FROM cnt), ''), true)"
+        )
+    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
+            ), cnt AS ({count})"""
     if not any(b.children for b in unique):
-        return [Stmt(f"{counted} SELECT 1", rows)]
+        return [Stmt(f"{counted} {tail}", rows)]
     keep = (
         f"SELECT set_config('{_KIDS}', coalesce(string_agg(encode(children, 'hex'), ''), ''),"
         " true) FROM ins WHERE children <> ''"
     )
+    if holds is not None:
+        keep = f"SELECT ({tail}), ({keep})"
     return [Stmt(f"{counted} {keep}", rows), Stmt(_count_kids(sql), ())]
+
+
+NEW_COUNTS = "threadloom.new_counts"
+"""The count rows a put's blob insert created at their final count (ids)."""
 
 
 _KIDS = "threadloom.new_kids"
@@ -257,10 +284,16 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     The answer: nothing stale, every ref inserted (a key repeated in the call
     only once, as the pessimistic plan reports it), no new blob to settle
     (their children are counted by the insert)."""
-    batch = insert_blobs(op.blobs, sql)
-    held = sorted(
-        {r.hashes[i : i + HASH_SIZE] for r in op.refs for i in range(0, len(r.hashes), HASH_SIZE)}
-    )
+    flags, seen, holds = [], set(), Counter[bytes]()
+    for ref in op.refs:
+        key = (ref.channel, ref.version)
+        flags.append(key not in seen)
+        if key not in seen:  # a repeated key is inserted (and counted) once
+            h = ref.hashes
+            holds.update(h[i : i + HASH_SIZE] for i in range(0, len(h), HASH_SIZE))
+        seen.add(key)
+    batch = insert_blobs(op.blobs, sql, holds if op.refs else None)
+    held = sorted(holds)
     locking = sorted(set(held) | set(op.needs))
     upsert = None
     if op.row is not None and not locking:  # the base check rides on the row's upsert
@@ -268,15 +301,8 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     check = None if upsert is not None else _check(op, sql, locking)
     if check is not None:
         batch.append(check)
-    flags, seen = [], set()
-    for ref in op.refs:
-        key = (ref.channel, ref.version)
-        flags.append(key not in seen)
-        seen.add(key)
     if op.refs:
-        stmt = sql.insert_refs.replace(
-            "SELECT channel, version FROM ins", f"SELECT {refuse_unless('count(*) = %s')} FROM ins"
-        )
+        stmt = _text(("refs", sql.insert_refs, bool(op.blobs)), lambda: _refs_text(sql, op))
         params = (*columns(map(packed_ref, op.refs), 10), held, len(seen))
         batch.append(Stmt(stmt, params))
     if upsert is not None:
@@ -297,6 +323,22 @@ def _lock_others(sql: SQL) -> str:
         f" l AS (SELECT hash FROM {sql.blobs}"
         " WHERE hash = ANY(ARRAY(SELECT hash FROM a WHERE NOT mine)) ORDER BY hash FOR UPDATE) "
     )
+
+
+def _refs_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
+    """The refs insert, failing unless it inserted every ref; after a blob
+    insert it adds no count to the rows that insert created (:data:`NEW_COUNTS`)."""
+    stmt = sql.insert_refs.replace(
+        "SELECT channel, version FROM ins", f"SELECT {refuse_unless('count(*) = %s')} FROM ins"
+    )
+    if op.blobs:
+        bound = "b.hash = ANY(%s::bytea[])"
+        stmt = stmt.replace(
+            bound,
+            f"{bound} AND c.id <> ALL(string_to_array("
+            f"coalesce(current_setting('{NEW_COUNTS}', true), ''), ',')::bigint[])",
+        )
+    return stmt
 
 
 def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
