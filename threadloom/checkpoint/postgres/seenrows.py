@@ -12,7 +12,7 @@ Ref rows are deleted only in the transaction that deletes every checkpoint
 row holding them. So if, in the snapshot of the refs lookup, the rows the read
 found are all still there, every ref they hold is there too; if one is gone,
 the read tore. The executor remembers the checkpoint rows a read transaction
-found (:func:`remember`); the refs statement of that transaction then returns
+found (:func:`watched`); the refs statement of that transaction then returns
 one extra marker row (``thread_id`` NULL) when any of them is gone, and
 :func:`refs_or_torn` raises :class:`~threadloom.errors.CorruptBlobError`, which
 the driver answers by re-running the read in one snapshot (storage/drive.py).
@@ -32,7 +32,7 @@ from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import RefRow
 from threadloom.errors import CorruptBlobError
 
-__all__ = ["checked_refs", "remember", "watched"]
+__all__ = ["checked_refs", "seen_ids", "watched"]
 
 ROW_OPS = (ops.GetCheckpoint, ops.ListCheckpoints)
 Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
@@ -42,9 +42,10 @@ _NULLS = ", ".join(["NULL"] * len(SQL.REF_COLS.split(",")))
 def watched(tx: Tx, op: ops.Op, sql: SQL, prepare: Callable[[ops.Op], Plan]) -> Plan:
     """``op``'s statements and decoder in a read transaction whose statements
     do not share one snapshot: a row lookup's decoder remembers the rows it
-    found, a refs lookup checks that they are still there."""
+    found (a list append: a warm re-read never looks refs up), a refs lookup
+    checks that those of its thread are still there."""
     if type(op) is ops.LoadRefs and op.keys and tx.seen:
-        ids = tx.seen.get((op.thread_id, op.checkpoint_ns))
+        ids = seen_ids(tx.seen, op.thread_id, op.checkpoint_ns)
         if ids:
             return checked_refs(op, sql, ids)
     batch, decode = prepare(op)
@@ -53,23 +54,24 @@ def watched(tx: Tx, op: ops.Op, sql: SQL, prepare: Callable[[ops.Op], Plan]) -> 
 
     def remembering(results: list[Any]) -> Any:
         found = decode(results)
-        remember(tx, op, found)
+        if found:
+            if tx.seen is None:
+                tx.seen = []
+            tx.seen.append(found)
         return found
 
     return batch, remembering
 
 
-def remember(tx: Tx, op: ops.Op, result: Any) -> None:
-    """Keep the ids of the checkpoint rows a row lookup of ``tx`` found, by
-    (thread, namespace)."""
-    rows = (result,) if type(op) is ops.GetCheckpoint else result
-    if not rows or rows[0] is None:
-        return
-    seen = tx.seen
-    if seen is None:
-        seen = tx.seen = {}
-    for row in rows:
-        seen.setdefault((row.thread_id, row.checkpoint_ns), set()).add(row.checkpoint_id)
+def seen_ids(seen: list[Any], thread_id: str, ns: str) -> set[str]:
+    """The ids of the checkpoint rows of (thread, namespace) found so far
+    (``seen``: what each row lookup returned, a row or a list of rows)."""
+    ids = set()
+    for found in seen:
+        for row in found if type(found) is list else (found,):
+            if row.thread_id == thread_id and row.checkpoint_ns == ns:
+                ids.add(row.checkpoint_id)
+    return ids
 
 
 def checked_refs(op: ops.LoadRefs, sql: SQL, ids: set[str]) -> Plan:

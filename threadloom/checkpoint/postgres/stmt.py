@@ -41,4 +41,4 @@ class Tx:
     pending: Any = None  # an optimistic read whose validation is not queued yet
     snapshot: bool = False  # a read re-run after it tore: one REPEATABLE READ snapshot
     generic: bool = False  # generic plans asked for (see generic.py)
-    seen: Any = None  # checkpoint ids a torn-prone read found, by (thread, ns): seenrows.py
+    seen: Any = None  # checkpoint rows a torn-prone read found (seenrows.py)
