@@ -83,7 +83,7 @@ def test_long_append_chain_reads_back_at_every_version(kind) -> None:
     stats = saver.stats("t")
     assert stats["bytes_stored"] < stats["bytes_logical"] / 5
     if kind == "memory":
-        tags = {entry[0].tag for entry in saver.executor.blobs.values()}
+        tags = {blob.tag for blob in saver.executor.blobs.values()}
     else:
         tags = {r[0] for r in saver.conn.execute("SELECT DISTINCT tag FROM tl_blobs")}
     assert {"threadloom.manifest", "threadloom.manifest2"} <= tags  # both manifest levels used

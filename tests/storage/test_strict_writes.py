@@ -42,7 +42,7 @@ def _checkpoint(saver: InMemorySaver, thread: str = "t") -> dict[str, Any]:
 def _store(saver: InMemorySaver) -> tuple[Any, Any]:
     ex = saver.executor
     writes = {k: dict(v) for k, v in ex.writes.items()}
-    return writes, {h: (e[0], e[1]) for h, e in ex.blobs.items()}
+    return writes, {h: (b, ex.counts[h]) for h, b in ex.blobs.items()}
 
 
 def test_first_put_writes_is_one_strict_save() -> None:
@@ -52,7 +52,7 @@ def test_first_put_writes_is_one_strict_save() -> None:
     saver.put_writes(config, [("a", BIG), ("b", 1), ("c", BIG)], "task", "~p")
     assert [type(op) for op in seen] == [ops.SaveWrites]
     assert seen[0].strict and seen[0].add_refs and seen[0].expected == (None,)
-    ((blob, refs),) = [(e[0], e[1]) for e in saver.executor.blobs.values()]
+    ((blob, refs),) = [(b, saver.executor.counts[h]) for h, b in saver.executor.blobs.items()]
     assert refs == 2  # one reference per occurrence in the row
     seen.clear()
     saver.put_writes(config, [(ERROR, "boom")], "task", "~p")  # known row: read, merge
@@ -72,7 +72,7 @@ def test_row_written_elsewhere_is_merged_not_replaced() -> None:
     got = first.get_tuple(config)
     assert [(c, v) for _, c, v in got.pending_writes] == [("a", BIG), ("b", 2)]
     first.delete_thread("t")
-    assert first.executor.blobs == {} and first.executor.writes == {}
+    assert first.executor.blobs == {} == first.executor.counts and first.executor.writes == {}
 
 
 writes_lists = st.lists(

@@ -5,7 +5,9 @@ Layout (all keyed by strings/bytes, values are immutable rows):
 ``order[(thread, ns)]`` its ids sorted (latest last: ``list`` bisects instead
 of sorting the thread per call),
 ``refs[(thread, ns)][(channel, version)] -> RefRow``,
-``blobs[hash] -> [BlobRow, refs]``,
+``blobs[hash] -> BlobRow`` with ``counts[hash] -> refs`` (two flat dicts, not a
+``[row, refs]`` pair per blob: nothing per stored blob for the garbage
+collector to walk),
 ``writes[(thread, ns, checkpoint_id)][task_id] -> WriteRow``.
 One re-entrant lock makes every flow atomic.
 """
@@ -35,7 +37,8 @@ class MemoryExecutor:
         self.checkpoints: dict[tuple[str, str], dict[str, o.CheckpointRow]] = {}
         self.order: dict[tuple[str, str], list[str]] = {}
         self.refs: dict[tuple[str, str], dict[tuple[str, str], o.RefRow]] = {}
-        self.blobs: dict[bytes, list[Any]] = {}
+        self.blobs: dict[bytes, o.BlobRow] = {}
+        self.counts: dict[bytes, int] = {}  # blob hash -> references held
         self.writes: dict[tuple[str, str, str], dict[str, o.WriteRow]] = {}
         self._dispatch = {
             o.GetCheckpoint: self._get,
@@ -164,8 +167,9 @@ class MemoryExecutor:
     def _load_blobs(self, op: o.LoadBlobs) -> dict[bytes, o.BlobRow]:
         blobs = self.blobs
         if op.refcounts:
-            return {h: (blobs[h][0], blobs[h][1]) for h in op.hashes if h in blobs}
-        return {h: blobs[h][0] for h in op.hashes if h in blobs}
+            counts = self.counts
+            return {h: (blobs[h], counts[h]) for h in op.hashes if h in blobs}
+        return {h: blobs[h] for h in op.hashes if h in blobs}
 
     def _load_writes(self, op: o.LoadWrites) -> list[o.WriteRow]:
         if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
@@ -188,7 +192,7 @@ class MemoryExecutor:
     # -- writes -----------------------------------------------------------------
 
     def _save(self, op: o.SaveCheckpoint) -> o.SaveResult:
-        blobs = self.blobs
+        blobs, counts = self.blobs, self.counts
         if op.base is not None and op.row is not None:
             rows = self.checkpoints.get((op.row.thread_id, op.row.checkpoint_ns)) or {}
             if op.base not in rows:
@@ -200,7 +204,8 @@ class MemoryExecutor:
         for blob in op.blobs:
             h = blob.hash
             if h not in blobs:
-                blobs[h] = [blob, 0]
+                blobs[h] = blob
+                counts[h] = 0
                 new.append(h)
         inserted = []
         thread_id = ns = None
@@ -217,14 +222,13 @@ class MemoryExecutor:
             table[key] = ref
             inserted.append(True)
             hashes = ref.hashes
-            entry = blobs.get(hashes)  # a whole value: one hash
-            if entry is not None:
-                entry[1] += 1
+            if hashes in counts:  # a whole value: one hash
+                counts[hashes] += 1
             elif len(hashes) > size:
                 for i in range(0, len(hashes), size):
-                    entry = blobs.get(hashes[i : i + size])
-                    if entry is not None:
-                        entry[1] += 1
+                    h = hashes[i : i + size]
+                    if h in counts:
+                        counts[h] += 1
         if op.row is not None:
             self._put_row(op.row)
         return o.SaveResult(frozenset(new), tuple(inserted))
@@ -241,7 +245,7 @@ class MemoryExecutor:
         rows[cid] = row
 
     def _save_writes(self, op: o.SaveWrites) -> frozenset[bytes] | None:
-        writes, blobs = self.writes, self.blobs
+        writes, blobs, counts = self.writes, self.blobs, self.counts
         if op.strict and op.expected is not None:  # the flow did not read: check
             for w, old in zip(op.rows, op.expected):
                 rows = writes.get((w.thread_id, w.checkpoint_ns, w.checkpoint_id))
@@ -252,7 +256,8 @@ class MemoryExecutor:
         for blob in op.blobs:
             h = blob.hash
             if h not in blobs:
-                blobs[h] = [blob, 0]
+                blobs[h] = blob
+                counts[h] = 0
                 new.append(h)
         size = o.HASH_SIZE
         for w in op.rows:
@@ -260,9 +265,9 @@ class MemoryExecutor:
             if op.add_refs:
                 hashes = w.hashes
                 for i in range(0, len(hashes), size):
-                    entry = blobs.get(hashes[i : i + size])
-                    if entry is not None:
-                        entry[1] += 1
+                    h = hashes[i : i + size]
+                    if h in counts:
+                        counts[h] += 1
         return frozenset(new)
 
     def _insert(self, op: o.InsertRows) -> None:
@@ -278,18 +283,17 @@ class MemoryExecutor:
             ] = w
 
     def _adjust(self, op: o.AdjustRefcounts) -> None:
+        counts = self.counts
         for h, delta in op.deltas:
-            entry = self.blobs.get(h)
-            if entry is not None:
-                entry[1] += delta
+            if h in counts:
+                counts[h] += delta
 
     def _drop(self, op: o.DropUnreferenced) -> list[o.BlobRow]:
-        dropped = []
+        dropped, counts = [], self.counts
         for h in op.hashes:
-            entry = self.blobs.get(h)
-            if entry is not None and entry[1] <= 0:
-                del self.blobs[h]
-                dropped.append(entry[0])
+            if h in counts and counts[h] <= 0:
+                del counts[h]
+                dropped.append(self.blobs.pop(h))
         return dropped
 
     def _delete_checkpoints(self, op: o.DeleteCheckpoints) -> int:
@@ -360,20 +364,20 @@ class MemoryExecutor:
             checkpoint_bytes=sum(len(r.data) + len(r.metadata) for r in cps),
             write_bytes=sum(len(w.data) for w in ws),
             inline_bytes=sum(len(r.data) for r in refs if r.kind == o.KIND_INLINE),
-            blob_bytes=sum(len(self.blobs[h][0].data) for h in held if h in self.blobs),
+            blob_bytes=sum(len(self.blobs[h].data) for h in held if h in self.blobs),
             logical_bytes=sum(r.logical for r in refs),
             per_channel={k: (v[0], v[1], v[2]) for k, v in per_channel.items()},
             threads_bytes=dict(per_thread.most_common(op.top)),
         )
 
 
-def _close(held: set[bytes], blobs: dict[bytes, list[Any]]) -> None:
+def _close(held: set[bytes], blobs: dict[bytes, o.BlobRow]) -> None:
     """Add the children (manifest segments, nested manifests) of held blobs."""
     todo = list(held)
     while todo:
-        entry = blobs.get(todo.pop())
-        if entry is not None and entry[0].children:
-            ch = entry[0].children
+        blob = blobs.get(todo.pop())
+        if blob is not None and blob.children:
+            ch = blob.children
             for child in (ch[i : i + o.HASH_SIZE] for i in range(0, len(ch), o.HASH_SIZE)):
                 if child not in held:
                     held.add(child)
