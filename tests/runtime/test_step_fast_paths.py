@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from threadloom.channels.base import MISSING
 from threadloom.channels.binop import BinaryOperatorAggregate
 from threadloom.channels.ephemeral_value import EphemeralValue
 from threadloom.channels.last_value import LastValue, LastValueAfterFinish
@@ -68,7 +69,14 @@ def _task(name: str, writes: list, triggers: tuple, path: tuple) -> SimpleNamesp
 
 STEPS = [
     [_task("__start__", [("count", 1), ("branch:to:a", None)], ("__start__",), (PULL, "s"))],
-    [_task("a", [("total", 2), ("branch:to:b", None), ("late", 5)], ("branch:to:a",), (PULL, "a"))],
+    [
+        _task(
+            "a",
+            [("total", 2), ("branch:to:b", None), ("late", 5), ("__pregel_tasks", "send")],
+            ("branch:to:a",),
+            (PULL, "a"),
+        )
+    ],
     [_task("b", [("total", 3)], ("branch:to:b",), (PULL, "b"))],  # the last: finish() runs
 ]
 
@@ -93,15 +101,18 @@ def test_apply_writes_with_kept_end_channels_matches_without() -> None:
     # the run really cleared ephemeral channels and finished the after-finish one
     assert kept[-1][2]["late"] == (5, True)
     assert "branch:to:b" in kept[-1][1]
+    assert kept[1][2]["__pregel_tasks"] == ["send"]  # a Topic, cleared by the next step
+    assert kept[2][2]["__pregel_tasks"] == []
+    assert kept[2][1]["__pregel_tasks"] != kept[1][1]["__pregel_tasks"]
 
 
 def test_end_of_step_channels_skips_noop_kinds() -> None:
     end = end_of_step_channels(_channels())
-    assert [k for k, _ in end.clearable] == [
-        "__start__",
-        "branch:to:a",
-        "branch:to:b",
-        "__pregel_tasks",
+    assert [(k, plain) for k, _, plain in end.clearable] == [
+        ("__start__", True),
+        ("branch:to:a", True),
+        ("branch:to:b", True),
+        ("__pregel_tasks", False),  # a Topic: asked through is_available()
     ]
     assert [k for k, _ in end.finishable] == ["late"]
 
@@ -129,3 +140,42 @@ def test_pool_spawn_runs_the_job_and_survives_its_error(caplog) -> None:
         while not logged() and time.monotonic() < deadline:
             time.sleep(0.01)
     assert logged()
+
+
+class _Doubled(LastValue):
+    """A LastValue subclass storing something else: must not be read as its value."""
+
+    __slots__ = ()
+
+    def checkpoint(self) -> object:
+        return MISSING if self.value is MISSING else self.value * 2
+
+
+def test_checkpoint_values_match_create_checkpoint() -> None:
+    from threadloom.checkpoint.base import create_checkpoint
+    from threadloom.pregel.checkpoint import checkpoint_values, stored_channels
+
+    chans = _channels()
+    chans["doubled"] = _Doubled(int)
+    chans["unversioned"] = LastValue(int)
+    chans["count"].update([3])
+    chans["doubled"].update([4])
+    chans["unversioned"].update([9])
+    chans["branch:to:a"].update([None])
+    chans["late"].update([7])
+    chans["total"].update([5])
+    chans["__pregel_tasks"].update(["s1", "s2"])
+    versions = {k: "1" for k in chans if k not in ("unversioned", "branch:to:b")}
+    versions["branch:to:b"] = "1"  # versioned but empty: skipped
+    checkpoint = {"id": "x", "channel_versions": versions, "versions_seen": {}}
+    general = create_checkpoint(checkpoint, chans, 1)["channel_values"]
+    stored = stored_channels(chans)
+    fast = checkpoint_values(stored, versions)
+    assert fast == general
+    assert list(fast) == list(general)  # same order
+    assert fast["doubled"] == 8 and "unversioned" not in fast and "branch:to:b" not in fast
+    plain = {k for k, _, p in stored if p}
+    assert plain == {"count", "__start__", "branch:to:a", "branch:to:b", "unversioned"}
+    given = create_checkpoint(checkpoint, None, 1, values=fast)
+    assert given["channel_values"] is fast
+    assert MISSING not in fast.values()

@@ -146,13 +146,19 @@ def create_checkpoint(
     *,
     id: str | None = None,
     updated_channels: list[str] | None = None,
+    values: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """A new checkpoint from ``checkpoint``'s versions and the channels' current values.
 
     ``channels=None`` keeps ``checkpoint``'s values (used when only ids move on).
     Only channels that have a version are stored; empty channels are skipped.
+    ``values``: those values, already read by the caller (the runtime reads them
+    through a per-run plan, ``pregel.checkpoint.checkpoint_values``); ``channels``
+    is then not read.
     """
-    if channels is None:
+    if values is not None:
+        pass
+    elif channels is None:
         values = checkpoint["channel_values"]
     else:
         values = {}

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.channels.ephemeral_value import EphemeralValue
+from threadloom.channels.last_value import LastValue
 from threadloom.checkpoint.base import (
     Checkpoint,
     copy_checkpoint,
@@ -17,15 +19,20 @@ from threadloom.checkpoint.base import (
     empty_checkpoint,
 )
 from threadloom.constants import TASKS
+from threadloom.errors import EmptyChannelError
 
 __all__ = [
     "channels_from_checkpoint",
+    "checkpoint_values",
     "copy_checkpoint",
     "create_checkpoint",
     "empty_checkpoint",
     "get_new_channel_versions",
     "migrate_checkpoint",
+    "stored_channels",
 ]
+
+_VALUE_CHECKPOINTS = (LastValue.checkpoint, EphemeralValue.checkpoint)
 
 
 def channels_from_checkpoint(
@@ -39,6 +46,33 @@ def channels_from_checkpoint(
         channel.key = name
         channels[name] = channel
     return channels
+
+
+def stored_channels(channels: Mapping[str, BaseChannel]) -> list[tuple[str, BaseChannel, bool]]:
+    """``channels`` in order, each with whether its ``checkpoint()`` is just its ``value``
+    (``LastValue``, ``EphemeralValue``; not a subclass overriding it): a run reads
+    those inline when it saves, instead of a call per channel per step."""
+    return [(k, c, type(c).checkpoint in _VALUE_CHECKPOINTS) for k, c in channels.items()]
+
+
+def checkpoint_values(
+    stored: list[tuple[str, BaseChannel, bool]], versions: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What ``create_checkpoint`` stores for these channels: the value of each channel
+    that has a version and is not empty, in channel order."""
+    values: dict[str, Any] = {}
+    for name, channel, plain in stored:
+        if name in versions:
+            if plain:
+                value = channel.value  # type: ignore[attr-defined]
+            else:
+                try:
+                    value = channel.checkpoint()
+                except EmptyChannelError:
+                    continue
+            if value is not MISSING:
+                values[name] = value
+    return values
 
 
 def get_new_channel_versions(

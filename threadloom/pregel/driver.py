@@ -191,10 +191,7 @@ class _SyncRun:
         timeout = loop.graph.step_timeout
         deadline = time.monotonic() + timeout if timeout else None
         if todo:
-            persister = self.opts.persister
-            if persister is not None and persister.holding and any(t.name != START for t in todo):
-                persister.send_held()  # the input rides only with a START-only step
-            save()  # writes from before the tasks (cache hits, a resume): saved first
+            self._before_tasks(todo)
         if len(todo) == 1 and deadline is None:
             exc = run_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
@@ -223,6 +220,33 @@ class _SyncRun:
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
         raise_step_errors(results)
+
+    def _before_tasks(self, todo: list[Any]) -> None:
+        persister = self.opts.persister
+        if persister is not None:
+            if persister.holding and any(t.name != START for t in todo):
+                persister.send_held()  # the input rides only with a START-only step
+            persister.save_writes()  # writes from before the tasks (cache hits, a resume)
+
+    def run_lone(self) -> bool:
+        """``run_step`` for the usual step, one task to run and no step timeout: run
+        inline without a generator; False (nothing done) for any other step."""
+        loop = self.loop
+        if loop.graph.step_timeout:
+            return False
+        lone = None
+        for task in loop.tasks.values():
+            if not task.writes:
+                if lone is not None:
+                    return False
+                lone = task
+        if lone is None:
+            return False
+        self._before_tasks([lone])
+        exc = run_task(make_scope(loop, lone))
+        loop.commit(lone, exc)
+        raise_step_errors([(lone, exc)])
+        return True
 
     def _submit(self, task: Any) -> None:
         scope = make_scope(self.loop, task)
@@ -275,9 +299,12 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
             if boundary is not None:  # a leased run another run asked to stop
                 # exact unless the input checkpoint (and its fence) is still held
                 boundary(opts.durability == "sync" and not opts.persister.holding)
-            cache_lookup(loop)
-            yield from run.run_step()
-            cache_store(loop)
+            if opts.cache is not None:
+                cache_lookup(loop)
+            if not run.run_lone():
+                yield from run.run_step()
+            if opts.cache is not None:
+                cache_store(loop)
             loop.after_tick()
             yield from run.drain()
     except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more

@@ -35,8 +35,10 @@ from threadloom.constants import (
 from threadloom.errors import GraphBubbleUp, GraphInterrupt
 from threadloom.pregel.checkpoint import (
     channels_from_checkpoint,
+    checkpoint_values,
     get_new_channel_versions,
     migrate_checkpoint,
+    stored_channels,
 )
 from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
@@ -127,6 +129,7 @@ class Loop:
         self.pending_writes = pending
         self.channels = channels_from_checkpoint(self.graph.channels, checkpoint)
         self.end_channels = end_of_step_channels(self.channels)
+        self.stored = stored_channels(self.channels)
         self.step = metadata["step"] + 1
         self.stop = self.step + o.run.recursion_limit + 1
         self.previous_versions = dict(checkpoint["channel_versions"])
@@ -333,12 +336,16 @@ class Loop:
         do_checkpoint = o.persister is not None and (exiting or o.durability != "exit")
         updated = sorted(self.updated_channels) if self.updated_channels is not None else None
         if do_checkpoint or exiting:
+            ck = self.checkpoint
             self.checkpoint = create_checkpoint(
-                self.checkpoint,
-                self.channels if do_checkpoint else None,
+                ck,
+                None,
                 self.step,
-                id=self.checkpoint["id"] if exiting else None,
+                id=ck["id"] if exiting else None,
                 updated_channels=updated,
+                values=checkpoint_values(self.stored, ck["channel_versions"])
+                if do_checkpoint
+                else None,
             )
         else:  # nothing is stored: only the id moves on (task ids hash it)
             self.checkpoint = {

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from threadloom.channels.base import BaseChannel
+from threadloom.channels.base import MISSING, BaseChannel, ValueChannel
 from threadloom.constants import (
     ERROR,
     ERROR_SOURCE_NODE,
@@ -52,9 +52,11 @@ def increment(current: int | None, channel: Any = None) -> int:
 
 class EndChannels(NamedTuple):
     """The channels the end of a step must visit: the others' ``update([])`` /
-    ``finish()`` never change anything (``empty_update_is_noop``, ``finish_is_noop``)."""
+    ``finish()`` never change anything (``empty_update_is_noop``, ``finish_is_noop``).
+    ``clearable`` entries say whether the channel is available iff its ``value`` is
+    not MISSING (``ValueChannel``'s rule: read inline, no call per channel per step)."""
 
-    clearable: list[tuple[str, BaseChannel]]
+    clearable: list[tuple[str, BaseChannel, bool]]
     finishable: list[tuple[str, BaseChannel]]
 
 
@@ -62,7 +64,11 @@ def end_of_step_channels(channels: Mapping[str, BaseChannel]) -> EndChannels:
     """Which of ``channels`` the end of a step visits, in ``channels`` order."""
     items = list(channels.items())
     return EndChannels(
-        [(k, c) for k, c in items if not c.empty_update_is_noop],
+        [
+            (k, c, type(c).is_available is ValueChannel.is_available)
+            for k, c in items
+            if not c.empty_update_is_noop
+        ],
         [(k, c) for k, c in items if not c.finish_is_noop],
     )
 
@@ -162,8 +168,10 @@ def _end_of_step(
 ) -> None:
     """Tell unwritten channels a step passed (``update([])``), and ``finish()`` them
     all when nothing updated can trigger another node."""
-    for chan, channel in channels.clearable:
-        if chan in updated or not channel.is_available():
+    for chan, channel, plain in channels.clearable:
+        if (channel.value is MISSING) if plain else not channel.is_available():
+            continue
+        if chan in updated:
             continue
         if channel.update(()) and next_version is not None:
             versions[chan] = next_version
