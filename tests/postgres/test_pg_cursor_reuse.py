@@ -7,7 +7,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from threadloom.checkpoint.base import empty_checkpoint
+from tests.postgres.steps import count_parent, count_steps
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres import connection as pgconn
 
@@ -19,8 +19,7 @@ def test_a_step_sends_its_batches_through_one_cursor(
 ) -> None:
     with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
         saver.setup()
-        parent = {"configurable": {"thread_id": "cursors", "checkpoint_ns": ""}}
-        parent = saver.put(parent, empty_checkpoint(), {"step": -1}, {})
+        parent = count_parent(saver, "cursors")
         batches: list[int] = []
         cursors: list[Any] = []
         send, make = pgconn.PgConnector._send, psycopg.Connection.cursor
@@ -35,12 +34,7 @@ def test_a_step_sends_its_batches_through_one_cursor(
 
         monkeypatch.setattr(pgconn.PgConnector, "_send", staticmethod(counting_send))
         monkeypatch.setattr(psycopg.Connection, "cursor", counting_cursor)
-        for i in range(3):
-            cp = empty_checkpoint()
-            cp["channel_values"] = {"count": i}
-            cp["channel_versions"] = {"count": str(i + 1)}
-            writes = [(parent, [("count", i + 1)], f"t{i}", "")]
-            parent = saver.put_step(writes, (parent, cp, {"step": i}, {"count": str(i + 1)}))
+        parent = count_steps(saver, parent)
         monkeypatch.undo()
         assert len(batches) >= 6  # (the writes and the checkpoint: batches of their own)
         assert len(cursors) == 3  # one per step's transaction

@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.postgres.steps import count_parent, count_steps
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver, generic
 from threadloom.checkpoint.postgres import connection as pgconn
@@ -153,15 +154,9 @@ async def test_async_prepared_saves_plan_generically(pg_url: str, fresh_schema: 
 def test_small_saves_plan_as_before(prepared, sent) -> None:
     """A step that moves no blob or ref plans too little to pay for the mode."""
     saver, _ = prepared
-    parent = {"configurable": {"thread_id": "small", "checkpoint_ns": ""}}
-    parent = saver.put(parent, empty_checkpoint(), {"step": -1}, {})
+    parent = count_parent(saver, "small")
     sent.clear()
-    for i in range(3):
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"count": i}
-        cp["channel_versions"] = {"count": str(i + 1)}
-        writes = [(parent, [("count", i + 1)], f"t{i}", "")]
-        parent = saver.put_step(writes, (parent, cp, {"step": i}, {"count": str(i + 1)}))
+    parent = count_steps(saver, parent)
     stmts = [s for b in sent for s in b]
     assert len(stmts) >= 6 and PLAN_MODE not in stmts
     assert saver.get_tuple(parent).checkpoint["channel_values"] == {"count": 2}
