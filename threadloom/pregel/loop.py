@@ -3,8 +3,9 @@
 ``Loop`` owns the checkpoint, channels and pending writes of one run of one
 graph. The sync and async drivers (``driver.py``) call, in order:
 ``start(saved)`` -> ``tick()`` -> run tasks, ``commit()`` each -> ``after_tick()``
--> ... -> ``exit(exc)``. Saves are handed to a persister (``persist.py``);
-events to an :class:`~threadloom.pregel.stream.Emitter`.
+-> ... -> ``exit(exc)``. What a save holds and when one is made is ``saving.py``
+(the :class:`~threadloom.pregel.saving.Saving` mixin); saves are handed to a
+persister (``persist.py``), events to an :class:`~threadloom.pregel.stream.Emitter`.
 """
 
 from __future__ import annotations
@@ -14,20 +15,14 @@ from typing import Any
 from uuid import UUID, uuid5
 
 from threadloom.channels.untracked_value import UntrackedValue
-from threadloom.checkpoint.base import (
-    WRITES_IDX_MAP,
-    create_checkpoint,
-    empty_checkpoint,
-)
-from threadloom.checkpoint.ids import next_version, uuid6_str
+from threadloom.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
+from threadloom.checkpoint.ids import next_version
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.constants import (
     ERROR,
     INPUT,
     INTERRUPT,
     NO_WRITES,
-    NS_END,
-    NS_SEP,
     NULL_TASK_ID,
     RESUME,
     TASKS,
@@ -35,17 +30,14 @@ from threadloom.constants import (
 from threadloom.errors import GraphBubbleUp, GraphInterrupt
 from threadloom.pregel.checkpoint import (
     channels_from_checkpoint,
-    checkpoint_values,
-    get_new_channel_versions,
     migrate_checkpoint,
     stored_channels,
 )
 from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
-from threadloom.pregel.io import (
-    read_channels,
-)
+from threadloom.pregel.io import read_channels
 from threadloom.pregel.output import emit_checkpoint, emit_task_writes, emit_values
+from threadloom.pregel.saving import Saving
 from threadloom.pregel.start import start_run
 from threadloom.pregel.tasks import prepare_next_tasks, should_interrupt
 from threadloom.pregel.writes import (
@@ -59,8 +51,6 @@ from threadloom.types import Send
 
 __all__ = ["Loop"]
 
-_NO_NS = object()
-
 
 def _version_fn(saver: Any) -> Any:
     """The saver's ``get_next_version``; ``ids.next_version`` itself when the saver
@@ -73,7 +63,7 @@ def _version_fn(saver: Any) -> Any:
     return fn
 
 
-class Loop:
+class Loop(Saving):
     """One run of one graph: checkpoint + channels + pending writes, step by step."""
 
     def __init__(self, graph: Any, input: Any, opts: Any) -> None:
@@ -256,21 +246,6 @@ class Loop:
             return Send(value.node, {k: v for k, v in value.arg.items() if k not in self.untracked})
         return value
 
-    def _writes_config(self) -> dict[str, Any]:
-        """The config writes are filed under: the current checkpoint's. Built once
-        per checkpoint (a step's tasks all share it; savers only read it)."""
-        cid = self.checkpoint["id"]
-        cached = self._wcfg
-        if cached is not None and cached[0] == cid and cached[1] is self.checkpoint_config:
-            return cached[2]
-        cfg = self.checkpoint_config
-        out = {
-            **cfg,
-            "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns, "checkpoint_id": cid},
-        }
-        self._wcfg = (cid, cfg, out)
-        return out
-
     def emit_values(self, writes: Any) -> None:
         emit_values(self, writes)
 
@@ -303,103 +278,10 @@ class Loop:
         if not self.is_nested:
             self.resuming_flag = None
 
-    # -- checkpoints --------------------------------------------------------------
-
-    def _ends_here(self) -> bool:
-        """Whether the next tick surely plans no task (no Send pending, no node triggered
-        by a channel this step updated): the root run's last save may then release the
-        lease in its transaction. False when unsure (interrupt_after, a nested graph)."""
-        if self.is_nested or self.o.interrupt_after:
-            return False
-        updated, t2n = self.updated_channels, self.graph.trigger_to_nodes
-        if not updated or not t2n:
-            return False
-        sends = self.channels.get(TASKS)
-        if sends is not None and sends.is_available():
-            return False
-        return not any(t2n.get(chan) for chan in updated)
-
-    def put_checkpoint(
-        self,
-        metadata: dict[str, Any],
-        exiting: bool = False,
-        last: bool = False,
-        hold: bool = False,
-    ) -> None:
-        if exiting and self.checkpoint["id"] == self.checkpoint_id_saved:
-            return
-        o = self.o
-        if not exiting:
-            metadata["step"] = self.step
-            metadata["parents"] = dict(o.run.checkpoint_map)
-            self.checkpoint_metadata = metadata
-        do_checkpoint = o.persister is not None and (exiting or o.durability != "exit")
-        updated = sorted(self.updated_channels) if self.updated_channels is not None else None
-        if do_checkpoint or exiting:
-            ck = self.checkpoint
-            self.checkpoint = create_checkpoint(
-                ck,
-                None,
-                self.step,
-                id=ck["id"] if exiting else None,
-                updated_channels=updated,
-                values=checkpoint_values(self.stored, ck["channel_versions"])
-                if do_checkpoint
-                else None,
-            )
-        else:  # nothing is stored: only the id moves on (task ids hash it)
-            self.checkpoint = {
-                **self.checkpoint,
-                "id": uuid6_str(clock_seq=self.step),
-                "updated_channels": updated,
-            }
-        if do_checkpoint:
-            cfg = self.checkpoint_config
-            conf = cfg["configurable"]
-            self.prev_checkpoint_config = cfg if conf.get("checkpoint_id") else None
-            if conf.get("checkpoint_ns", _NO_NS) != self.ns:  # else: set by the last put
-                cfg = {**cfg, "configurable": {**conf, "checkpoint_ns": self.ns}}
-            # The loop changes its checkpoint's versions in place and replaces (never
-            # changes) per-node versions_seen dicts and the values dict: copying the
-            # two top-level version dicts is enough for a snapshot nothing touches.
-            ck = self.checkpoint
-            versions = dict(ck["channel_versions"])  # read-only from here on: shared
-            snapshot = {
-                **ck,
-                "channel_versions": versions,
-                "versions_seen": {**ck["versions_seen"]},
-            }
-            new_versions = get_new_channel_versions(self.previous_versions, versions)
-            self.previous_versions = versions
-            o.persister.put(cfg, snapshot, self.checkpoint_metadata, new_versions, last, hold)
-            self.checkpoint_id_saved = self.checkpoint["id"]
-            self.checkpoint_config = {
-                **cfg,
-                "configurable": {**cfg["configurable"], "checkpoint_id": self.checkpoint["id"]},
-            }
-        if not exiting:
-            self.step += 1
-
     def exit(self, exc: BaseException | None) -> bool:
         """Final saves (durability "exit") and interrupt handling; True to swallow ``exc``."""
         o = self.o
-        if (
-            o.durability == "exit"
-            and o.persister is not None
-            and (
-                not self.is_nested
-                or exc is not None
-                or all(NS_END not in p for p in self.ns.split(NS_SEP))
-            )
-        ):
-            if o.persister.one_transaction:  # writes first: one put_step carries both
-                self._put_pending_writes()
-                # the root's last save may release the lease (a "rollback" stop writes on)
-                last = not self.is_nested and (exc is None or isinstance(exc, GraphInterrupt))
-                self.put_checkpoint(self.checkpoint_metadata, exiting=True, last=last)
-            else:
-                self.put_checkpoint(self.checkpoint_metadata, exiting=True)
-                self._put_pending_writes()
+        self.exit_saves(exc)
         if isinstance(exc, GraphInterrupt) and not self.is_nested:
             if self.pending_writes and any(t.writes for t in self.tasks.values()):
                 updated = apply_writes(
@@ -420,18 +302,6 @@ class Loop:
         if exc is None:
             self.output = read_channels(self.channels, o.output_keys)
         return False
-
-    def _put_pending_writes(self) -> None:
-        if not self.pending_writes:
-            return
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for tid, c, v in self.pending_writes:
-            if tid in self.written_task_ids and c not in self.untracked:
-                by_task.setdefault(tid, []).append((c, v))
-        cfg = self._writes_config()
-        for tid, writes in by_task.items():
-            task = self.tasks.get(tid)
-            self.o.persister.put_writes(cfg, writes, tid, task_path_str(task.path) if task else "")
 
     def input_task_id(self) -> str:
         """Id under which ``update_state(as_node="__input__")`` files its writes."""
