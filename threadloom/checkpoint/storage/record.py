@@ -129,6 +129,7 @@ def _diff(new: dict[str, Any], old: dict[str, Any]) -> tuple[dict[str, Any], lis
 
 
 _MISSING: Any = object()
+_KEPT = (None, None, None)  # no name removed from cv, vs or iv (encode's ``gone``)
 Changes = tuple[dict[str, Any], list[str], dict[str, Any], list[str]]
 
 
@@ -212,7 +213,7 @@ def encode(
             vs, vx = _diff(state.vs, prev.vs)
         iv, ix = iv_changes if iv_changes is not None else _diff(state.iv, prev.iv)
     # hits in the parent's tables are looked up inline (no call): the common case
-    gone: Any = (None, None, None)
+    gone: Any = _KEPT
     if cx or vx or ix:
         gone = [[ni[c] if c in ni else nref(c) for c in g] if g else None for g in (cx, vx, ix)]
     rcv = pairs(cv) if cv else None
@@ -239,25 +240,51 @@ def encode(
                 break
         else:  # names only (the usual case): as indices
             ru = [ni[c] if c in ni else nref(c) for c in uc]
-    # [mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]: bit i says _SLOTS[i] follows
+    out = _slots(state.depth, core, extra, rcv, ru, new_versions, rvs, riv, gone, new_names)
+    _fill(state, prev, tables)
+    return ormsgpack.packb(out)
+
+
+def _slots(
+    depth: int, core: dict[str, Any], extra: Any, rcv: Any, ru: Any, new_versions: list[Any],
+    rvs: Any, riv: Any, gone: Any, new_names: list[Any],
+) -> list[Any]:  # fmt: skip
+    """``[mask, k, v, ts, cv, u, t, vs, iv, ix, n, cx, vx, U, x]``, bit i of the
+    mask saying :data:`_SLOTS` ``[i]`` follows; the slots most diffs carry are
+    tested one by one (no loop), the rare ones only when some is present."""
     ts = core.get("ts")
-    out: list[Any] = [0, state.depth, core.get("v", 1), ts.ext() if type(ts) is TsDelta else ts]
-    mask, bit = 7, 8
-    for value in (rcv, ru, new_versions or None, rvs, riv,
-                  gone[2], new_names or None, gone[0], gone[1]):  # fmt: skip
-        if value is not None:
-            mask |= bit
-            out.append(value)
-        bit <<= 1
+    out: list[Any] = [0, depth, core.get("v", 1), ts.ext() if type(ts) is TsDelta else ts]
+    mask = 7  # k, v, ts: always written
+    if rcv is not None:
+        mask |= 8
+        out.append(rcv)
+    if ru is not None:
+        mask |= 16
+        out.append(ru)
+    if new_versions:
+        mask |= 32
+        out.append(new_versions)
+    if rvs is not None:
+        mask |= 64
+        out.append(rvs)
+    if riv is not None:
+        mask |= 128
+        out.append(riv)
+    if gone is not _KEPT or new_names:
+        bit = 256
+        for value in (gone[2], new_names or None, gone[0], gone[1]):
+            if value is not None:
+                mask |= bit
+                out.append(value)
+            bit <<= 1
     if ru is None and "updated_channels" in core:
         mask |= 4096
-        out.append(uc)
+        out.append(core["updated_channels"])
     if extra:
         mask |= 8192
         out.append(extra)
     out[0] = mask
-    _fill(state, prev, tables)
-    return ormsgpack.packb(out)
+    return out
 
 
 def _tables(prev: State | None) -> tuple[Any, ...]:
