@@ -107,8 +107,9 @@ class Lease:
 
     def take_first(self, config: Any) -> Any:
         """The latest checkpoint read when the lease was taken, if ``config``
-        asks for exactly it (this thread, root namespace, no checkpoint id) and
-        nothing was written since (``wrote``); else ``NOT_READ``. Served once."""
+        asks for exactly it (this thread, root namespace, no checkpoint id);
+        else ``NOT_READ``. Served once; the fenced saver drops it on any write
+        or call it passes through (``first = NOT_READ``)."""
         first = self.first
         if first is NOT_READ:
             return first
@@ -204,10 +205,6 @@ class Lease:
             f" another run asked for it (multitask_strategy={self.stop!r});"
             " its checkpoints up to this step are saved",
         )
-
-
-def _one(op: Any) -> Generator[Any, Any, Any]:
-    return (yield op)
 
 
 def _prefetches(saver: Any) -> bool:
