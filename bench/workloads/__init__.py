@@ -10,6 +10,7 @@ __all__ = ["WORKLOADS", "collect"]
 
 WORKLOADS = {
     "superstep": "bench.workloads.superstep",
+    "asuperstep": "bench.workloads.asuperstep",
     "fanout": "bench.workloads.fanout",
     "conversation": "bench.workloads.conversation",
     "saver": "bench.workloads.saver_raw",
