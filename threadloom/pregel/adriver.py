@@ -127,6 +127,30 @@ class _AsyncRun:
             await persister.throttle()
         raise_step_errors(results)
 
+    async def run_lone(self) -> bool:
+        """``run_step`` for the usual step, one task to run and no step timeout, without
+        an async generator per step; False (nothing done) for any other step."""
+        loop, persister = self.loop, self.opts.persister
+        if loop.graph.step_timeout:
+            return False
+        lone = None
+        for task in loop.tasks.values():
+            if not task.writes:
+                if lone is not None:
+                    return False
+                lone = task
+        if lone is None:
+            return False
+        if persister is not None:
+            persister.save_writes()  # writes from before the task (cache hits, a resume)
+            await persister.throttle()
+        exc = await arun_task(make_scope(loop, lone))
+        loop.commit(lone, exc)
+        if persister is not None and persister.inline:
+            await persister.throttle()
+        raise_step_errors([(lone, exc)])
+        return True
+
     async def finish(self, exc: BaseException | None) -> bool:
         suppress = self.loop.exit(exc)
         if self.opts.persister is not None:
@@ -164,8 +188,9 @@ async def astream_run(
                 await boundary(opts.durability == "sync")
             if wanted := cache_wanted(loop):
                 cache_apply(loop, wanted, await opts.cache.aget(cache_keys(wanted)))
-            async for c in run.run_step():
-                yield c
+            if not await run.run_lone():
+                async for c in run.run_step():
+                    yield c
             if opts.cache is not None and opts.cache_writes:
                 await opts.cache.aset(cache_pairs(loop))
             loop.after_tick()
