@@ -1,8 +1,10 @@
 """``FencedSaver``: the saver a leased run writes through.
 
 Every ``put`` / ``put_writes`` on the leased thread runs the lease check as the
-first step of the *same* storage transaction (see :mod:`.ops`); reads,
-retention and other threads pass straight through.
+first step of the *same* storage transaction (see :mod:`.ops`); reads and
+other threads pass straight through. Retention, ``stats`` and ``close`` are
+forwarded by :mod:`.passthrough` (retention writing the leased thread is fenced
+the same way).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from threadloom.checkpoint.lease import lease as _lease
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.custom import aput_each, customised, no_ops, put_each
 from threadloom.checkpoint.lease.lease import Lease
+from threadloom.checkpoint.lease.passthrough import FencedRetention
 from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.lease.resend import aalready_saved, already_saved
 from threadloom.checkpoint.saver import BaseCheckpointSaver
@@ -26,10 +29,11 @@ from threadloom.errors import LeaseLostError, StorageError
 __all__ = ["FencedSaver"]
 
 
-class FencedSaver(BaseCheckpointSaver):
+class FencedSaver(FencedRetention, BaseCheckpointSaver):
     """Wraps a storage saver: writes to the leased thread are fenced by the lease token.
 
-    Reads, retention and other threads pass straight through. Subgraphs inherit
+    Reads and other threads pass straight through; retention on the leased
+    thread is fenced too (:mod:`.passthrough`). Subgraphs inherit
     the parent's checkpointer, so they write under the parent's lease.
     """
 
@@ -46,8 +50,9 @@ class FencedSaver(BaseCheckpointSaver):
         self.get_next_version = inner.get_next_version  # type: ignore[method-assign]  # no hop
 
     def __getattr__(self, name: str) -> Any:
-        # anything but the reads below may write (delete_thread, prune, ...):
-        # the checkpoint read when the lease was taken is no longer served
+        # what BaseCheckpointSaver does not define (retention, stats, close are
+        # forwarded by FencedRetention): it may write, so the checkpoint read when
+        # the lease was taken is no longer served
         state = self.__dict__
         if "inner" not in state:  # half-built (copy, unpickling): no recursion
             raise AttributeError(name)

@@ -1,0 +1,188 @@
+"""Retention, stats and close on a ``FencedSaver``: forwarded to the inner saver.
+
+``BaseCheckpointSaver`` defines these methods (raising NotImplementedError, or
+doing nothing for ``close``), so ``FencedSaver.__getattr__`` never sees them:
+each is forwarded here explicitly, and each drops the checkpoint read when the
+lease was taken (``lease.first``), since it may change what that read saw.
+
+An operation that writes the leased thread (``delete_thread`` of it, a real
+``prune`` naming it, ``copy_thread`` into it, ``delete_for_runs`` finding a
+checkpoint of it) is fenced like a checkpoint write: it succeeds while this run
+holds the lease (the run is not "busy" against itself, no ``force`` needed) and
+raises LeaseLostError, writing nothing, once the lease is lost. The fence takes
+the place of the storage flow's lease guard (``retention.guard_flow``), which
+runs first in the operation's write transaction, so on SQL backends the check
+and the writes are atomic. Other threads keep the usual guard: ThreadBusyError
+while another run holds them, unless ``force``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from threadloom.checkpoint.base import PruneReport
+from threadloom.checkpoint.lease import lease as _lease
+from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.storage import retention
+from threadloom.errors import LeaseLostError, StorageError
+
+__all__ = ["FencedRetention"]
+
+Flow = Generator[Any, Any, Any]
+
+
+class FencedRetention:
+    """Mixin of ``FencedSaver`` (``self.inner``, ``self.lease``, ``_guard``,
+    ``_aguard``, ``_check_op`` come from it)."""
+
+    inner: Any
+    lease: Any
+
+    def _writes_mine(self, thread_ids: Sequence[Any]) -> bool:
+        mine = self.lease.thread_id
+        return any(str(t) == mine for t in thread_ids)
+
+    def _as_guard(self, flow: Flow, force: bool) -> Flow:
+        """``flow`` (built with ``force=False``) with its lease guard answered here:
+        the leased thread's check becomes the fence; another thread's is run as is
+        (ThreadBusyError when held), or skipped when ``force``."""
+        lease = self.lease
+        mine = lease.thread_id
+        reply: Any = None
+        while True:
+            try:
+                op = flow.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            if type(op) is not lo.ReadLease:
+                reply = yield op
+            elif op.thread_id == mine:
+                stop = yield self._check_op()  # type: ignore[attr-defined]
+                if stop is None:
+                    raise lo.lost(mine, lease.holder)
+                lease.seen(stop)
+                lease.touch()
+                reply = None  # ours: not busy
+            else:
+                reply = None if force else (yield op)
+
+    def _retain(self, flow: Flow, force: bool) -> Any:
+        self.lease.first = _lease.NOT_READ  # may change what the acquire read saw
+        try:
+            return self.inner._run(self._as_guard(flow, force), True)
+        except (LeaseLostError, StorageError) as exc:
+            raise self._lost(exc) from exc  # type: ignore[attr-defined]
+
+    async def _aretain(self, flow: Flow, force: bool) -> Any:
+        self.lease.first = _lease.NOT_READ
+        try:
+            return await self.inner._arun(self._as_guard(flow, force), True)
+        except (LeaseLostError, StorageError) as exc:
+            raise self._lost(exc) from exc  # type: ignore[attr-defined]
+
+    # -- sync ---------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
+        if not self._writes_mine([thread_id]):
+            self.lease.first = _lease.NOT_READ
+            return self.inner.delete_thread(thread_id, force=force)
+        self._retain(retention.delete_thread_flow(self.inner.codec, str(thread_id)), force)
+        return None
+
+    def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
+        # which threads the runs wrote is only known inside the flow: always guarded here
+        flow = retention.delete_for_runs_flow(self.inner.codec, [str(r) for r in run_ids])
+        self._retain(flow, force)
+
+    def copy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
+        if not self._writes_mine([target_thread_id]):
+            self.lease.first = _lease.NOT_READ
+            return self.inner.copy_thread(source_thread_id, target_thread_id, force=force)
+        flow = retention.copy_thread_flow(
+            self.inner.codec, str(source_thread_id), str(target_thread_id)
+        )
+        self._retain(flow, force)
+        return None
+
+    def prune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> PruneReport:
+        args = {"strategy": strategy, "keep_last": keep_last, "before": before}
+        self.lease.first = _lease.NOT_READ
+        if dry_run or not self._writes_mine(thread_ids):
+            return self.inner.prune(thread_ids, dry_run=dry_run, force=force, **args)
+        return self._retain(self._prune_flow(thread_ids, **args), force)
+
+    def _prune_flow(
+        self, thread_ids: Sequence[str], strategy: str, keep_last: int | None, before: str | None
+    ) -> Flow:
+        ids = [str(t) for t in thread_ids]
+        per_thread = not self.inner.shares_blobs_across_threads
+        codec = self.inner.codec
+        return retention.prune_flow(codec, ids, strategy, keep_last, before, False, per_thread)
+
+    def stats(self, thread_id: str | None = None) -> dict[str, Any]:
+        return self.inner.stats(thread_id)
+
+    def close(self) -> None:
+        """Closes the wrapped saver (a pass-through, like every other call)."""
+        self.inner.close()
+
+    # -- async --------------------------------------------------------------------
+
+    async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
+        if not self._writes_mine([thread_id]):
+            self.lease.first = _lease.NOT_READ
+            return await self.inner.adelete_thread(thread_id, force=force)
+        flow = retention.delete_thread_flow(self.inner.codec, str(thread_id))
+        await self._aretain(flow, force)
+        return None
+
+    async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
+        flow = retention.delete_for_runs_flow(self.inner.codec, [str(r) for r in run_ids])
+        await self._aretain(flow, force)
+
+    async def acopy_thread(
+        self, source_thread_id: str, target_thread_id: str, *, force: bool = False
+    ) -> None:
+        if not self._writes_mine([target_thread_id]):
+            self.lease.first = _lease.NOT_READ
+            return await self.inner.acopy_thread(source_thread_id, target_thread_id, force=force)
+        flow = retention.copy_thread_flow(
+            self.inner.codec, str(source_thread_id), str(target_thread_id)
+        )
+        await self._aretain(flow, force)
+        return None
+
+    async def aprune(
+        self,
+        thread_ids: Sequence[str],
+        *,
+        strategy: str = "keep_latest",
+        keep_last: int | None = None,
+        before: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> PruneReport:
+        args = {"strategy": strategy, "keep_last": keep_last, "before": before}
+        self.lease.first = _lease.NOT_READ
+        if dry_run or not self._writes_mine(thread_ids):
+            return await self.inner.aprune(thread_ids, dry_run=dry_run, force=force, **args)
+        return await self._aretain(self._prune_flow(thread_ids, **args), force)
+
+    async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
+        return await self.inner.astats(thread_id)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        await self.inner.aclose()
