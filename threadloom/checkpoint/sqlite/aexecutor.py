@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -31,6 +32,8 @@ from threadloom.checkpoint.storage.ops import Op
 from threadloom.errors import StorageError
 
 __all__ = ["AsyncSqliteExecutor"]
+
+logger = logging.getLogger("threadloom.checkpoint.sqlite")
 
 
 class AsyncSqliteExecutor:
@@ -136,11 +139,16 @@ class AsyncSqliteExecutor:
 
     def _committed(self) -> None:
         """Tell ``on_commit`` (background WAL checkpoints, an optimisation): a
-        committed write must not raise because of it."""
+        committed write must not raise because of it, but a broken hook is logged
+        (else WAL checkpoints stop silently and the WAL file grows)."""
         try:
             self.on_commit(self.conn.total_changes)  # type: ignore[misc]
         except Exception:
-            pass
+            logger.warning(
+                "on_commit hook failed after a committed write on %s (the commit stands)",
+                self.where,
+                exc_info=True,
+            )
 
     async def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (see the sync twin)."""
