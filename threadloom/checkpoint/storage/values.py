@@ -24,6 +24,7 @@ Rules (see docs/storage.md):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import ormsgpack
@@ -45,13 +46,6 @@ __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
 
 
 _new = tuple.__new__  # a row built without its Python-level NamedTuple.__new__ (half the cost)
-
-
-def _has_list(value: dict[Any, Any]) -> bool:
-    for field in value.values():
-        if type(field) is list:
-            return True
-    return False
 
 
 class ValueCodec(ValueReader):
@@ -91,10 +85,10 @@ class ValueCodec(ValueReader):
 
     def encode(
         self, thread_id: str, ns: str, channel: str, vkey: str, value: Any
-    ) -> tuple[list[Any] | None, RefRow | None, list[BlobRow], ListState | None]:
+    ) -> tuple[Sequence[Any] | None, RefRow | None, Sequence[BlobRow], ListState | None]:
         """Where ``channel``'s value at version ``vkey`` goes.
 
-        Returns ``(inline, ref, blobs, list_state)``: ``inline`` is ``[tag, bytes]``
+        Returns ``(inline, ref, blobs, list_state)``: ``inline`` is ``(tag, bytes)``
         for a small value (kept in the checkpoint record, no row), else ``ref`` is
         the ref row and ``blobs`` the blobs it may need.
         """
@@ -102,13 +96,16 @@ class ValueCodec(ValueReader):
             last = self.lists.get((thread_id, ns, channel))
             if last is not None and last.items and len(last.items) <= len(value):
                 return (None, *self._encode_list(thread_id, ns, channel, vkey, value, last))
-        if type(value) is dict and value and self.delta and _has_list(value):
-            split = self._encode_dict(thread_id, ns, channel, vkey, value)
-            if split is not None:
-                return None, split[0], split[1], None
-        tag, data = self.serde.dumps_typed(value)
+        elif type(value) is dict and value and self.delta:
+            for field in value.values():
+                if type(field) is list:  # (see _encode_dict: only a dict holding a list)
+                    split = self._encode_dict(thread_id, ns, channel, vkey, value)
+                    if split is not None:
+                        return None, split[0], split[1], None
+                    break
+        tag, data = tagged = self.serde.dumps_typed(value)
         if len(data) <= self.inline_max:
-            return [tag, data], None, [], None
+            return tagged, None, (), None
         if type(value) is list and self.delta:
             return (
                 None,
@@ -165,7 +162,7 @@ class ValueCodec(ValueReader):
         ~47 -> ~23 bytes for a graph input ``{"messages": [...], "turn": 3}``.
         Rows written before (hash repeated, tags as text) read the same.
 
-        Only tried for a dict holding a list (:func:`_has_list`): the list an
+        Only tried for a dict holding a list (checked in :meth:`encode`): the list an
         input dict carries is the bytes the list channel's next chunk stores, so
         splitting shares them. Any other dict is one value, serialized and
         hashed once (splitting it costs a serializer call and a hash per field
