@@ -283,3 +283,113 @@ def test_a_blob_missing_in_one_snapshot_is_still_corrupt(pair, pg_url: str) -> N
     fresh = PostgresSaver(a.connector.conn, schema=a.sql.schema)
     with pytest.raises(CorruptBlobError, match=r"blob [0-9a-f]+ .*missing"):
         fresh.get_tuple(THREAD)
+
+
+def seed_runtime(saver: Any, values: bool = True) -> None:
+    """One checkpoint of thread "t" with a pending write. ``values``: one value
+    at a version like the runtime's (with a random part, so a reader keeps its
+    ref and recipe: a warm re-read sends no refs lookup); else an input
+    checkpoint, no values, only its ``__start__`` write (no refs lookup ever)."""
+    c = empty_checkpoint()
+    c["id"] = CID
+    if values:
+        v1 = saver.get_next_version(None, None)
+        c["channel_values"], c["channel_versions"] = {"doc": "v" * 700}, {"doc": v1}
+        cfg = saver.put(dict(THREAD), c, {"step": 0}, {"doc": v1})
+        saver.put_writes(cfg, [("doc", "w" * 700)], "task-0")
+    else:
+        cfg = saver.put(dict(THREAD), c, {"step": -1}, {})
+        saver.put_writes(cfg, [("__start__", {"x": "w" * 700})], "task-0")
+
+
+def sent(saver: Any) -> list[type]:
+    """The types of the ops ``saver`` executes from now on (sync or async)."""
+    log: list[type] = []
+    name = "aexecute" if isinstance(saver, AsyncPostgresSaver) else "execute"
+    real = getattr(saver.executor, name)
+    if name == "execute":
+        setattr(saver.executor, name, lambda op: (log.append(type(op)), real(op))[1])
+    else:
+
+        async def aexecute(op: Any) -> Any:
+            log.append(type(op))
+            return await real(op)
+
+        saver.executor.aexecute = aexecute
+    return log
+
+
+WRITES_CASES = [
+    pytest.param(True, "get", id="warm-get_tuple"),
+    pytest.param(True, "list", id="warm-list"),
+    pytest.param(False, "get", id="valueless-get_tuple"),
+    pytest.param(False, "list", id="valueless-list"),
+]
+
+
+@pytest.mark.parametrize(("values", "how"), WRITES_CASES)
+def test_writes_deleted_before_a_read_without_refs_lookup(pair, values: bool, how: str) -> None:
+    """A delete between the row lookup and the writes lookup of a read that
+    sends no refs lookup (a warm reader, or a checkpoint without values) used
+    to return the checkpoint with no pending writes; the writes lookup checks
+    the rows too (postgres/seenrows.py), so the read re-runs and finds nothing
+    (review, session 6)."""
+    a, b = pair
+    seed_runtime(a, values)
+    r = reader(a)
+    read = (lambda: [r.get_tuple(THREAD)]) if how == "get" else (lambda: list(r.list(THREAD)))
+    (warm,) = read()  # warms r's caches (refs, recipes) when there are values
+    assert warm.pending_writes and len(warm.pending_writes[0][2]) in (1, 700)
+    log = sent(r)
+    row_op = ops.GetCheckpoint if how == "get" else ops.ListCheckpoints
+    fired = hook(r, row_op, lambda n: b.delete_thread("t"))
+    assert [t for t in read() if t is not None] == []
+    assert fired and ops.LoadRefs not in log
+    assert log.count(row_op) == 2  # torn, then re-run
+
+
+@pytest.mark.parametrize(("values", "how"), WRITES_CASES)
+def test_an_untorn_read_without_refs_lookup_runs_once(pair, values: bool, how: str) -> None:
+    a, _ = pair
+    seed_runtime(a, values)
+    r = reader(a)
+    read = (lambda: [r.get_tuple(THREAD)]) if how == "get" else (lambda: list(r.list(THREAD)))
+    (first,) = read()
+    log = sent(r)
+    (again,) = read()
+    assert again.pending_writes == first.pending_writes and len(again.pending_writes) == 1
+    assert again.checkpoint["channel_values"] == first.checkpoint["channel_values"]
+    assert log.count(ops.GetCheckpoint) + log.count(ops.ListCheckpoints) == 1
+
+
+@pytest.mark.parametrize(("values", "how"), WRITES_CASES)
+async def test_async_writes_deleted_before_a_read_without_refs_lookup(
+    pg_url: str, fresh_schema: str, values: bool, how: str
+) -> None:
+    async with (
+        AsyncPostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as a,
+        AsyncPostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as b,
+    ):
+        await a.setup()
+        c = empty_checkpoint()
+        c["id"] = CID
+        if values:
+            v1 = b.get_next_version(None, None)
+            c["channel_values"], c["channel_versions"] = {"doc": "v" * 700}, {"doc": v1}
+            cfg = await b.aput(dict(THREAD), c, {"step": 0}, {"doc": v1})
+        else:
+            cfg = await b.aput(dict(THREAD), c, {"step": -1}, {})
+        await b.aput_writes(cfg, [("__start__", "w" * 700)], "task-0")
+
+        async def read() -> list[Any]:
+            if how == "get":
+                return [t for t in [await a.aget_tuple(THREAD)] if t is not None]
+            return [t async for t in a.alist(THREAD)]
+
+        (warm,) = await read()
+        assert warm.pending_writes == [("task-0", "__start__", "w" * 700)]
+        log = sent(a)
+        row_op = ops.GetCheckpoint if how == "get" else ops.ListCheckpoints
+        fired = hook(a, row_op, lambda n: b.adelete_thread("t"))
+        assert await read() == []
+        assert fired and ops.LoadRefs not in log

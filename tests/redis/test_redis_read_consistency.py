@@ -147,3 +147,95 @@ async def test_async_saver_delete_mid_read(redis_url: str, key_prefix: str) -> N
         fired = after(reader, ops.LoadRefs, lambda: writer.adelete_thread("t"))
         assert [t async for t in reader.alist({"configurable": {"thread_id": "t"}})] == []
         assert fired
+
+
+def seed_runtime(saver: RedisSaver, values: bool) -> None:
+    """One checkpoint with a pending write: ``values``, one value at a runtime
+    version (a reader keeps its ref and recipe: a warm re-read sends no refs
+    lookup); else an input checkpoint with only its ``__start__`` write."""
+    c = empty_checkpoint()
+    c["id"] = f"{CID}01"
+    versions = {}
+    if values:
+        versions = {"doc": saver.get_next_version(None, None)}
+        c["channel_values"], c["channel_versions"] = {"doc": "v" * 700}, dict(versions)
+    cfg = saver.put(dict(THREAD), c, {"step": 0}, versions)
+    saver.put_writes(cfg, [("__start__", "w" * 700)], "task-0")
+
+
+def logged(saver: Any) -> list[type]:
+    """The types of the ops ``saver`` executes from now on."""
+    log: list[type] = []
+    real = saver.execute
+
+    def execute(op: Any) -> Any:
+        log.append(type(op))
+        return real(op)
+
+    saver.execute = execute
+    return log
+
+
+WRITES_CASES = [
+    pytest.param(True, "get", id="warm-get_tuple"),
+    pytest.param(True, "list", id="warm-list"),
+    pytest.param(False, "get", id="valueless-get_tuple"),
+    pytest.param(False, "list", id="valueless-list"),
+]
+
+
+@pytest.mark.parametrize(("values", "how"), WRITES_CASES)
+def test_writes_deleted_before_a_read_without_refs_lookup(pair, values: bool, how: str) -> None:
+    """A delete between the row lookup and the writes lookup of a read that
+    sends no refs lookup (a warm reader, a checkpoint without values) used to
+    return the checkpoint without its pending writes; the writes lookup reads
+    the rows again after the writes (redis/seenrows.py): the read re-runs and
+    finds nothing (review, session 6)."""
+    writer, reader = pair
+    seed_runtime(writer, values)
+    if how == "get":
+        read = lambda: [t for t in [reader.get_tuple(THREAD)] if t is not None]  # noqa: E731
+    else:
+        read = lambda: list(reader.list(THREAD))  # noqa: E731
+    (warm,) = read()
+    assert warm.pending_writes == [("task-0", "__start__", "w" * 700)]
+    log = logged(reader)
+    row_op = ops.GetCheckpoint if how == "get" else ops.ListCheckpoints
+    fired = after(reader, row_op, lambda: writer.delete_thread("t"))
+    assert read() == []
+    assert fired and ops.LoadRefs not in log
+    assert log.count(row_op) == 2  # torn, then re-run
+    writer.delete_thread("t")
+    seed_runtime(writer, values)
+    log.clear()
+    (whole,) = read()  # untorn: read once, writes intact
+    assert whole.pending_writes == warm.pending_writes and log.count(row_op) == 1
+
+
+@pytest.mark.parametrize(("values", "how"), WRITES_CASES)
+async def test_async_writes_deleted_before_a_read_without_refs_lookup(
+    redis_url: str, key_prefix: str, values: bool, how: str
+) -> None:
+    async with (
+        AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as writer,
+        AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as reader,
+    ):
+        c = empty_checkpoint()
+        c["id"] = f"{CID}01"
+        versions = {"doc": writer.get_next_version(None, None)} if values else {}
+        if values:
+            c["channel_values"], c["channel_versions"] = {"doc": "v" * 700}, dict(versions)
+        cfg = await writer.aput(dict(THREAD), c, {"step": 0}, versions)
+        await writer.aput_writes(cfg, [("__start__", "w" * 700)], "task-0")
+
+        async def read() -> list[Any]:
+            if how == "get":
+                return [t for t in [await reader.aget_tuple(THREAD)] if t is not None]
+            return [t async for t in reader.alist(THREAD)]
+
+        (warm,) = await read()
+        assert warm.pending_writes == [("task-0", "__start__", "w" * 700)]
+        row_op = ops.GetCheckpoint if how == "get" else ops.ListCheckpoints
+        fired = after(reader, row_op, lambda: writer.adelete_thread("t"))
+        assert await read() == []
+        assert fired

@@ -228,7 +228,14 @@ class RedisPlanner:
             return []
         if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
             fields = [f"{op.checkpoint_ns}{SEP}{cid}" for cid in op.checkpoint_ids]
-            (flat,) = yield [self._lua("load_writes", thread_id, *fields)]
+            call = self._lua("load_writes", thread_id, *fields)
+            seen = scope.seen.get((thread_id, op.checkpoint_ns))
+            if not seen or seen.isdisjoint(op.checkpoint_ids):
+                (flat,) = yield [call]
+            else:  # the rows again after the writes (same pipeline): see seenrows.py
+                rows = [f for f, cid in zip(fields, op.checkpoint_ids) if cid in seen]
+                flat, found = yield [call, Call(("HMGET", self.key(thread_id, "row"), *rows))]
+                torn(thread_id, found)
             items = [(c + b"\0" + t, p) for c, t, p in zip(flat[::3], flat[1::3], flat[2::3])]
         else:
             (found,) = yield [Call(("HGETALL", self.key(thread_id, "w")))]

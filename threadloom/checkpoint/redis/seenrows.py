@@ -1,15 +1,17 @@
-"""Refs vanished mid-read on Redis (the Postgres twin: postgres/seenrows.py).
+"""Rows vanished mid-read on Redis (the Postgres twin: postgres/seenrows.py).
 
 A read is several commands, so a ``delete_thread``/``prune`` script can run
-between its checkpoint row lookup and its refs lookup; a missing ref reads like
-a channel that has a version but no value (normal), so the checkpoint used to
-come back without its values. Ref rows are deleted only by the script that
-deletes every checkpoint row holding them, and the refs lookup reads the rows
-the read found again right after the refs, in the same pipeline (no round
-trip; one more command; call by call on a cluster): if they are all still
-there, so were the refs. Else :func:`torn` raises
-:class:`~threadloom.errors.CorruptBlobError` and the driver runs the read
-again (storage/drive.py).
+between its checkpoint row lookup and its writes or refs lookup; missing
+writes read like a checkpoint without pending writes and a missing ref like a
+channel that has a version but no value (both normal), so the checkpoint used
+to come back without its writes or values. Write rows are deleted only with
+their checkpoint row, ref rows only by the script that deletes every
+checkpoint row holding them, and the writes lookup (every read sends one, a
+warm re-read included) and the refs lookup read the rows the read found again
+right after, in the same pipeline (no round trip; one more command; call by
+call on a cluster): if they are all still there, so were the writes and refs.
+Else :func:`torn` raises :class:`~threadloom.errors.CorruptBlobError` and the
+driver runs the read again (storage/drive.py).
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ def remember(seen: dict[tuple[str, str], set[str]], rows: Iterable[CheckpointRow
 
 
 def torn(thread_id: str, found: list[Any]) -> None:
-    """Raise when a row the read found was gone after its refs were read."""
+    """Raise when a row the read found was gone after its writes or refs were read."""
     if None in found:
         raise CorruptBlobError(
-            "checkpoint deleted while it was read (its refs are gone)", thread_id=thread_id
+            "checkpoint deleted while it was read (its refs or writes are gone)",
+            thread_id=thread_id,
         )
