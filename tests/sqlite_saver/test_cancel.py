@@ -1,12 +1,15 @@
 """A cancelled async transaction, or a failing ROLLBACK, never leaves a FULL
 connection at synchronous NORMAL nor a transaction open: aiosqlite's worker
-runs a queued statement even when its awaiting task is cancelled, so the
-executor waits for its control statements before deciding (found in review)."""
+runs a queued job even when its awaiting task is cancelled, so a cancelled
+caller sees CancelledError only once its flow has settled (found in review;
+since the flow runs in one hop, sqlite/worker.py, a flow the worker started
+runs to its end and one it had not started is skipped)."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -89,23 +92,23 @@ async def test_cancel_before_a_read_begin_ran(tmp_path: Path) -> None:
         assert not saver.conn.in_transaction
 
 
-async def test_cancel_after_the_relax_ran_restores_full(tmp_path: Path, monkeypatch) -> None:
-    """The cancellation lands on the RELAX await after the worker ran it."""
-    path = str(tmp_path / "c.db")
-    async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
-        ex = saver.executor
-        script = ex._script
-
-        async def cancelled_after(sql: str) -> None:
-            await script(sql)
-            if sql == RELAX:
-                raise asyncio.CancelledError
-
-        monkeypatch.setattr(ex, "_script", cancelled_after)
+async def test_a_flow_cancelled_before_the_worker_started_it_never_runs(tmp_path: Path) -> None:
+    """The whole flow is one job on aiosqlite's thread (sqlite/worker.py): a
+    cancel landing while it waits in the queue skips it."""
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "q.db")) as saver:
+        gate = threading.Event()
+        blocker = asyncio.ensure_future(saver.conn._execute(gate.wait, 30))
+        task = asyncio.ensure_future(saver._arun(_one(_acquire()), True))
+        await asyncio.sleep(0.01)  # queued behind the blocker
+        task.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gate.set()
         with pytest.raises(asyncio.CancelledError):
-            await saver._arun(_one(_acquire()), True)
-        monkeypatch.setattr(ex, "_script", script)
-        assert await _level(saver) == FULL and not saver.conn.in_transaction
+            await task
+        assert await blocker is True
+        assert await saver._arun(lo.read_flow("t")) is None  # never acquired
+        assert not saver.conn.in_transaction
 
 
 async def test_many_cancellations_leave_full_and_no_transaction(tmp_path: Path) -> None:
@@ -158,20 +161,11 @@ def test_a_failing_rollback_still_restores_full(tmp_path: Path, monkeypatch) -> 
 
 
 async def test_async_a_failing_rollback_still_restores_full(tmp_path: Path, monkeypatch) -> None:
+    """The async saver runs the sync executor on aiosqlite's thread: the same rule."""
     path = str(tmp_path / "as.db")
     async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as saver:
-        ex = saver.executor
-        script, calls = ex._script, []
-
-        async def failing(sql: str) -> None:
-            if sql == "ROLLBACK":
-                calls.append(sql)
-                if len(calls) > 1:
-                    await script(sql)
-                raise StorageError("rollback failed")
-            await script(sql)
-
-        monkeypatch.setattr(ex, "_script", failing)
+        ex, calls = saver.executor, []
+        monkeypatch.setattr(ex, "_exec_script", _failing_rollbacks(ex, calls))
 
         def mixed():
             yield _acquire()
@@ -179,14 +173,15 @@ async def test_async_a_failing_rollback_still_restores_full(tmp_path: Path, monk
 
         with pytest.raises(StorageError):
             await saver._arun(mixed(), True)
-        monkeypatch.setattr(ex, "_script", script)
         assert calls == ["ROLLBACK", "ROLLBACK"]
         assert not saver.conn.in_transaction and await _level(saver) == FULL
 
 
 async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) -> None:
-    """The saver's SAVEPOINT inside the caller's transaction is rolled back and
-    released when the cancel lands on it: none of its rows commit with theirs."""
+    """A cancel landing while the saver's flow runs inside the caller's
+    transaction: the flow ends as if nobody had cancelled (its SAVEPOINT is
+    released, never left open) and its rows are the caller's to commit or
+    roll back. (Before the flow ran in one hop, the savepoint was rolled back.)"""
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "p.db")) as saver:
         async with saver.conn.execute("BEGIN"):
             pass
@@ -197,4 +192,5 @@ async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) 
                 pass
         async with saver.conn.execute("COMMIT"):
             pass
-        assert await saver._arun(lo.read_flow("t")) is None
+        lease = await saver._arun(lo.read_flow("t"))
+        assert lease is not None and lease.holder == "me"

@@ -3,7 +3,6 @@ text (prepared-statement cache hits), primary-key plans, exact op results."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 
@@ -11,8 +10,9 @@ import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.sqlite import SqliteSaver
-from threadloom.checkpoint.sqlite.aexecutor import AsyncSqliteExecutor
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+from threadloom.checkpoint.sqlite.executor import SqliteExecutor
+from threadloom.checkpoint.sqlite.worker import hop
 from threadloom.checkpoint.storage import ops as o
 
 BIG = os.urandom(600).hex()  # incompressible enough to be stored as a blob
@@ -208,15 +208,21 @@ def test_hot_reads_use_primary_keys(tmp_path) -> None:
         assert not any("TEMP B-TREE" in s for s in steps), (sql, steps)
 
 
-async def test_async_executor_runs_the_same_plans(tmp_path) -> None:
+async def test_async_saver_runs_the_same_plans_on_the_sync_executor(tmp_path) -> None:
+    """AsyncSqliteSaver has no executor of its own: the sync one, on aiosqlite's
+    thread (sqlite/worker.py)."""
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
-        ex: AsyncSqliteExecutor = saver.executor
+        ex = saver.executor
+        assert type(ex) is SqliteExecutor
+
+        def run(op, write):
+            with ex.transaction(write):
+                return ex.execute(op)
+
         refs = (_ref("a", "1", _blob(1).hash), _ref("a", "1", _blob(1).hash))
-        async with ex.atransaction(True):
-            result = await ex.aexecute(o.SaveCheckpoint(None, refs, (_blob(1),)))
+        result = await hop(saver.conn, run, o.SaveCheckpoint(None, refs, (_blob(1),)), True)
         assert result == o.SaveResult(frozenset({_blob(1).hash}), (True, False))
-        async with ex.atransaction(False):
-            found = await asyncio.wait_for(ex.aexecute(o.LoadBlobs((_blob(1).hash,))), 30)
+        found = await hop(saver.conn, run, o.LoadBlobs((_blob(1).hash,)), False)
         assert found == {_blob(1).hash: _blob(1)}
     conn = sqlite3.connect(str(tmp_path / "a.db"))
     assert conn.execute("SELECT refs FROM tl_blobs").fetchall() == [(1,)]

@@ -1,4 +1,9 @@
-"""``AsyncSqliteSaver``: the storage core on ``aiosqlite``."""
+"""``AsyncSqliteSaver``: the storage core on ``aiosqlite``.
+
+Each storage flow runs whole on aiosqlite's worker thread through the sync
+:class:`~.executor.SqliteExecutor` (``sqlite/worker.py``): one hop to that
+thread per flow (per page for ``list``), the same statements as ``SqliteSaver``.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,9 @@ from typing import Any
 
 import aiosqlite
 
-from threadloom.checkpoint.sqlite.aexecutor import AsyncSqliteExecutor
-from threadloom.checkpoint.sqlite.executor import Tracer
-from threadloom.checkpoint.sqlite.saver import pragmas
+from threadloom.checkpoint.sqlite import worker
+from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer
+from threadloom.checkpoint.sqlite.saver import _is_file, pragmas
 from threadloom.checkpoint.sqlite.walck import WalCheckpointer
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
@@ -48,7 +53,9 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         self.codec.strict_writes = self.codec.writes_add_refs = True
         self.conn = conn
         self._pragmas = pragmas(synchronous, busy_timeout)
-        self.executor = AsyncSqliteExecutor(conn, "the SQLite database", tracer)
+        worker.check(conn)
+        # runs on the worker thread only, over the sqlite3 connection there
+        self.executor = SqliteExecutor(conn._conn, "the SQLite database", tracer)
         self.loop = asyncio.get_running_loop()
         self._owns = False
         self.is_setup = False
@@ -76,22 +83,18 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         """Create or migrate the schema and set PRAGMAs (WAL). Idempotent."""
         async with self._setup_lock:
             if not self.is_setup:
-                async with self.conn.execute("PRAGMA database_list") as cur:
-                    row = await cur.fetchone()
-                await self.executor.setup(bool(row and row[2]), self._pragmas)
+                await worker.hop(self.conn, self._setup)
                 self.is_setup = True
+
+    def _setup(self) -> None:
+        """On the worker thread."""
+        self.executor.setup(_is_file(self.executor.conn), self._pragmas)
 
     async def _background_checkpoints(self) -> None:
         """WAL checkpoints on a thread of their own, as the sync saver's: only on
         a WAL file this saver opened (sqlite/walck.py)."""
-        try:
-            async with self.conn.execute("PRAGMA journal_mode") as cur:
-                mode = (await cur.fetchone())[0]
-            async with self.conn.execute("PRAGMA database_list") as cur:
-                path = (await cur.fetchone())[2]
-        except sqlite3.DatabaseError:
-            return
-        if str(mode).lower() == "wal" and path:
+        path = await worker.hop(self.conn, _wal_file, self.executor.conn)
+        if path:
             self.walck = WalCheckpointer(path)
             self.executor.on_commit = self.walck.committed
 
@@ -115,13 +118,18 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
         if not self.is_setup:
             await self.setup()
-        return await drive.arun(flow, self.executor, write)
+        return await worker.hop(self.conn, drive.run, flow, self.executor, write)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        """One hop per page: a consumer that stops early reads no further page
+        (between pages the flow holds no transaction: dropping it is safe anywhere)."""
         if not self.is_setup:
             await self.setup()
-        async for item in drive.aiterate(flow, self.executor):
-            yield item
+        tap = worker.Tap()
+        items = drive.iterate(worker.tapped(flow, tap), self.executor)
+        while (page := await worker.hop(self.conn, worker.page, items, tap)) is not None:
+            for item in page:
+                yield item
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
         return self._bridge(self._arun(flow, write))
@@ -135,3 +143,13 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     def _bridge(self, coro: Any) -> Any:
         """Run ``coro`` on the saver's loop from another thread, never on it."""
         return run_sync(coro, self.loop, "AsyncSqliteSaver")
+
+
+def _wal_file(conn: sqlite3.Connection) -> str | None:
+    """The database file when ``conn`` has it in WAL mode (on the worker thread)."""
+    try:
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        path = conn.execute("PRAGMA database_list").fetchone()[2]
+    except sqlite3.DatabaseError:
+        return None
+    return path if str(mode).lower() == "wal" and path else None
