@@ -153,7 +153,7 @@ async def test_the_async_saver_checkpoints_in_the_background_too(tmp_path) -> No
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     async with AsyncSqliteSaver.from_conn_string(path) as saver:
         walck = saver.walck
-        assert walck is not None and saver.executor.on_commit == walck.committed
+        assert walck is not None and saver.executor.on_commit == saver._wal_committed
         walck.every = 8
         ids = []
         for i in range(40):
