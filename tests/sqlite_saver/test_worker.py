@@ -114,6 +114,14 @@ async def test_a_users_connection_still_works(tmp_path: Path) -> None:
         assert found is not None and found.metadata["step"] == 1
 
 
+async def test_a_connection_awaited_after_the_saver_was_built(tmp_path: Path) -> None:
+    conn = aiosqlite.connect(str(tmp_path / "late.db"))
+    saver = AsyncSqliteSaver(conn)
+    async with conn:
+        config = await _fill(saver, 1)
+        assert (await saver.aget_tuple(config)) is not None
+
+
 async def test_the_callers_context_variables_reach_the_worker(tmp_path: Path) -> None:
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
         WHO.set("caller")

@@ -58,7 +58,8 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         self._pragmas = pragmas(synchronous, busy_timeout)
         worker.check(conn)
         # runs on the worker thread only, over the sqlite3 connection there
-        self.executor = SqliteExecutor(conn._conn, "the SQLite database", tracer)
+        # (bound again by setup: a connection not yet awaited has none)
+        self.executor = SqliteExecutor(_raw(conn), "the SQLite database", tracer)
         self.loop = asyncio.get_running_loop()
         self._owns = False
         self.is_setup = False
@@ -91,6 +92,7 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
 
     def _setup(self) -> None:
         """On the worker thread."""
+        self.executor.conn = self.conn._conn
         self.executor.setup(_is_file(self.executor.conn), self._pragmas)
 
     async def _background_checkpoints(self) -> None:
@@ -162,6 +164,14 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     def _bridge(self, coro: Any) -> Any:
         """Run ``coro`` on the saver's loop from another thread, never on it."""
         return run_sync(coro, self.loop, "AsyncSqliteSaver")
+
+
+def _raw(conn: aiosqlite.Connection) -> Any:
+    """``conn``'s sqlite3 connection, None while it is not connected yet."""
+    try:
+        return conn._conn
+    except ValueError:
+        return None
 
 
 def _wal_file(conn: sqlite3.Connection) -> str | None:
