@@ -8,7 +8,9 @@ the commit, so nobody can lock or delete it: locking it only wrote a row-lock
 WAL record and dirtied its page (5 of a bench put's ~55 WAL records, 2 of a
 bench ``put_writes``' ~18). A row that already existed (reused, or sent and
 skipped by the insert) is still locked, and one deleted while the lock waited
-still fails the write.
+still fails the write. Own rows are the exact set the transaction's blob
+inserts returned (a transaction-local setting), not those whose ``xmin`` is
+the current xid (wraparound; review, session 6).
 """
 
 from __future__ import annotations
@@ -51,6 +53,19 @@ def insert(conn: Any, sql: SQL, h: bytes) -> None:
     )
 
 
+def insert_own(conn: Any, sql: SQL, *hashes: bytes, children: bytes = b"") -> None:
+    """Insert blobs as an optimistic write does (its blob insert statement, which
+    leaves the hashes it created in ``threadloom.new_blobs``)."""
+    blobs = tuple(ops.BlobRow(h, "t", b"", children) for h in hashes)
+    for stmt in opt.insert_blobs(blobs, sql):
+        conn.execute(stmt.sql, stmt.params)
+
+
+def own_setting(conn: Any) -> set[bytes]:
+    text = conn.execute(f"SELECT current_setting('{generic.NEW_BLOBS}', true)").fetchone()[0]
+    return {bytes.fromhex(h) for h in (text or "").split(",") if h}
+
+
 def locked_by_me(conn: Any, sql: SQL) -> dict[bytes, bool]:
     """Which blob rows carry this transaction's row lock (``xmax`` is its id)."""
     rows = conn.execute(
@@ -75,7 +90,7 @@ def adjust_stmts(sql: SQL, hashes: list[bytes]) -> list[Any]:
 def test_only_rows_of_other_transactions_are_locked(pg_url: str, sql: SQL, which: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn, psycopg.connect(pg_url) as other:
         with conn.transaction(force_rollback=True):
-            insert(conn, sql, OURS)
+            insert_own(conn, sql, OURS)
             if which == "put check":
                 stmts = [check_stmt(sql, [OURS, KEPT])]
             else:
@@ -94,10 +109,40 @@ def test_only_rows_of_other_transactions_are_locked(pg_url: str, sql: SQL, which
                 assert {bytes(h): n for h, n in counts} == {OURS: 1, KEPT: 1}
 
 
+@pytest.mark.parametrize("which", ["put check", "put_writes adjust"])
+def test_the_unlocked_rows_are_exactly_those_the_inserts_created(
+    pg_url: str, sql: SQL, which: str
+) -> None:
+    """Own rows are told by the exact set of hashes this transaction's blob
+    inserts returned (``threadloom.new_blobs``), not by ``xmin`` (the raw 32-bit
+    xid, kept by freezing: after a wraparound an old row's could equal ours):
+    a row an insert skipped because it existed (KEPT, sent again) is locked,
+    a second insert's rows are added to the first's, a row inserted any other
+    way is locked, and the next transaction starts with none."""
+    later, raw = b"l" * 16, b"r" * 16
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        with conn.transaction(force_rollback=True):
+            insert_own(conn, sql, OURS, KEPT)  # KEPT exists: skipped, not ours
+            assert own_setting(conn) == {OURS}
+            insert_own(conn, sql, later, children=KEPT)  # a manifest: two statements
+            assert own_setting(conn) == {OURS, later}
+            insert(conn, sql, raw)
+            hashes = [OURS, KEPT, later, raw]
+            stmts = [check_stmt(sql, hashes)] if which == "put check" else adjust_stmts(sql, hashes)
+            for stmt in stmts:
+                conn.execute(stmt.sql, stmt.params)
+            assert locked_by_me(conn, sql) == {OURS: False, KEPT: True, later: False, raw: True}
+        with conn.transaction(force_rollback=True):
+            assert own_setting(conn) == set()
+            for stmt in adjust_stmts(sql, [KEPT]):
+                conn.execute(stmt.sql, stmt.params)
+            assert locked_by_me(conn, sql) == {KEPT: True}
+
+
 def test_the_check_passes_with_own_and_other_rows(pg_url: str, sql: SQL) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         with conn.transaction(force_rollback=True):
-            insert(conn, sql, OURS)
+            insert_own(conn, sql, OURS)
             stmt = check_stmt(sql, [OURS, KEPT])
             assert conn.execute(stmt.sql, stmt.params).fetchone()[0] == 1
 
@@ -105,7 +150,7 @@ def test_the_check_passes_with_own_and_other_rows(pg_url: str, sql: SQL) -> None
 def test_the_check_fails_when_a_held_row_is_missing(pg_url: str, sql: SQL) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         with conn.transaction(force_rollback=True):
-            insert(conn, sql, OURS)
+            insert_own(conn, sql, OURS)
             stmt = check_stmt(sql, [OURS, KEPT, b"g" * 16])
             with pytest.raises(psycopg.errors.InvalidTextRepresentation, match=CONFLICT_MARK):
                 conn.execute(stmt.sql, stmt.params)
@@ -123,7 +168,7 @@ def test_a_row_the_insert_skipped_deleted_while_the_check_waits_fails_it(
         pruner.execute(f"DELETE FROM {sql.blobs} WHERE hash = %s", (h,))  # holds the row lock
         errors: list[BaseException] = []
         with conn.transaction(force_rollback=True):
-            insert(conn, sql, OURS)
+            insert_own(conn, sql, OURS)
             stmt = check_stmt(sql, [OURS, h])
 
             def run() -> None:

@@ -53,6 +53,17 @@ PLAN_MODE = Stmt(
 MARK = "\n/* threadloom:generic */"
 """Appended to every statement planned under :data:`PLAN_MODE`."""
 
+NEW_BLOBS = "threadloom.new_blobs"
+"""The blob rows this transaction's optimistic blob inserts created: their
+hashes in hex, comma-separated, appended by each insert (``RETURNING``:
+exactly the rows it inserted), transaction-local (optimistic.insert_blobs)."""
+
+OWN = (
+    "ARRAY(SELECT decode(h, 'hex') FROM unnest(string_to_array("
+    f"current_setting('{NEW_BLOBS}', true), ',')) h)"
+)
+"""SQL: the hashes of :data:`NEW_BLOBS` as a ``bytea[]`` (empty when none)."""
+
 
 def costly(op: ops.Op | None) -> bool:
     """Whether ``op``'s statements cost enough planning to switch to generic
@@ -133,12 +144,13 @@ def adjust(op: ops.AdjustRefcounts, sql: SQL) -> tuple[list[Stmt], Any]:
 
 
 def _lock_others(sql: SQL) -> str:
-    """Lock the blob rows in hash order, except those this transaction
-    inserted (``xmin``: blob rows are never updated; an optimistic transaction
-    has no subtransactions): no other transaction can see, lock or delete
-    those before the commit, so their lock only cost a WAL record and a dirty
-    page (a ``put_writes`` of two new blobs wrote two)."""
+    """Lock the blob rows in hash order, except those this transaction's blob
+    inserts created (:data:`NEW_BLOBS`, an exact list: ``xmin``, the raw 32-bit
+    xid that freezing keeps, could match an old row after wraparound): no other
+    transaction can see, lock or delete those before the commit, so their lock
+    only cost a WAL record and a dirty page (a ``put_writes`` of two new blobs
+    wrote two)."""
     return (
         f"SELECT 1 FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])"
-        " AND xmin <> pg_current_xact_id()::xid ORDER BY hash FOR UPDATE"
+        f" AND hash <> ALL({OWN}) ORDER BY hash FOR UPDATE"
     )

@@ -229,7 +229,7 @@ def insert_blobs(
     rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
     head = sql.insert_blobs.split("ON CONFLICT")[0]
     count = f"INSERT INTO {sql.counts} (id) SELECT id FROM ins ON CONFLICT (id) DO NOTHING"
-    tail = "SELECT 1"
+    kept = [_OWN_KEPT]
     if holds is not None:
         count = (
             f"INSERT INTO {sql.counts} (id, refs) SELECT ins.id, coalesce(k.n, 0) FROM ins"
@@ -238,20 +238,16 @@ def insert_blobs(
         )
         sent = [b.hash for b in unique if b.hash in holds]
         rows += [sent, [holds[h] for h in sent]]
-        tail = (
-            f"SELECT set_config('{NEW_COUNTS}',"
+        kept.append(
+            f"set_config('{NEW_COUNTS}',"
             " coalesce((SELECT string_agg(id::text, ',') FROM cnt), ''), true)"
         )
     counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
             ), cnt AS ({count})"""
     if not any(b.children for b in unique):
-        return [Stmt(f"{counted} {tail}", rows)]
-    keep = (
-        f"SELECT set_config('{_KIDS}', coalesce(string_agg(encode(children, 'hex'), ''), ''),"
-        " true) FROM ins WHERE children <> ''"
-    )
-    if holds is not None:
-        keep = f"SELECT ({tail}), ({keep})"
+        return [Stmt(f"{counted} SELECT {', '.join(kept)}", rows)]
+    kids = f"set_config('{_KIDS}', coalesce(string_agg(encode(children, 'hex'), ''), ''), true)"
+    keep = f"SELECT {kids}, {', '.join(kept)} FROM ins WHERE children <> ''"
     return [Stmt(f"{counted} {keep}", rows), Stmt(_count_kids(sql), ())]
 
 
@@ -260,6 +256,14 @@ NEW_COUNTS = "threadloom.new_counts"
 
 
 _KIDS = "threadloom.new_kids"
+
+_OWN_KEPT = (
+    f"set_config('{generic.NEW_BLOBS}', concat_ws(',', nullif(current_setting("
+    f"'{generic.NEW_BLOBS}', true), ''), (SELECT string_agg(encode(hash, 'hex'), ',') FROM ins)),"
+    " true)"
+)
+"""Appends the hashes the insert created (``ins``: its ``RETURNING``) to
+:data:`.generic.NEW_BLOBS`, which the later locks skip."""
 
 
 def _count_kids(sql: SQL) -> str:
@@ -313,12 +317,12 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
 
 
 def _lock_others(sql: SQL) -> str:
-    """``a``: the blobs asked for, ``mine`` when this transaction inserted the
-    row (blob rows are never updated, so their ``xmin`` is their inserter; the
-    optimistic transaction has no subtransactions); ``l``: the others, locked in
+    """``a``: the blobs asked for, ``mine`` when this transaction's blob insert
+    created the row (:data:`.generic.NEW_BLOBS`; not ``xmin``, which after an
+    xid wraparound can equal an old frozen row's); ``l``: the others, locked in
     hash order."""
     return (
-        f"WITH a AS MATERIALIZED (SELECT hash, xmin = pg_current_xact_id()::xid AS mine"
+        f"WITH a AS MATERIALIZED (SELECT hash, hash = ANY({generic.OWN}) AS mine"
         f" FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])),"
         f" l AS (SELECT hash FROM {sql.blobs}"
         " WHERE hash = ANY(ARRAY(SELECT hash FROM a WHERE NOT mine)) ORDER BY hash FOR UPDATE) "
