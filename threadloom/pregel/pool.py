@@ -4,6 +4,15 @@ LangGraph opens a new executor per ``invoke`` (half its per-run overhead). This
 pool is shared and keeps idle threads for reuse; it grows instead of queueing
 so nested graphs waiting on their own tasks can never deadlock it. Idle
 threads exit after ``idle_timeout`` seconds.
+
+Worker threads run as ``SCHED_BATCH`` where Linux allows it: same CPU share,
+but a woken worker does not preempt the thread that woke it. An async run hands
+each sync node to a worker while the event-loop thread holds the GIL; a
+preempting worker could only find the GIL taken and sleep again, so every hop
+cost the loop thread up to three involuntary switches (perf sched: prev_state=R
+three times per hop), each a chance to wait behind other processes on a busy
+box. Not preempted, the worker runs once the loop thread blocks and the GIL is
+free. Threads a node starts inherit the policy.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -73,6 +83,7 @@ class ElasticPool(Executor):
             ).start()
 
     def _work(self, worker: _Worker) -> None:
+        _no_wake_preemption()
         while True:
             try:
                 job = worker.jobs.get(timeout=self._timeout)
@@ -83,7 +94,11 @@ class ElasticPool(Executor):
                         return
                 job = worker.jobs.get()  # someone handed us a job meanwhile
             fut, fn, args, kwargs = job
-            if fut is None:  # run_async: the job reports its own outcome
+            if fn is _settle_later:  # lists the worker idle itself, before it posts
+                fn(*args, self._idle_again, worker)
+                del job, fut, fn, args, kwargs
+                continue
+            if fut is None:  # spawn: the job keeps its own outcome
                 fn(*args)
             elif fut.set_running_or_notify_cancel():
                 try:
@@ -93,8 +108,11 @@ class ElasticPool(Executor):
                 else:
                     fut.set_result(result)
             del job, fut, fn, args, kwargs
-            with self._lock:
-                self._idle.append(worker)
+            self._idle_again(worker)
+
+    def _idle_again(self, worker: _Worker) -> None:
+        with self._lock:
+            self._idle.append(worker)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """The shared pool is never shut down; idle threads exit on their own."""
@@ -107,14 +125,34 @@ def _logged(fn: Callable[[], None]) -> None:
         logger.exception("threadloom pool job %r failed", fn)
 
 
-def _settle_later(loop: asyncio.AbstractEventLoop, afut: Any, fn: Callable[[], Any]) -> None:
+def _no_wake_preemption() -> None:
+    """Make the calling pool thread ``SCHED_BATCH`` (see the module docstring);
+    a no-op where the platform has no such policy or refuses it."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        pass
+
+
+def _settle_later(
+    loop: asyncio.AbstractEventLoop,
+    afut: Any,
+    fn: Callable[[], Any],
+    idle_again: Callable[[_Worker], None],
+    worker: _Worker,
+) -> None:
+    """A ``run_async`` job. The worker is listed idle before the outcome is posted:
+    the loop thread, woken by the post, hands the run's next node to this warm
+    worker (already on its way back to its queue) instead of a second thread."""
     if afut.cancelled():
+        idle_again(worker)
         return
     result, error = None, None
     try:
         result = fn()
     except BaseException as exc:
         error = exc
+    idle_again(worker)
     try:
         loop.call_soon_threadsafe(_settle, afut, result, error)
     except RuntimeError:  # the loop is closed: nobody waits for the outcome
