@@ -37,6 +37,10 @@ __all__ = ["SqliteExecutor", "setup_statements", "storage_error"]
 
 Tracer = Callable[[str, Any], None]
 
+# statement modes answered by the rowcount of one execution; all but ``count``
+# tell the memo what they wrote (sqlite/memo.py)
+ROWCOUNT = frozenset({"count", "saved", "drop", "leased", "unlease"})
+
 
 def storage_error(exc: sqlite3.DatabaseError, where: str) -> StorageError:
     """A clear StorageError for the classic failures (not a database, locked)."""
@@ -277,31 +281,36 @@ class SqliteExecutor:
                     sql, params, mode = send(result)
                 except StopIteration as stop:
                     return stop.value
-                if mode in KNOWN and self._depth:
-                    if not memo.checked:
-                        self._validate()
-                    if (hit := memo.rows.get((mode, *params))) is not None:
-                        result = hit  # this connection already knows the answer
-                        continue
-                if tracer is not None:
-                    tracer(sql, params)
-                if mode == "many":
-                    result = conn.executemany(sql, params).rowcount
-                elif mode == "each":  # one statement per row, each row's rowcount
-                    result = [conn.execute(sql, row).rowcount for row in params]
-                elif mode == "all":
-                    result = conn.execute(sql, params).fetchall()
-                elif mode == "one":
-                    result = conn.execute(sql, params).fetchone()
-                elif mode in KNOWN:
+                if mode in KNOWN:  # a lookup the memo may answer (sqlite/memo.py)
+                    if self._depth:
+                        if not memo.checked:
+                            self._validate()
+                        if (hit := memo.rows.get((mode, *params))) is not None:
+                            result = hit  # this connection already knows the answer
+                            continue
+                    if tracer is not None:
+                        tracer(sql, params)
                     cur = conn.execute(sql, params)
                     result = cur.fetchall() if mode == "thread" else cur.fetchone()
                     if self._depth:
                         memo.learn(mode, params, result)
-                else:
+                    continue
+                if tracer is not None:
+                    tracer(sql, params)
+                if mode in ROWCOUNT:  # the hot writes: one statement, its rowcount
                     result = conn.execute(sql, params).rowcount
                     if mode != "count":
                         memo.wrote(mode, params)
+                elif mode == "all":
+                    result = conn.execute(sql, params).fetchall()
+                elif mode == "one":
+                    result = conn.execute(sql, params).fetchone()
+                elif mode == "many":
+                    result = conn.executemany(sql, params).rowcount
+                elif mode == "each":  # one statement per row, each row's rowcount
+                    result = [conn.execute(sql, row).rowcount for row in params]
+                else:  # any other mode: the rowcount, as for ``count``
+                    result = conn.execute(sql, params).rowcount
         except sqlite3.DatabaseError as exc:
             raise storage_error(exc, self.where) from exc
 

@@ -49,6 +49,7 @@ DROP_THREAD = (
     " AND NOT EXISTS (SELECT 1 FROM tl_writes WHERE thread = tl_threads.id)"
 )
 BASE_EXISTS = "EXISTS (SELECT 1 FROM tl_checkpoints WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id = ?)"
+SELECT_BASE = f"SELECT {BASE_EXISTS}"
 ADD_REFS = "UPDATE tl_blobs SET refs = refs + ? WHERE hash = ?"
 INSERT_BLOB = (
     "INSERT OR IGNORE INTO tl_blobs (hash, tag, data, children, refs) VALUES (?, ?, ?, ?, ?)"
@@ -73,6 +74,13 @@ def _thread_ids(names: Iterable[str], create: bool = True) -> Plan:
     (unless not ``create``: then missing names are absent). Mode ``thread``: the
     executor answers repeats from its memo (``sqlite/memo.py``)."""
     ids: dict[str, int] = {}
+    if type(names) is tuple and len(names) == 1:  # the usual single thread: no dedup
+        rows = yield Stmt(FIND_THREAD, names, "thread")
+        if not rows and create:
+            rows = yield Stmt(NEW_THREAD, names, "thread")
+        if rows:
+            ids[names[0]] = rows[0][0]
+        return ids
     for name in dict.fromkeys(names):
         rows = yield Stmt(FIND_THREAD, (name,), "thread")
         if not rows and create:
@@ -82,17 +90,19 @@ def _thread_ids(names: Iterable[str], create: bool = True) -> Plan:
     return ids
 
 
-def _stale(op: o.SaveCheckpoint) -> Plan:
+def _stale(op: o.SaveCheckpoint, ids: dict[str, int]) -> Plan:
     """Whether the diff base or a reused blob is gone (see SaveCheckpoint): one
-    statement for the base and the first ``CHUNK`` needed hashes."""
+    statement for the base and the first ``CHUNK`` needed hashes. The thread id
+    it looks up is left in ``ids`` (``_save`` needs it again)."""
     cols, params = [], []
     if op.base is not None and op.row is not None:
-        tid = (yield from _thread_ids((op.row.thread_id,), create=False)).get(op.row.thread_id)
+        ids.update((yield from _thread_ids((op.row.thread_id,), create=False)))
+        tid = ids.get(op.row.thread_id)
         if tid is None:
             return True
         base = (tid, op.row.checkpoint_ns, enc_id(op.base))
         if not op.needs:  # mode base: a base this connection knows is not asked again
-            return not (yield Stmt(f"SELECT {BASE_EXISTS}", base, "base"))[0]
+            return not (yield Stmt(SELECT_BASE, base, "base"))[0]
         cols.append(BASE_EXISTS)
         params.extend(base)
     for i, part in enumerate(_chunks(op.needs)):
@@ -111,9 +121,19 @@ def _stale(op: o.SaveCheckpoint) -> Plan:
 
 
 def _save(op: o.SaveCheckpoint) -> Plan:
-    if (op.needs or (op.base is not None and op.row is not None)) and (yield from _stale(op)):
+    ids: dict[str, int] = {}
+    if (op.needs or (op.base is not None and op.row is not None)) and (yield from _stale(op, ids)):
         return o.SaveResult(frozenset(), (), stale=True)
-    names = [op.row.thread_id] if op.row is not None else []
+    row = op.row
+    if not op.refs and not op.blobs:  # a runtime step: the checkpoint row only
+        if row is None:
+            return o.SaveResult(frozenset(), ())
+        tid = ids.get(row.thread_id)
+        if tid is None:
+            tid = (yield from _thread_ids((row.thread_id,)))[row.thread_id]
+        yield Stmt(SAVE_CP, (tid, *_cp_params(row)[1:]), "saved")
+        return o.SaveResult(frozenset(), ())
+    names = [row.thread_id] if row is not None else []
     ids = yield from _thread_ids(names + [r.thread_id for r in op.refs])
     held: Counter[bytes] = Counter()
     inserted: list[bool] = []
@@ -150,13 +170,18 @@ def _blob_rows(blobs: Sequence[o.BlobRow], held: Counter[bytes]) -> list[tuple[A
 
 
 def _save_writes(op: o.SaveWrites) -> Plan:
-    ids = yield from _thread_ids(r.thread_id for r in op.rows)
+    rows = op.rows
+    ids = yield from _thread_ids(
+        (rows[0].thread_id,) if len(rows) == 1 else [r.thread_id for r in rows]
+    )
     params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
     if op.strict:
         if not (yield from _expected_rows(op, params)):
             return None  # a row differs (another writer): nothing written
     else:
         yield Stmt(SAVE_WRITE, params, "many")
+    if not op.blobs and not op.add_refs:  # the usual task write: nothing to count
+        return frozenset()
     held: Counter[bytes] = Counter()
     if op.add_refs:
         for w in op.rows:
