@@ -131,7 +131,7 @@ def test_other_threads_keep_the_guard(spec):
         fenced.lease.release()
 
 
-def test_stats_and_close_pass_through():
+def test_stats_pass_through_and_close_leaves_the_shared_saver_open():
     saver = InMemorySaver()
     _fill(saver)
     fenced = _fenced(saver)
@@ -139,8 +139,26 @@ def test_stats_and_close_pass_through():
     assert fenced.stats("mine")["checkpoints"] == len(_ids(saver, "mine"))
     closed: list[str] = []
     saver.close = lambda: closed.append("close")  # type: ignore[method-assign]
+    with fenced:  # a run's wrapper used as a context manager
+        pass
     fenced.close()
-    assert closed == ["close"]
+    assert closed == []  # every other run still saves through it
+    assert fenced.stats("mine")["checkpoints"] == len(_ids(saver, "mine"))
+
+
+async def test_aclose_leaves_the_shared_saver_open():
+    saver = InMemorySaver()
+    _fill(saver)
+    fenced = _fenced(saver)
+    closed: list[str] = []
+
+    async def aclose() -> None:
+        closed.append("aclose")
+
+    saver.aclose = aclose  # type: ignore[method-assign]
+    await fenced.aclose()
+    assert closed == []
+    fenced.lease.release()
 
 
 # -- async twins --------------------------------------------------------------------

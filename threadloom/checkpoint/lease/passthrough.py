@@ -1,4 +1,4 @@
-"""Retention, stats and close on a ``FencedSaver``: forwarded to the inner saver.
+"""Retention and stats on a ``FencedSaver``: forwarded to the inner saver.
 
 ``BaseCheckpointSaver`` defines these methods (raising NotImplementedError, or
 doing nothing for ``close``), so ``FencedSaver.__getattr__`` never sees them:
@@ -135,8 +135,9 @@ class FencedRetention:
         return self.inner.stats(thread_id)
 
     def close(self) -> None:
-        """Closes the wrapped saver (a pass-through, like every other call)."""
-        self.inner.close()
+        """Does nothing: a fenced saver wraps a saver shared by every run for one
+        run's lease and opened nothing itself, so leaving a ``with`` block over it
+        (or closing it) must not close the saver the other runs still use."""
 
     # -- async --------------------------------------------------------------------
 
@@ -184,5 +185,4 @@ class FencedRetention:
         return await self.inner.astats(thread_id)
 
     async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        await self.inner.aclose()
+        """Does nothing, as :meth:`close`."""
