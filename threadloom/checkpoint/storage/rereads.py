@@ -7,14 +7,15 @@ driver notices a :class:`~threadloom.errors.CorruptBlobError` (a missing blob,
 list manifest or diff base) and runs the flow once more from its arguments with
 :func:`snapshot_wanted` true.
 
-Ref rows that vanished (a delete committed between the row lookup and the
-refs lookup, nothing cached) cannot be told from channels without a value,
-since a record does not say which of its versioned channels hold one. The
-executors of such stores catch them instead: ref rows are deleted only
-together with every checkpoint row holding them, so the refs lookup also
-checks that the rows the read found still exist (Postgres: in the same
-statement, so the same snapshot; Redis: read right after the refs, in the same
-pipeline) and raises ``CorruptBlobError`` when one is gone, which this re-run
+Ref rows or write rows that vanished (a delete committed between the row
+lookup and the refs or writes lookup) cannot be told from channels without a
+value or a checkpoint without pending writes. The executors of such stores
+catch them instead: write rows are deleted only with their checkpoint row, and
+ref rows only with every checkpoint row holding them, so the writes lookup
+(which every read sends, a warm re-read included) and the refs lookup both
+check that the rows the read found still exist (Postgres: in the same
+statement, so the same snapshot; Redis: read right after, in the same
+pipeline). A missing row raises ``CorruptBlobError``, which this re-run
 answers (postgres/seenrows.py, redis/seenrows.py). A store that reads every
 flow in one snapshot (Postgres ``connector.snapshot_reads``, one round trip
 more per read) has no torn reads at all.
