@@ -1,9 +1,9 @@
 """A cancelled async transaction, or a failing ROLLBACK, never leaves a FULL
 connection at synchronous NORMAL nor a transaction open: aiosqlite's worker
 runs a queued job even when its awaiting task is cancelled, so a cancelled
-caller sees CancelledError only once its flow has settled (found in review;
-since the flow runs in one hop, sqlite/worker.py, a flow the worker started
-runs to its end and one it had not started is skipped)."""
+caller sees CancelledError only once its flow has settled (found in review).
+Since a flow runs in one hop (sqlite/worker.py) a cancel stops it at its next
+op or before its COMMIT and it rolls back; one not started is skipped."""
 
 from __future__ import annotations
 
@@ -40,13 +40,21 @@ async def _level(saver: AsyncSqliteSaver) -> int:
 
 async def _cancel_at(saver: AsyncSqliteSaver, sql: str, flow, write: bool = True) -> asyncio.Task:
     """Run ``flow`` and cancel it from the SQLite trace callback when ``sql``
-    starts on the worker thread (the cancel is queued before its result)."""
+    starts on the worker thread: the statement waits until the loop has called
+    ``cancel()`` (the flow, on that thread, sees it from its next op on)."""
     loop = asyncio.get_running_loop()
     box: dict[str, asyncio.Task] = {}
 
     def trace(text: str) -> None:
         if text == sql and "t" in box:
-            loop.call_soon_threadsafe(box.pop("t").cancel)
+            asked = threading.Event()
+
+            def cancel() -> None:
+                box.pop("t").cancel()
+                asked.set()
+
+            loop.call_soon_threadsafe(cancel)
+            asked.wait(30)
 
     await saver.conn.set_trace_callback(trace)
     task = asyncio.ensure_future(saver._arun(flow, write))
@@ -109,6 +117,30 @@ async def test_a_flow_cancelled_before_the_worker_started_it_never_runs(tmp_path
         assert await blocker is True
         assert await saver._arun(lo.read_flow("t")) is None  # never acquired
         assert not saver.conn.in_transaction
+
+
+async def test_a_cancel_landing_mid_flow_rolls_it_back(tmp_path: Path) -> None:
+    """The flow runs on aiosqlite's thread; its caller is cancelled after its
+    lease op ran: the flow stops before its COMMIT and nothing is kept (a lease
+    acquired by a cancelled caller would never be released)."""
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "g.db")) as saver:
+        started, gate = threading.Event(), threading.Event()
+
+        def gated():
+            yield _acquire()
+            started.set()
+            gate.wait(30)  # on the worker thread, inside the transaction
+
+        task = asyncio.ensure_future(saver._arun(gated(), True))
+        assert await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not saver.conn.in_transaction
+        assert await saver._arun(lo.read_flow("t")) is None  # rolled back
 
 
 async def test_many_cancellations_leave_full_and_no_transaction(tmp_path: Path) -> None:
@@ -178,10 +210,8 @@ async def test_async_a_failing_rollback_still_restores_full(tmp_path: Path, monk
 
 
 async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) -> None:
-    """A cancel landing while the saver's flow runs inside the caller's
-    transaction: the flow ends as if nobody had cancelled (its SAVEPOINT is
-    released, never left open) and its rows are the caller's to commit or
-    roll back. (Before the flow ran in one hop, the savepoint was rolled back.)"""
+    """The saver's SAVEPOINT inside the caller's transaction is rolled back and
+    released when the cancel lands on it: none of its rows commit with theirs."""
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "p.db")) as saver:
         async with saver.conn.execute("BEGIN"):
             pass
@@ -192,5 +222,4 @@ async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) 
                 pass
         async with saver.conn.execute("COMMIT"):
             pass
-        lease = await saver._arun(lo.read_flow("t"))
-        assert lease is not None and lease.holder == "me"
+        assert await saver._arun(lo.read_flow("t")) is None

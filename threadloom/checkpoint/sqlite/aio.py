@@ -139,7 +139,7 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
         if not self.is_setup:
             await self.setup()
-        return await worker.hop(self.conn, drive.run, flow, self.executor, write)
+        return await worker.run_flow(self.conn, flow, self.executor, write)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
         """One hop per page: a consumer that stops early reads no further page

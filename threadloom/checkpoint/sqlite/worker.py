@@ -11,11 +11,14 @@ await its result) and ``Connection._conn`` (the ``sqlite3.Connection``);
 :func:`check` fails loudly, naming them, if a future aiosqlite drops them.
 
 Cancellation: the worker runs a queued callable even when its awaiting task is
-cancelled. A job cancelled before the worker started it is skipped; one that
-started runs to its end (a flow commits or rolls back as if nobody had
-cancelled). Either way the cancelled caller sees ``CancelledError`` only once
-the job is settled, so the connection is never left mid-transaction while the
-loop goes on (a statement queued after the job runs after it).
+cancelled. A job cancelled before the worker started it is skipped; a flow
+(:func:`run_flow`) whose caller is cancelled while it runs stops at its next
+op, or before its COMMIT, and rolls back, as when each statement was an
+``await`` of its own: a cancelled lease acquire leaves no lease behind that
+nobody would release. Only a cancel landing during the COMMIT itself finds the
+flow committed. Either way the cancelled caller sees ``CancelledError`` only
+once the job is settled, so the connection is never left mid-transaction while
+the loop goes on (a statement queued after the job runs after it).
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ import contextvars
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
+from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.drive import Emit, Flow
 from threadloom.errors import ConfigError
 
-__all__ = ["check", "hop", "page", "tapped"]
+__all__ = ["check", "hop", "page", "run_flow", "tapped"]
 
 
 def check(conn: Any) -> None:
@@ -45,20 +49,42 @@ def check(conn: Any) -> None:
 
 
 class _Job:
-    """The callable queued for the worker: skipped when cancelled before it
-    started, run in the caller's context (context variables) otherwise."""
+    """The callable queued for the worker, run in the caller's context (context
+    variables); skipped when its caller was cancelled before it started.
 
-    __slots__ = ("fn", "args", "ctx", "skip")
+    Whether the caller is cancelled is read on the worker thread: its task's
+    ``cancelling()`` count (Python 3.11+) rises the moment ``cancel()`` is
+    called, before the loop delivers the CancelledError (which may take the
+    whole flow's time); ``caller_cancelled`` is also set when it is delivered
+    (the only signal on 3.10). The task is suspended on this job meanwhile, so
+    a cancel requested then is delivered to it.
+    """
+
+    __slots__ = ("fn", "args", "ctx", "caller_cancelled", "task", "base")
 
     def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.fn, self.args = fn, args
         self.ctx = contextvars.copy_context()
-        self.skip = False
+        self.caller_cancelled = False
+        task = asyncio.current_task()
+        self.task = task if hasattr(task, "cancelling") else None
+        self.base = self.task.cancelling() if self.task is not None else 0
+
+    @property
+    def cancelled(self) -> bool:
+        if self.caller_cancelled:
+            return True
+        return self.task is not None and self.task.cancelling() > self.base
 
     def __call__(self) -> Any:
-        if self.skip:
+        if self.cancelled:
             return None  # its caller was cancelled before it started
         return self.ctx.run(self.fn, *self.args)
+
+
+class Abandoned(Exception):
+    """Raised into a flow's transaction when its caller was cancelled: the
+    transaction rolls back (nobody sees this: the caller has CancelledError)."""
 
 
 def _noop() -> None:
@@ -68,11 +94,38 @@ def _noop() -> None:
 async def hop(conn: Any, fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` on ``conn``'s worker thread (the ``sqlite3`` connection is
     ``conn._conn`` there); its result or exception. Cancelled: see the module doc."""
-    job = _Job(fn, args)
+    return await _submit(conn, _Job(fn, args))
+
+
+async def run_flow(conn: Any, flow: Flow, executor: Any, write: bool) -> Any:
+    """``drive.run(flow, executor, write)`` in one hop, rolled back when its
+    caller is cancelled before the flow's last op has run (module doc)."""
+    job = _Job(drive.run, ())
+    job.args = (_watched(flow, job), executor, write)
+    return await _submit(conn, job)
+
+
+def _watched(flow: Flow, job: _Job) -> Flow:
+    """``flow``, stopped with :class:`Abandoned` before each op and before its
+    end (the COMMIT) once ``job``'s caller is cancelled."""
+    result = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as stop:
+            if job.cancelled:
+                raise Abandoned from None
+            return stop.value
+        if job.cancelled:
+            raise Abandoned
+        result = yield op
+
+
+async def _submit(conn: Any, job: _Job) -> Any:
     try:
         return await conn._execute(job)
     except asyncio.CancelledError:
-        job.skip = True  # not started yet: it never runs
+        job.caller_cancelled = True  # not started: never runs; running: rolls back
         # the worker runs its queue in order: the job has settled once a
         # callable queued after it has
         await _settled(conn._execute(_noop))
