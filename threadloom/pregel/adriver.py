@@ -12,6 +12,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from threadloom.constants import START
 from threadloom.pregel.driver import (
     Done,
     cache_apply,
@@ -36,6 +37,13 @@ async def _limited(sem: asyncio.Semaphore | None, scope: Any) -> BaseException |
         return await arun_task(scope)
     async with sem:
         return await arun_task(scope)
+
+
+async def _before_tasks(persister: Any, todo: list[Any]) -> None:
+    if persister.holding and any(t.name != START for t in todo):
+        persister.send_held()  # the input rides only with a START-only step
+    persister.save_writes()  # writes from before the tasks (cache hits, a resume)
+    await persister.throttle()
 
 
 class _AsyncRun:
@@ -86,8 +94,7 @@ class _AsyncRun:
         timeout = loop.graph.step_timeout
         deadline = self.aloop.time() + timeout if timeout else None
         if todo and persister is not None:
-            persister.save_writes()  # writes from before the tasks (cache hits, a resume)
-            await persister.throttle()
+            await _before_tasks(persister, todo)
         if len(todo) == 1 and deadline is None:
             exc = await arun_task(make_scope(loop, todo[0]))
             loop.commit(todo[0], exc)
@@ -142,8 +149,7 @@ class _AsyncRun:
         if lone is None:
             return False
         if persister is not None:
-            persister.save_writes()  # writes from before the task (cache hits, a resume)
-            await persister.throttle()
+            await _before_tasks(persister, [lone])
         exc = await arun_task(make_scope(loop, lone))
         loop.commit(lone, exc)
         if persister is not None and persister.inline:
@@ -185,7 +191,8 @@ async def astream_run(
             yield c
         while loop.tick():
             if boundary is not None:  # a leased run another run asked to stop
-                await boundary(opts.durability == "sync")
+                # exact unless the input checkpoint (and its fence) is still held
+                await boundary(opts.durability == "sync" and not opts.persister.holding)
             if wanted := cache_wanted(loop):
                 cache_apply(loop, wanted, await opts.cache.aget(cache_keys(wanted)))
             if not await run.run_lone():

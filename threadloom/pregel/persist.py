@@ -317,14 +317,23 @@ class AsyncPersister(_Buffer):
 
     def __init__(self, saver: Any, durability: str, max_pending: int = MAX_PENDING) -> None:
         self._setup(saver, durability, True)
+        self._holds = durability == "sync" and self._steps  # as SyncPersister
         self._drainer: asyncio.Task[None] | None = None
         self._max = max_pending
+
+    def send_held(self) -> None:
+        """Queue a held input checkpoint, alone; the next ``throttle()`` saves it."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._queue.append(held)
 
     def _submit(self, op: tuple[list[Any], Any]) -> None:
         """Queue a save. ``async`` durability: a drain task runs it in the background.
         ``sync``/``exit``: the driver's next ``throttle()``/``flush()`` runs it in the
         run's own task (no task per save, and the lease fence then counts as the
-        run's own for the step boundary check)."""
+        run's own for the step boundary check). A held input checkpoint goes first:
+        the drain sends both in one ``aput_steps``."""
+        self.send_held()
         self._queue.append(op)
         if not self.inline and (self._drainer is None or self._drainer.done()):
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
@@ -381,5 +390,6 @@ class AsyncPersister(_Buffer):
 
     async def flush(self) -> None:
         """Save the buffered writes and wait for every save; raise the first failure."""
+        self.send_held()
         self.save_writes()
         await self._wait()
