@@ -41,10 +41,26 @@ def uuid6(clock_seq: int | None = None) -> uuid.UUID:
 
 
 def uuid6_str(clock_seq: int | None = None) -> str:
-    """``str(uuid6(clock_seq))`` without building a ``UUID`` object: every saved
-    checkpoint needs one, and the object costs more than the id's bits."""
-    h = f"{_uuid6_int(clock_seq):032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    """``str(uuid6(clock_seq))`` without building a ``UUID`` object or the 128-bit
+    int: every saved checkpoint needs one. Its timestamp (epoch microseconds) is
+    left in :data:`LAST_ID` for the storage core, which stores the checkpoint's
+    ``ts`` relative to it."""
+    global _last_ticks
+    ticks = time.time_ns() // 100 + _GREGORIAN_OFFSET
+    with _lock:  # _ticks() inlined: strictly increasing in this process
+        if ticks <= _last_ticks:
+            ticks = _last_ticks + 1
+        _last_ticks = ticks
+    if clock_seq is None:
+        clock_seq = random.getrandbits(14)
+    high = ticks >> 12
+    text = (
+        f"{high >> 16:08x}-{high & 0xFFFF:04x}-6{ticks & 0xFFF:03x}-"
+        f"{0x8000 | (clock_seq & 0x3FFF):04x}-{random.getrandbits(48):012x}"
+    )
+    global LAST_ID
+    LAST_ID = (text, ticks)
+    return text
 
 
 _ts: tuple[int, str] = (-1, "")  # (second, its "YYYY-MM-DDTHH:MM:SS"): one tuple, swapped whole
@@ -53,15 +69,15 @@ _ts: tuple[int, str] = (-1, "")  # (second, its "YYYY-MM-DDTHH:MM:SS"): one tupl
 def now_iso() -> str:
     """``datetime.now(timezone.utc).isoformat()``, formatting the date part once per
     second (checkpoint timestamps are taken every step)."""
-    global _ts
+    global _ts, LAST_TS
     second, micros = divmod(time.time_ns() // 1000, 1_000_000)
     cached_second, prefix = _ts
     if second != cached_second:
         prefix = datetime.fromtimestamp(second, timezone.utc).isoformat()[:19]
         _ts = (second, prefix)
-    if micros:
-        return f"{prefix}.{micros:06d}+00:00"
-    return prefix + "+00:00"
+    text = f"{prefix}.{micros:06d}+00:00" if micros else prefix + "+00:00"
+    LAST_TS = (text, second, micros)
+    return text
 
 
 def _uuid6_int(clock_seq: int | None) -> int:
@@ -118,3 +134,14 @@ not starting with 0) -> ``(counter, int(digits))``, bounded. The storage core
 packs every version it stores as exactly these two numbers
 (``storage.packing``); handing them over spares parsing back the text that
 was formatted a moment before (every changed channel of every put)."""
+
+LAST_ID: tuple[str | None, int] = (None, 0)
+"""The last checkpoint id :func:`uuid6_str` made and its 100 ns ticks;
+:data:`LAST_TS` the last timestamp :func:`now_iso` made, its second and
+microseconds (one tuple each, swapped whole). A record stores a checkpoint's
+``ts`` as microseconds from its id's time (``storage.packing.pack_ts_for``):
+when the put's ``ts`` and id are these (the runtime makes both just before it
+saves), neither string is parsed back. A slot only matches its own string and
+holds what parsing that string gives, so a miss (another thread, another
+checkpoint) just parses."""
+LAST_TS: tuple[str | None, int, int] = (None, 0, 0)

@@ -24,6 +24,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint import ids as _ids
 from threadloom.checkpoint.ids import MADE
 
 __all__ = [
@@ -187,6 +188,9 @@ class TsDelta:
         raise ValueError(f"ts delta {delta} does not fit 4 bytes")
 
 
+_DELTAS = [TsDelta(d) for d in range(-128, 128)]  # shared: a TsDelta is never changed
+
+
 def ext_hook(code: int, data: bytes) -> Any:
     """``ormsgpack.unpackb``'s ext hook for records: only :data:`TS_EXT` exists."""
     if code == TS_EXT and len(data) in (1, 2, 4):
@@ -210,12 +214,24 @@ def id_micros(checkpoint_id: Any) -> int | None:
 def pack_ts_for(ts: Any, checkpoint_id: Any) -> Any:
     """``ts`` as stored in the record of ``checkpoint_id``: a :class:`TsDelta`
     when the int form round-trips and the id's timestamp is within ~35 minutes,
-    else :func:`pack_ts`'s form."""
-    packed = pack_ts(ts)
+    else :func:`pack_ts`'s form. The ``ts`` and id this process made last (the
+    usual put) are not parsed back (``ids.LAST_TS``/``ids.LAST_ID``)."""
+    last_ts = _ids.LAST_TS
+    if (
+        type(ts) is str and ts == last_ts[0]
+    ):  # equal strings: now_iso's numbers are what pack_ts parses
+        packed = last_ts[1] * 1_000_000 + last_ts[2]
+    else:
+        packed = pack_ts(ts)
     if type(packed) is int:
-        base = id_micros(checkpoint_id)
+        last_id = _ids.LAST_ID
+        if type(checkpoint_id) is str and checkpoint_id == last_id[0]:
+            base = (last_id[1] - _GREGORIAN_OFFSET) // 10  # what id_micros parses
+        else:
+            base = id_micros(checkpoint_id)
         if base is not None and -(1 << 31) <= packed - base < 1 << 31:
-            return TsDelta(packed - base)
+            delta = packed - base
+            return _DELTAS[delta + 128] if -128 <= delta < 128 else TsDelta(delta)
     return packed
 
 

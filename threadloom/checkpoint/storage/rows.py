@@ -87,7 +87,48 @@ def _version_key(version: str | int | float) -> str:
 
 
 def dump_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
-    """Stored metadata (JSON text) and its run_id, after the contract's filtering."""
+    """Stored metadata (JSON text) and its run_id, after the contract's filtering.
+
+    The runtime's own metadata (``{"source", "step", "parents"}`` in that order,
+    no user metadata or run_id in the config) is formatted directly: the same
+    text the JSON encoder gives (a hypothesis test compares the two), without
+    the filtering copy and an encoder per call (every saved step has one)."""
+    if type(metadata) is dict and len(metadata) == 3 and not config.get("metadata"):
+        configurable = config.get("configurable")
+        if not configurable or "run_id" not in configurable:
+            text = _standard_text(metadata)
+            if text is not None:
+                return text, None
+    return _dump_general(config, metadata)
+
+
+def _standard_text(metadata: dict[str, Any]) -> str | None:
+    """JSON of ``{"source": str, "step": int, "parents": {str: str}}`` as
+    :func:`_dump_general` writes it, or None for any other shape."""
+    (k1, source), (k2, step), (k3, parents) = metadata.items()
+    if not (
+        k1 == "source"
+        and k2 == "step"
+        and k3 == "parents"
+        and type(source) is str
+        and type(step) is int
+        and type(parents) is dict
+    ):
+        return None
+    if parents:
+        items = []
+        for key, value in parents.items():
+            if type(key) is not str or type(value) is not str:
+                return None
+            items.append(f"{_encode_str(key)}:{_encode_str(value)}")
+        inner = ",".join(items)
+    else:
+        inner = ""
+    source = _encode_str(source.replace("\u0000", ""))
+    return f'{{"source":{source},"step":{step},"parents":{{{inner}}}}}'
+
+
+def _dump_general(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
     text = "".join(_encoder()(md, 0))
     run_id = md.get("run_id")
