@@ -81,7 +81,11 @@ def enc_id(value: str | None) -> Any:
             return value
         # exactly 16 bytes (no dash elsewhere) of lowercase hex: exact round trip
         if len(raw) == 16 and raw.hex() == hexdigits:
-            _learn(value, raw)
+            if len(_DEC) >= _KEEP:  # (``_learn`` inlined: a new id every step)
+                _ENC.clear()
+                _DEC.clear()
+            _ENC[value] = raw
+            _DEC[raw] = value
             return raw
     return value
 
@@ -108,16 +112,20 @@ def _bound(value: Any) -> Any:
     return bytearray(value) if type(value) is bytes else value
 
 
-def _cp_params(row: o.CheckpointRow) -> tuple[Any, ...]:
+def _cp_params(row: o.CheckpointRow, thread: Any = None) -> tuple[Any, ...]:
+    """The row's parameters; ``thread``: the integer thread key replacing the
+    thread id text (the tables' first column), when given."""
     # params[:3] (thread, ns, checkpoint id) key the memo's "base" rows: kept as is
+    # (``_bound`` inlined: this runs every step)
+    parent, data, meta = enc_id(row[3]), row[5], row[6]
     return (
-        row[0],
+        row[0] if thread is None else thread,
         row[1],
         enc_id(row[2]),
-        _bound(enc_id(row[3])),
+        bytearray(parent) if type(parent) is bytes else parent,
         row[4],
-        _bound(row[5]),
-        _bound(row[6]),
+        bytearray(data) if type(data) is bytes else data,
+        bytearray(meta) if type(meta) is bytes else meta,
         row[7],
     )
 
@@ -126,15 +134,18 @@ def _w_row(r: Sequence[Any]) -> o.WriteRow:
     return o.WriteRow(r[0], r[1], dec_id(r[2]), dec_id(r[3]), r[4], r[5], r[6])
 
 
-def _w_params(row: o.WriteRow) -> tuple[Any, ...]:
+def _w_params(row: o.WriteRow, thread: Any = None) -> tuple[Any, ...]:
+    """As :func:`_cp_params`, for a task's writes row."""
+    # (``_bound`` inlined: this runs every step)
+    cid, tid, data, hashes = enc_id(row[2]), enc_id(row[3]), row[5], row[6]
     return (
-        row[0],
+        row[0] if thread is None else thread,
         row[1],
-        _bound(enc_id(row[2])),
-        _bound(enc_id(row[3])),
+        bytearray(cid) if type(cid) is bytes else cid,
+        bytearray(tid) if type(tid) is bytes else tid,
         row[4],
-        _bound(row[5]),
-        _bound(row[6]),
+        bytearray(data) if type(data) is bytes else data,
+        bytearray(hashes) if type(hashes) is bytes else hashes,
     )
 
 

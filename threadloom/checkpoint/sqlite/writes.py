@@ -131,7 +131,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
         tid = ids.get(row.thread_id)
         if tid is None:
             tid = (yield from _thread_ids((row.thread_id,)))[row.thread_id]
-        yield Stmt(SAVE_CP, (tid, *_cp_params(row)[1:]), "saved")
+        yield Stmt(SAVE_CP, _cp_params(row, tid), "saved")
         return o.SaveResult(frozenset(), ())
     names = [row.thread_id] if row is not None else []
     ids = yield from _thread_ids(names + [r.thread_id for r in op.refs])
@@ -159,7 +159,7 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     if rest:
         yield Stmt(ADD_REFS, rest, "many")
     if op.row is not None:
-        yield Stmt(SAVE_CP, (ids[op.row.thread_id], *_cp_params(op.row)[1:]), "saved")
+        yield Stmt(SAVE_CP, _cp_params(op.row, ids[op.row.thread_id]), "saved")
     return o.SaveResult(frozenset(new), tuple(inserted))
 
 
@@ -174,7 +174,7 @@ def _save_writes(op: o.SaveWrites) -> Plan:
     ids = yield from _thread_ids(
         (rows[0].thread_id,) if len(rows) == 1 else [r.thread_id for r in rows]
     )
-    params = [(ids[w.thread_id], *_w_params(w)[1:]) for w in op.rows]
+    params = [_w_params(w, ids[w.thread_id]) for w in op.rows]
     if op.strict:
         if not (yield from _expected_rows(op, params)):
             return None  # a row differs (another writer): nothing written
