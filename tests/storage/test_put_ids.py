@@ -120,3 +120,39 @@ def test_slots_match_only_their_own_strings() -> None:
         assert packing.pack_ts_for("", "") == ""  # the empty slot matches nothing
     finally:
         ids.LAST_TS = saved
+
+
+_versions = st.one_of(
+    st.none(),
+    st.integers(0, 10**6),
+    st.floats(0, 1e6, allow_nan=False),
+    st.builds(lambda n, tail: f"{n:032}.{tail}", st.integers(0, 10**8), _text),
+    st.builds(lambda n: f"{n:032}.0.5", st.integers(0, 10**8)),
+    st.sampled_from(["7", "3.25", "\u0667" * 32 + ".1", "1" * 40 + ".2"]),
+)
+
+
+def _reference_next(current: Any) -> str:
+    """LangGraph's format: the counter after ``current``'s, a random float tail."""
+    import random
+
+    return f"{ids.version_counter(current) + 1:032}.{random.random():016}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_versions, st.integers(0, 2**32))
+def test_next_version_is_the_reference_format(current: Any, seed: int) -> None:
+    import random
+
+    for _ in range(2):  # the second call hits the memoized counter text
+        random.seed(seed)
+        try:
+            expected: Any = _reference_next(current)
+        except ValueError as exc:
+            expected = type(exc)
+        random.seed(seed)
+        try:
+            got: Any = ids.next_version(current)
+        except ValueError as exc:
+            got = type(exc)
+        assert got == expected

@@ -109,15 +109,19 @@ def next_version(current: str | int | float | None, channel: object = None) -> s
     ``channel`` is ignored: it makes this usable where ``get_next_version(current,
     channel)`` is expected (the runtime calls it directly when a saver keeps the default).
     """
-    if type(current) is str and current[32:33] == "." and current[:32].isdigit():
-        counter = int(current[:32]) + 1  # the usual case: one of ours, parsed without split()
+    if type(current) is str and current[32:33] == ".":  # the usual case: one of ours
+        following = _FOLLOWING.get(current[:32])
+        if following is None:
+            following = _following(current)
+        counter, head = following
     else:
         counter = version_counter(current) + 1
+        head = f"{counter:032}."
     # repr(x).zfill(16) == f"{x:016}" for x in [0, 1) (LangGraph's format), formatted faster
     tail = repr(random.random())
     if len(tail) < 16:
-        return f"{counter:032}.{tail.zfill(16)}"
-    text = f"{counter:032}.{tail}"
+        return head + tail.zfill(16)
+    text = head + tail
     # repr of [1e-4, 1) is "0." + at most 17 significant digits; of smaller
     # floats, an exponent form starting with 1-9
     if tail[0] == "0" and tail[2] != "0" and counter < _MAX_PARTS:
@@ -127,6 +131,22 @@ def next_version(current: str | int | float | None, channel: object = None) -> s
     return text
 
 
+def _following(current: str) -> tuple[int, str]:
+    """The counter after ``current``'s and its text up to the dot, memoized by
+    ``current``'s counter text (the same counters recur in every thread)."""
+    text = current[:32]
+    if not text.isdigit():
+        counter = version_counter(current) + 1
+        return counter, f"{counter:032}."
+    counter = int(text) + 1  # parsed without split()
+    following = (counter, f"{counter:032}.")
+    if len(_FOLLOWING) > 4096:
+        _FOLLOWING.clear()
+    _FOLLOWING[text] = following
+    return following
+
+
+_FOLLOWING: dict[str, tuple[int, str]] = {}
 _MAX_PARTS = 1 << 63
 MADE: dict[str, tuple[int, int]] = {}
 """Versions :func:`next_version` made (``"<counter>.0.<digits>"``, the digits
