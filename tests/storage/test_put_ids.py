@@ -156,3 +156,19 @@ def test_next_version_is_the_reference_format(current: Any, seed: int) -> None:
         except ValueError as exc:
             got = type(exc)
         assert got == expected
+
+
+def test_uuid6_str_head_follows_the_clock(monkeypatch: Any) -> None:
+    """The memoized first 15 characters change with the ticks they encode."""
+    import time as time_module
+
+    monkeypatch.setattr(ids, "_last_ticks", ids._last_ticks)  # restored: later ids follow the clock
+    base = time_module.time_ns() + 10**10  # ahead of every id made so far
+    for offset_ns in (0, 100, 409_500, 409_600, 409_700, 10**9, 30 * 10**9, 60 * 10**9):
+        monkeypatch.setattr(ids.time, "time_ns", lambda o=offset_ns: base + o)
+        cid = ids.uuid6_str(0)
+        ticks = (base + offset_ns) // 100 + 0x01B21DD213814000
+        assert ids.LAST_ID == (cid, ticks)
+        assert packing.id_micros(cid) == (ticks - 0x01B21DD213814000) // 10
+        digits = cid.replace("-", "")  # uuid6: time_high + time_mid, "6", time_low
+        assert int(digits[:12], 16) << 12 | int(digits[13:16], 16) == ticks
