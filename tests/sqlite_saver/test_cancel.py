@@ -121,8 +121,8 @@ async def test_a_flow_cancelled_before_the_worker_started_it_never_runs(tmp_path
 
 async def test_a_cancel_landing_mid_flow_rolls_it_back(tmp_path: Path) -> None:
     """The flow runs on aiosqlite's thread; its caller is cancelled after its
-    lease op ran: the flow stops before its COMMIT and nothing is kept (a lease
-    acquired by a cancelled caller would never be released)."""
+    lease op ran: the flow stops before its next op and nothing is kept (a
+    lease acquired by a cancelled caller would never be released)."""
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "g.db")) as saver:
         started, gate = threading.Event(), threading.Event()
 
@@ -130,6 +130,7 @@ async def test_a_cancel_landing_mid_flow_rolls_it_back(tmp_path: Path) -> None:
             yield _acquire()
             started.set()
             gate.wait(30)  # on the worker thread, inside the transaction
+            yield lo.ReadLease("t")  # not sent: the flow stops before it
 
         task = asyncio.ensure_future(saver._arun(gated(), True))
         assert await asyncio.to_thread(started.wait, 30)
@@ -223,3 +224,51 @@ async def test_cancel_at_a_savepoint_in_the_callers_transaction(tmp_path: Path) 
         async with saver.conn.execute("COMMIT"):
             pass
         assert await saver._arun(lo.read_flow("t")) is None
+
+
+async def test_a_cancel_after_a_puts_last_op_commits_it(tmp_path: Path) -> None:
+    """Cancelled while the checkpoint row (a put's last op) is written: the put
+    commits. Rolling back then would leave the codec's caches, updated once the
+    ops answered, describing a checkpoint that is not stored; later saves and
+    another connection must read what was committed."""
+    path = str(tmp_path / "l.db")
+    loop = asyncio.get_running_loop()
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        config = await saver.aput(CONFIG, _cp(0), {"source": "input", "step": -1}, {"a": "1"})
+        box: dict[str, asyncio.Task] = {}
+
+        def trace(text: str) -> None:
+            if text.startswith("INSERT OR REPLACE INTO tl_checkpoints") and "t" in box:
+                asked = threading.Event()
+
+                def cancel() -> None:
+                    box.pop("t").cancel()
+                    asked.set()
+
+                loop.call_soon_threadsafe(cancel)
+                asked.wait(30)
+
+        await saver.conn.set_trace_callback(trace)
+        cp = _cp(1)
+        box["t"] = task = asyncio.ensure_future(
+            saver.aput(config, cp, {"source": "loop", "step": 0}, {"a": "2"})
+        )
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await saver.conn.set_trace_callback(None)
+        got = await saver.aget_tuple(CONFIG)
+        assert got.checkpoint["id"] == cp["id"] and got.checkpoint["channel_values"] == {"a": 1}
+        later = _cp(2)
+        await saver.aput(got.config, later, {"source": "loop", "step": 1}, {"a": "3"})
+    async with AsyncSqliteSaver.from_conn_string(path) as again:
+        got = await again.aget_tuple(CONFIG)
+        assert got.checkpoint["id"] == later["id"] and got.checkpoint["channel_values"] == {"a": 2}
+        assert got.parent_config["configurable"]["checkpoint_id"] == cp["id"]
+
+
+def _cp(n: int) -> dict:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=n))
+    cp["channel_values"] = {"a": n}
+    cp["channel_versions"] = {"a": str(n + 1)}
+    return cp

@@ -12,11 +12,10 @@ await its result) and ``Connection._conn`` (the ``sqlite3.Connection``);
 
 Cancellation: the worker runs a queued callable even when its awaiting task is
 cancelled. A job cancelled before the worker started it is skipped; a flow
-(:func:`run_flow`) whose caller is cancelled while it runs stops at its next
-op, or before its COMMIT, and rolls back, as when each statement was an
-``await`` of its own: a cancelled lease acquire leaves no lease behind that
-nobody would release. Only a cancel landing during the COMMIT itself finds the
-flow committed. Either way the cancelled caller sees ``CancelledError`` only
+(:func:`run_flow`) whose caller is cancelled while it runs stops before its
+next op and rolls back, as when each statement was an ``await`` of its own. A
+cancel landing after its last op (the flow's own bookkeeping, the COMMIT, the
+result on its way back) finds it committed. Either way the cancelled caller sees ``CancelledError`` only
 once the job is settled, so the connection is never left mid-transaction while
 the loop goes on (a statement queued after the job runs after it).
 """
@@ -99,22 +98,23 @@ async def hop(conn: Any, fn: Callable[..., Any], *args: Any) -> Any:
 
 async def run_flow(conn: Any, flow: Flow, executor: Any, write: bool) -> Any:
     """``drive.run(flow, executor, write)`` in one hop, rolled back when its
-    caller is cancelled before the flow's last op has run (module doc)."""
+    caller is cancelled before the flow's last op ran (module doc)."""
     job = _Job(drive.run, ())
     job.args = (_watched(flow, job), executor, write)
     return await _submit(conn, job)
 
 
 def _watched(flow: Flow, job: _Job) -> Flow:
-    """``flow``, stopped with :class:`Abandoned` before each op and before its
-    end (the COMMIT) once ``job``'s caller is cancelled."""
+    """``flow``, stopped with :class:`Abandoned` before its next op once
+    ``job``'s caller is cancelled: left at a ``yield`` as when a cancel landed
+    on an op's ``await``. Never after its last op: a flow updates the codec's
+    caches once its ops answered (``puts.put_flow``), and those must describe
+    what is committed."""
     result = None
     while True:
         try:
             op = flow.send(result)
         except StopIteration as stop:
-            if job.cancelled:
-                raise Abandoned from None
             return stop.value
         if job.cancelled:
             raise Abandoned
