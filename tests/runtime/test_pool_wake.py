@@ -1,27 +1,51 @@
-"""The pool's hand-off to a worker (``pool.py``): workers do not preempt the thread
-that woke them, and an async run's worker is listed idle before it posts a node's
-outcome, so the loop's next node goes to that same warm worker."""
+"""The pool's hand-off to a worker (``pool.py``): each worker's own mailbox (a job
+list and a wake-up pipe), idle workers exiting, and an async run's worker listed
+idle before it posts a node's outcome, so the loop's next node goes to that same
+warm worker."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from typing import Any
 
-import pytest
-
-from threadloom.pregel.pool import ElasticPool
+from threadloom.pregel.pool import ElasticPool, _Worker
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="no SCHED_BATCH here")
-async def test_workers_run_as_sched_batch() -> None:
+async def test_an_idle_worker_exits_after_its_timeout_and_a_new_one_starts() -> None:
     loop = asyncio.get_running_loop()
-    pool = ElasticPool()
-    policy = await pool.run_async(loop, lambda: os.sched_getscheduler(0))
-    assert policy == os.SCHED_BATCH
-    assert pool.submit(os.sched_getscheduler, 0).result(timeout=5) == os.SCHED_BATCH
-    assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the caller's thread is left alone
+    pool = ElasticPool(idle_timeout=0.05)
+    first = await pool.run_async(loop, threading.get_ident)
+    second = await loop.run_in_executor(pool, threading.get_ident)  # a submit worker
+    assert first != second
+    assert (len(pool._hand), len(pool._idle)) == (1, 1)
+
+    def gone() -> bool:
+        alive = {t.ident for t in threading.enumerate()}
+        return first not in alive and second not in alive
+
+    for _ in range(200):
+        if not pool._hand and not pool._idle and gone():
+            break
+        await asyncio.sleep(0.01)
+    assert (pool._hand, pool._idle) == ([], [])
+    assert gone()
+    assert await pool.run_async(loop, lambda: 7) == 7
+    assert pool.submit(pow, 2, 5).result(timeout=5) == 32
+
+
+def test_a_mailbox_hands_out_its_jobs_in_order_then_times_out() -> None:
+    box = _Worker([])
+    try:
+        box.put("a")
+        box.put("b")
+        assert box.get(0) == "a"
+        assert box.get(0) == "b"
+        assert box.get(0.01) is None  # the wake-ups of taken jobs were read
+        box.put("c")
+        assert box.get(None) == "c"
+    finally:
+        box.close()
 
 
 class _Recorded(list):  # type: ignore[type-arg]
@@ -38,7 +62,7 @@ async def test_worker_is_idle_before_the_loop_sees_the_outcome() -> None:
     loop = asyncio.get_running_loop()
     order: list[str] = []
     pool = ElasticPool()
-    pool._idle = _Recorded(order)
+    pool._hand = _Recorded(order)
     post = loop.call_soon_threadsafe
 
     def recording_post(*args: Any) -> Any:
@@ -66,7 +90,7 @@ async def test_a_job_cancelled_before_it_starts_leaves_its_worker_idle() -> None
     gate.set()
     await blocker
     for _ in range(200):
-        if len(pool._idle) == 2:
+        if len(pool._hand) == 2:
             break
         await asyncio.sleep(0.01)
-    assert len(pool._idle) == 2
+    assert len(pool._hand) == 2

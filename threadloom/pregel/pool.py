@@ -5,14 +5,15 @@ pool is shared and keeps idle threads for reuse; it grows instead of queueing
 so nested graphs waiting on their own tasks can never deadlock it. Idle
 threads exit after ``idle_timeout`` seconds.
 
-Worker threads run as ``SCHED_BATCH`` where Linux allows it: same CPU share,
-but a woken worker does not preempt the thread that woke it. An async run hands
-each sync node to a worker while the event-loop thread holds the GIL; a
-preempting worker could only find the GIL taken and sleep again, so every hop
-cost the loop thread up to three involuntary switches (perf sched: prev_state=R
+An async run's sync node (``run_async``) reaches its own set of workers
+through each worker's pipe: the ``os.write`` that wakes the worker releases the
+GIL, so the worker takes it and runs the node at once, often before the
+event-loop thread even awaits it. Woken by a ``SimpleQueue.put`` instead, the
+worker found the GIL held by the loop thread and slept again, and each hop
+cost the loop thread three involuntary switches (perf sched: prev_state=R
 three times per hop), each a chance to wait behind other processes on a busy
-box. Not preempted, the worker runs once the loop thread blocks and the GIL is
-free. Threads a node starts inherit the policy.
+box. ``submit``/``spawn`` keep the queue: a background save then starts once
+the submitting thread blocks, and batches what queued meanwhile.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import concurrent.futures
 import logging
 import os
 import queue
+import select
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
@@ -33,17 +36,74 @@ logger = logging.getLogger("threadloom.pregel")
 
 
 class _Worker:
-    __slots__ = ("jobs",)
+    """A hand-off worker's mailbox (``run_async``): its jobs, and a pipe that wakes it."""
 
-    def __init__(self) -> None:
+    __slots__ = ("home", "jobs", "_read", "_write", "_poll")
+
+    def __init__(self, home: list[Any]) -> None:
+        self.home = home  # the idle list it goes back to
+        self.jobs: deque[Any] = deque()
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        self._poll = select.poll()
+        self._poll.register(self._read, select.POLLIN)
+
+    def put(self, job: Any) -> None:
+        self.jobs.append(job)
+        os.write(self._write, b"\0")  # the GIL is free while this wakes the worker
+
+    def get(self, timeout: float | None) -> Any:
+        """The next job, or None after ``timeout`` seconds without one. A job is
+        taken before the wake-ups are read: reading releases the GIL, which a
+        worker just woken by ``put`` holds and needs."""
+        while True:
+            if self.jobs:
+                return self.jobs.popleft()
+            try:
+                while os.read(self._read, 512):  # wake-ups of jobs already taken
+                    pass
+            except BlockingIOError:
+                pass
+            if self.jobs:
+                return self.jobs.popleft()
+            if not self._poll.poll(None if timeout is None else timeout * 1000):
+                return None
+
+    def close(self) -> None:
+        os.close(self._read)
+        os.close(self._write)
+
+
+class _Queued:
+    """A ``submit``/``spawn`` worker's mailbox. Its wake-up keeps the GIL: a
+    background drain then starts once the submitting thread blocks, with more
+    saves queued for one batch, and never competes with it on a busy GIL."""
+
+    __slots__ = ("home", "jobs")
+
+    def __init__(self, home: list[Any]) -> None:
+        self.home = home
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def put(self, job: Any) -> None:
+        self.jobs.put(job)
+
+    def get(self, timeout: float | None) -> Any:
+        try:
+            return self.jobs.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        pass
 
 
 class ElasticPool(Executor):
     """Executor that reuses an idle thread or starts a new one; never queues work."""
 
     def __init__(self, idle_timeout: float = 30.0) -> None:
-        self._idle: list[_Worker] = []
+        self._idle: list[Any] = []  # _Queued workers
+        self._hand: list[Any] = []  # _Worker (hand-off) workers
         self._lock = threading.Lock()
         self._timeout = idle_timeout
 
@@ -67,32 +127,32 @@ class ElasticPool(Executor):
         this hop every step). A future cancelled before its job starts skips it.
         """
         afut = loop.create_future()
-        self._dispatch((None, _settle_later, (loop, afut, fn), {}))
+        self._dispatch((None, _settle_later, (loop, afut, fn), {}), self._hand)
         return afut
 
-    def _dispatch(self, job: tuple[Any, Any, Any, Any]) -> None:
+    def _dispatch(self, job: tuple[Any, Any, Any, Any], idle: list[Any] | None = None) -> None:
+        idle = self._idle if idle is None else idle
         with self._lock:
-            worker = self._idle.pop() if self._idle else None
+            worker = idle.pop() if idle else None
         if worker is not None:
-            worker.jobs.put(job)
+            worker.put(job)
         else:
-            worker = _Worker()
-            worker.jobs.put(job)
+            worker = _Worker(idle) if idle is self._hand else _Queued(idle)
+            worker.put(job)
             threading.Thread(
                 target=self._work, args=(worker,), daemon=True, name="threadloom-worker"
             ).start()
 
-    def _work(self, worker: _Worker) -> None:
-        _no_wake_preemption()
+    def _work(self, worker: Any) -> None:
         while True:
-            try:
-                job = worker.jobs.get(timeout=self._timeout)
-            except queue.Empty:
+            job = worker.get(self._timeout)
+            if job is None:
                 with self._lock:
-                    if worker in self._idle:
-                        self._idle.remove(worker)
+                    if worker in worker.home:
+                        worker.home.remove(worker)
+                        worker.close()
                         return
-                job = worker.jobs.get()  # someone handed us a job meanwhile
+                continue  # someone is handing us a job
             fut, fn, args, kwargs = job
             if fn is _settle_later:  # lists the worker idle itself, before it posts
                 fn(*args, self._idle_again, worker)
@@ -110,9 +170,9 @@ class ElasticPool(Executor):
             del job, fut, fn, args, kwargs
             self._idle_again(worker)
 
-    def _idle_again(self, worker: _Worker) -> None:
+    def _idle_again(self, worker: Any) -> None:
         with self._lock:
-            self._idle.append(worker)
+            worker.home.append(worker)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """The shared pool is never shut down; idle threads exit on their own."""
@@ -125,21 +185,12 @@ def _logged(fn: Callable[[], None]) -> None:
         logger.exception("threadloom pool job %r failed", fn)
 
 
-def _no_wake_preemption() -> None:
-    """Make the calling pool thread ``SCHED_BATCH`` (see the module docstring);
-    a no-op where the platform has no such policy or refuses it."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))  # type: ignore[attr-defined]
-    except (AttributeError, OSError):
-        pass
-
-
 def _settle_later(
     loop: asyncio.AbstractEventLoop,
     afut: Any,
     fn: Callable[[], Any],
-    idle_again: Callable[[_Worker], None],
-    worker: _Worker,
+    idle_again: Callable[[Any], None],
+    worker: Any,
 ) -> None:
     """A ``run_async`` job. The worker is listed idle before the outcome is posted:
     the loop thread, woken by the post, hands the run's next node to this warm
