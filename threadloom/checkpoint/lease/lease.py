@@ -89,10 +89,27 @@ class Lease:
 
     async def atry_acquire(self) -> lo.LeaseInfo | None:
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
-        info = await self.saver._arun(self._acquire_flow(op), True)
-        if info is not None and holder_is_dead(info.token):
-            info = await self.saver._arun(self._acquire_flow(op._replace_steal(info.token)), True)
+        try:
+            info = await self.saver._arun(self._acquire_flow(op), True)
+            if info is not None and holder_is_dead(info.token):
+                steal = op._replace_steal(info.token)
+                info = await self.saver._arun(self._acquire_flow(steal), True)
+        except asyncio.CancelledError:
+            await self._give_back()
+            raise
         return self._acquired(info)
+
+    async def _give_back(self) -> None:
+        """A cancel can reach the caller after the acquire committed (the flow
+        runs on in a worker thread or server): nobody would get the lease to
+        release, and the thread would stay busy for the TTL. Release by this
+        lease's token, which does nothing unless the acquire took it; shielded,
+        so a second cancel does not stop it (it then finishes on its own)."""
+        flow = lo.release_flow(self.thread_id, self.token)
+        try:
+            await asyncio.shield(self.saver._arun(flow, True))
+        except Exception:  # storage down: the lease expires after its TTL
+            pass
 
     def _acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
         """Take the lease and, once taken, read the thread's latest checkpoint in
