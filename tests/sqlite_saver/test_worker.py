@@ -15,7 +15,7 @@ import pytest
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
 from threadloom.checkpoint.sqlite.worker import check, hop
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, StorageError
 
 CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
@@ -144,3 +144,22 @@ async def test_errors_come_back_as_raised_and_the_loop_keeps_running(tmp_path: P
         assert not blocked.done()
         gate.set()
         assert await blocked is True
+
+
+async def test_a_job_raising_stopiteration_fails_instead_of_hanging(tmp_path: Path) -> None:
+    """A future cannot hold StopIteration: left as is, the caller waited forever."""
+    async with aiosqlite.connect(tmp_path / "s.db") as conn:
+
+        def exhausted() -> None:
+            next(iter(()))
+
+        with pytest.raises(RuntimeError, match="exhausted iterator"):
+            await asyncio.wait_for(hop(conn, exhausted), 5)
+
+
+async def test_a_closed_connection_is_a_storage_error(tmp_path: Path) -> None:
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
+        await saver.aput(CONFIG, _checkpoint(0), {}, {"a": "1"})
+        await saver.conn.close()
+        with pytest.raises(StorageError, match="closed"):
+            await saver.aget_tuple(CONFIG)

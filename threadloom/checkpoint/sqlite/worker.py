@@ -29,7 +29,7 @@ from typing import Any
 
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.drive import Emit, Flow
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, StorageError
 
 __all__ = ["check", "hop", "page", "run_flow", "tapped"]
 
@@ -78,7 +78,12 @@ class _Job:
     def __call__(self) -> Any:
         if self.cancelled:
             return None  # its caller was cancelled before it started
-        return self.ctx.run(self.fn, *self.args)
+        try:
+            return self.ctx.run(self.fn, *self.args)
+        except StopIteration as exc:
+            # a future cannot hold StopIteration: aiosqlite's set_exception would
+            # fail on the loop and leave the caller waiting forever
+            raise RuntimeError(f"an exhausted iterator escaped a SQLite job: {exc!r}") from exc
 
 
 class Abandoned(Exception):
@@ -124,6 +129,10 @@ def _watched(flow: Flow, job: _Job) -> Flow:
 async def _submit(conn: Any, job: _Job) -> Any:
     try:
         return await conn._execute(job)
+    except ValueError as exc:
+        if getattr(conn, "_connection", None) is not None and getattr(conn, "_running", True):
+            raise
+        raise StorageError(f"the aiosqlite connection is closed ({exc})") from exc
     except asyncio.CancelledError:
         job.caller_cancelled = True  # not started: never runs; running: rolls back
         # the worker runs its queue in order: the job has settled once a
