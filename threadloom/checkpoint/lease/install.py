@@ -14,7 +14,6 @@ __all__ = ["backend_of"]
 _EXECUTORS = {
     "MemoryExecutor": "memory",
     "SqliteExecutor": "sqlite",
-    "AsyncSqliteExecutor": "sqlite",
     "PgExecutor": "postgres",
 }
 
