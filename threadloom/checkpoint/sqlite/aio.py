@@ -8,7 +8,6 @@ thread per flow (per page for ``list``), the same statements as ``SqliteSaver``.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -27,8 +26,6 @@ from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.expiry import ThreadTTL
 
 __all__ = ["AsyncSqliteSaver"]
-
-logger = logging.getLogger("threadloom.checkpoint.sqlite")
 
 
 class AsyncSqliteSaver(ThreadTTL, StorageSaver):
@@ -104,20 +101,11 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
             self.executor.on_commit = self._wal_committed
 
     def _wal_committed(self, total_changes: int) -> None:
-        """After each own write COMMIT (on the worker thread): a failing
-        background checkpointer is logged, else WAL checkpoints would stop
-        unseen and the WAL grow; the commit stands."""
+        """After each own write COMMIT (on the worker thread); the executor logs a
+        failure of this hook and the commit stands (``SqliteExecutor._committed``)."""
         walck = self.walck
-        if walck is None:
-            return
-        try:
+        if walck is not None:
             walck.committed(total_changes)
-        except Exception:
-            logger.warning(
-                "on_commit hook failed after a committed write on %s (the commit stands)",
-                self.executor.where,
-                exc_info=True,
-            )
 
     async def aclose(self) -> None:
         """Stop background checkpoints (off the loop: it waits for a running

@@ -1,8 +1,7 @@
-"""Run :mod:`.queries` plans on a connection: ``sqlite3`` here, ``aiosqlite`` in
-:mod:`.aexecutor`.
-
-Both executors share every statement, every row mapping and the migration
-logic; they differ only in ``await``. Transactions: writers take
+"""Run :mod:`.queries` plans on a ``sqlite3`` connection: ``SqliteSaver``
+directly, ``AsyncSqliteSaver`` on aiosqlite's worker thread (:mod:`.worker`,
+one hop per flow), so both savers share every statement, row mapping and the
+migration logic. Transactions: writers take
 ``BEGIN IMMEDIATE`` (the write lock up front, so two processes queue on
 ``busy_timeout`` instead of failing mid-transaction); readers use a deferred
 ``BEGIN`` for a consistent snapshot, sent with their first statement (a read
@@ -14,6 +13,7 @@ for its first op: a lease op alone commits without fsync (``durability.py``).
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -34,6 +34,8 @@ from threadloom.checkpoint.storage.ops import Op
 from threadloom.errors import StorageError
 
 __all__ = ["SqliteExecutor", "setup_statements", "storage_error"]
+
+logger = logging.getLogger("threadloom.checkpoint.sqlite")
 
 Tracer = Callable[[str, Any], None]
 
@@ -191,8 +193,12 @@ class SqliteExecutor:
         committed write must not raise because of it."""
         try:
             self.on_commit(self.conn.total_changes)  # type: ignore[misc]
-        except Exception:
-            pass
+        except Exception:  # logged: else WAL checkpoints stop unseen and the WAL grows
+            logger.warning(
+                "on_commit hook failed after a committed write on %s (the commit stands)",
+                self.where,
+                exc_info=True,
+            )
 
     def _restore(self) -> None:
         """Back to FULL/EXTRA after a relaxed transaction (a failed COMMIT's
