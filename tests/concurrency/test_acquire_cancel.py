@@ -13,6 +13,7 @@ import pytest
 from tests.concurrency.test_release_resend import _saver
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import Lease
+from threadloom.errors import StorageError
 
 KINDS = ["memory", "sqlite", "postgres", "redis"]
 
@@ -59,3 +60,15 @@ async def test_the_give_back_leaves_another_holder_alone(kind, tmp_path, request
         info = await saver._arun(lo.read_flow("t"), False)
         assert info is not None and info.holder == "run-B"
         await holder.arelease()
+
+
+async def test_a_give_back_that_fails_warns(tmp_path, request):
+    async with _saver("memory", tmp_path, request) as saver:
+        lease = Lease(saver, "t", "run-A", 60.0)
+
+        async def down(flow: Any, write: bool = False) -> Any:
+            raise StorageError("database is down")
+
+        saver._arun = down
+        with pytest.warns(RuntimeWarning, match="could not give back its lease on thread 't'"):
+            await lease._give_back()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import Generator
 from typing import Any
 
@@ -108,8 +109,12 @@ class Lease:
         flow = lo.release_flow(self.thread_id, self.token)
         try:
             await asyncio.shield(self.saver._arun(flow, True))
-        except Exception:  # storage down: the lease expires after its TTL
-            pass
+        except Exception as exc:  # storage down: the lease expires after its TTL
+            msg = (
+                f"a cancelled run could not give back its lease on thread"
+                f" {self.thread_id!r} (it expires after its TTL): {exc}"
+            )
+            warnings.warn(msg, RuntimeWarning, stacklevel=2)
 
     def _acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
         """Take the lease and, once taken, read the thread's latest checkpoint in
