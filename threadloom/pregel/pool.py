@@ -14,6 +14,16 @@ cost the loop thread three involuntary switches (perf sched: prev_state=R
 three times per hop), each a chance to wait behind other processes on a busy
 box. ``submit``/``spawn`` keep the queue: a background save then starts once
 the submitting thread blocks, and batches what queued meanwhile.
+
+A pipe costs two file descriptors for as long as its worker lives (idle ones
+too, for ``idle_timeout``), so at most ``PIPE_WORKERS`` workers own one: past
+that, or when ``os.pipe()`` fails (EMFILE), a ``run_async`` job goes to a
+queue-woken worker instead. A node never fails because the pool ran out of
+descriptors, and the warm path (one worker per run) needs only a few pipes.
+
+A forked child inherits the idle lists but none of their threads, and the
+parent's pipes: an at-fork hook empties the child's lists and closes its
+copies of the pipes, so the child starts its own workers.
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import os
 import queue
 import select
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
@@ -33,6 +44,9 @@ from typing import Any
 __all__ = ["POOL", "ElasticPool"]
 
 logger = logging.getLogger("threadloom.pregel")
+
+PIPE_WORKERS = 32
+"""At most this many hand-off workers own a pipe (2 fds each) at once."""
 
 
 class _Worker:
@@ -44,9 +58,13 @@ class _Worker:
         self.home = home  # the idle list it goes back to
         self.jobs: deque[Any] = deque()
         self._read, self._write = os.pipe()
-        os.set_blocking(self._read, False)
-        self._poll = select.poll()
-        self._poll.register(self._read, select.POLLIN)
+        try:
+            os.set_blocking(self._read, False)
+            self._poll = select.poll()
+            self._poll.register(self._read, select.POLLIN)
+        except BaseException:
+            self.close()
+            raise
 
     def put(self, job: Any) -> None:
         self.jobs.append(job)
@@ -70,8 +88,11 @@ class _Worker:
                 return None
 
     def close(self) -> None:
-        os.close(self._read)
-        os.close(self._write)
+        """Close the pipe once (a second call, e.g. in a forked child, is a no-op)."""
+        read, write, self._read, self._write = self._read, self._write, -1, -1
+        for fd in (read, write):
+            if fd >= 0:
+                os.close(fd)
 
 
 class _Queued:
@@ -101,11 +122,15 @@ class _Queued:
 class ElasticPool(Executor):
     """Executor that reuses an idle thread or starts a new one; never queues work."""
 
-    def __init__(self, idle_timeout: float = 30.0) -> None:
+    def __init__(self, idle_timeout: float = 30.0, pipe_workers: int = PIPE_WORKERS) -> None:
         self._idle: list[Any] = []  # _Queued workers
         self._hand: list[Any] = []  # _Worker (hand-off) workers
+        self._spill: list[Any] = []  # _Queued workers for run_async past the pipe cap
+        self._pipes: set[_Worker] = set()  # every live _Worker, idle or busy
+        self._pipe_cap = pipe_workers
         self._lock = threading.Lock()
         self._timeout = idle_timeout
+        _POOLS.add(self)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         fut: Future[Any] = Future()
@@ -127,21 +152,47 @@ class ElasticPool(Executor):
         this hop every step). A future cancelled before its job starts skips it.
         """
         afut = loop.create_future()
-        self._dispatch((None, _settle_later, (loop, afut, fn), {}), self._hand)
+        self._dispatch((None, _settle_later, (loop, afut, fn), {}), hand=True)
         return afut
 
-    def _dispatch(self, job: tuple[Any, Any, Any, Any], idle: list[Any] | None = None) -> None:
-        idle = self._idle if idle is None else idle
+    def _dispatch(self, job: tuple[Any, Any, Any, Any], hand: bool = False) -> None:
         with self._lock:
-            worker = idle.pop() if idle else None
-        if worker is not None:
-            worker.put(job)
-        else:
-            worker = _Worker(idle) if idle is self._hand else _Queued(idle)
-            worker.put(job)
+            if not hand:
+                worker = self._idle.pop() if self._idle else None
+            elif self._hand:  # a pipe worker first: the warm path
+                worker = self._hand.pop()
+            else:
+                worker = self._spill.pop() if self._spill else None
+            new = worker is None
+            if new:
+                worker = self._new_hand_worker() if hand else _Queued(self._idle)
+        worker.put(job)  # outside the lock: the woken worker may want it at once
+        if new:
+            self._start(worker)
+
+    def _start(self, worker: Any) -> None:
+        try:
             threading.Thread(
                 target=self._work, args=(worker,), daemon=True, name="threadloom-worker"
             ).start()
+        except BaseException:  # no thread (RLIMIT_NPROC): give its pipe back, not a slot
+            with self._lock:
+                self._pipes.discard(worker)
+            worker.close()
+            raise
+
+    def _new_hand_worker(self) -> Any:
+        """A pipe worker while fewer than the cap own one and ``os.pipe()``
+        succeeds; else a queue-woken one (a slower wake-up, never a failed node)."""
+        if len(self._pipes) < self._pipe_cap:
+            try:
+                worker = _Worker(self._hand)
+            except OSError as exc:  # EMFILE/ENFILE: out of descriptors
+                logger.debug("threadloom pool: no pipe for a worker (%s), using a queue", exc)
+            else:
+                self._pipes.add(worker)
+                return worker
+        return _Queued(self._spill)
 
     def _work(self, worker: Any) -> None:
         while True:
@@ -150,6 +201,7 @@ class ElasticPool(Executor):
                 with self._lock:
                     if worker in worker.home:
                         worker.home.remove(worker)
+                        self._pipes.discard(worker)  # before its fds close: see _after_fork
                         worker.close()
                         return
                 continue  # someone is handing us a job
@@ -176,6 +228,33 @@ class ElasticPool(Executor):
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """The shared pool is never shut down; idle threads exit on their own."""
+
+    def _after_fork(self) -> None:
+        """In a forked child: no worker thread survived the fork, so forget them
+        all (a job handed to one would wait forever) and close the child's copies
+        of their pipes (the parent's own stay open: only the child's fds close)."""
+        self._lock = threading.Lock()  # a parent thread may have held it
+        pipes = list(self._pipes)
+        for home in (self._idle, self._hand, self._spill):
+            home.clear()
+        self._pipes.clear()
+        for worker in pipes:
+            try:
+                worker.close()
+            except OSError:
+                pass
+
+
+_POOLS: weakref.WeakSet[ElasticPool] = weakref.WeakSet()
+
+
+def _reset_pools_in_child() -> None:
+    for pool in list(_POOLS):
+        pool._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_in_child)
 
 
 def _logged(fn: Callable[[], None]) -> None:
