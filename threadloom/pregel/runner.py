@@ -53,26 +53,62 @@ def _finish(scope: TaskScope, value: Any) -> None:
             value = writer(value)
 
 
-def _parent_command(scope: TaskScope, exc: BaseException) -> bool:
-    """Handle a ``ParentCommand`` as LangGraph does; True when it was applied here.
+async def _afinish(scope: TaskScope, value: Any) -> None:
+    """Async twin of :func:`_finish`: a writer with an async form (a conditional
+    edge: ``BranchWriter.acall``) is awaited here, so an async routing function runs
+    on the caller's event loop and a cancel reaches it, as under LangGraph."""
+    task = scope.task
+    proc = task.proc
+    if isinstance(value, Command) and proc.handle_command:
+        _finish(scope, value)  # no writer runs
+        return
+    for writer in proc.writers:
+        if type(writer) is ChannelWrite:
+            if writer.writes:
+                task.writes.extend(assemble_writes(writer.writes, value))
+        elif (acall := getattr(writer, "acall", None)) is not None:
+            value = await acall(value)
+        else:
+            value = writer(value)
+
+
+def _for_this_task(scope: TaskScope, exc: BaseException) -> Command | None:
+    """The Command of a ``ParentCommand`` to apply in this task, as LangGraph does.
 
     Addressed to this task's graph (its namespace, recast, or the node name): the
     Command goes through this task's writers. ``graph=PARENT``: re-addressed to the
-    namespace of the graph that called ours, and left to bubble up.
+    namespace of the graph that called ours, and left to bubble up (None).
     """
     if not isinstance(exc, ParentCommand):
-        return False
+        return None
     cmd = exc.args[0]
     ns = scope.task.checkpoint_ns
     if cmd.graph in (ns, recast_checkpoint_ns(ns), scope.task.name):
-        _finish(scope, cmd)
-        return True
+        return cmd
     if cmd.graph == Command.PARENT:
         parts = ns.split(NS_SEP)
         if parts[-1].isdigit():
             parts.pop()
         exc.args = (replace(cmd, graph=NS_SEP.join(parts[:-1])),)
-    return False
+    return None
+
+
+def _parent_command(scope: TaskScope, exc: BaseException) -> bool:
+    """Apply a ``ParentCommand`` addressed to this task; True when it was applied."""
+    cmd = _for_this_task(scope, exc)
+    if cmd is None:
+        return False
+    _finish(scope, cmd)
+    return True
+
+
+async def _aparent_command(scope: TaskScope, exc: BaseException) -> bool:
+    """Async twin of :func:`_parent_command`."""
+    cmd = _for_this_task(scope, exc)
+    if cmd is None:
+        return False
+    await _afinish(scope, cmd)
+    return True
 
 
 def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | None:
@@ -138,7 +174,7 @@ async def _arun_once(scope: TaskScope) -> None:
             value = await POOL.run_async(
                 loop, lambda f=fn, v=value, s=style, c=ctx: c.run(f, v, **_kwargs(s, scope))
             )
-    _finish(scope, value)
+    await _afinish(scope, value)
 
 
 async def arun_task(scope: TaskScope) -> BaseException | None:
@@ -154,7 +190,7 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
                     await _arun_once(scope)
                 return None
             except BaseException as exc:
-                if _parent_command(scope, exc):
+                if await _aparent_command(scope, exc):
                     return None
                 if isinstance(exc, asyncio.CancelledError):
                     raise
