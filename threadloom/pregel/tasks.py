@@ -16,7 +16,17 @@ from typing import Any
 from xxhash import xxh3_128_hexdigest
 
 from threadloom.channels.base import MISSING, BaseChannel
-from threadloom.constants import INTERRUPT, NS_END, NS_SEP, NULL_TASK_ID, PULL, PUSH, RESUME, TASKS
+from threadloom.constants import (
+    INTERRUPT,
+    NS_END,
+    NS_SEP,
+    NULL_TASK_ID,
+    PULL,
+    PUSH,
+    RESUME,
+    TAG_HIDDEN,
+    TASKS,
+)
 from threadloom.pregel.ids import checkpoint_id_bytes, interrupt_id, task_id, task_id_v1
 from threadloom.pregel.task import CacheKey, PregelExecutableTask, Scratchpad
 from threadloom.types import CachePolicy, PregelTask, RetryPolicy, Send
@@ -76,13 +86,20 @@ def make_scratchpad(
 def should_interrupt(
     checkpoint: Mapping[str, Any], interrupt_nodes: Sequence[str] | str, tasks: Iterable[Any]
 ) -> list[Any]:
-    """Tasks to pause at: only if some channel changed since the last interrupt/resume."""
+    """Tasks to pause at: only if some channel changed since the last interrupt/resume.
+
+    ``"*"`` means every node the user declared: hidden tasks (tagged
+    ``langsmith:hidden``, such as a graph's START input node) are left out, as
+    LangGraph does, so ``interrupt_before="*"`` stops before the first real node.
+    A hidden node named explicitly still counts."""
     versions = checkpoint["channel_versions"]
     null_version = checkpoint_null_version(checkpoint)
     seen = checkpoint["versions_seen"].get(INTERRUPT, {})
     if not any(v > seen.get(c, null_version) for c, v in versions.items()):
         return []
-    return [t for t in tasks if interrupt_nodes == "*" or t.name in interrupt_nodes]
+    if interrupt_nodes == "*":
+        return [t for t in tasks if TAG_HIDDEN not in t.proc.tags]
+    return [t for t in tasks if t.name in interrupt_nodes]
 
 
 class _Plan:
