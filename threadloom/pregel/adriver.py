@@ -12,7 +12,6 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from threadloom.constants import START
 from threadloom.pregel.driver import (
     Done,
     cache_apply,
@@ -23,6 +22,7 @@ from threadloom.pregel.driver import (
     raise_step_errors,
     recursion_error,
     require_addressed,
+    runs_user_code,
 )
 from threadloom.pregel.options import make_scope, prepare
 from threadloom.pregel.persist import AsyncPersister
@@ -40,8 +40,8 @@ async def _limited(sem: asyncio.Semaphore | None, scope: Any) -> BaseException |
 
 
 async def _before_tasks(persister: Any, todo: list[Any]) -> None:
-    if persister.holding and any(t.name != START for t in todo):
-        persister.send_held()  # the input rides only with a START-only step
+    if persister.holding and runs_user_code(todo):
+        persister.send_held()  # the input rides only with a plumbing-only step
     persister.save_writes()  # writes from before the tasks (cache hits, a resume)
     await persister.throttle()
 

@@ -24,6 +24,7 @@ from threadloom.pregel.persist import SyncPersister
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.runner import run_task
 from threadloom.pregel.stream import shape_output
+from threadloom.pregel.write import ChannelWrite
 from threadloom.pregel.writes import CONTROL_WRITES
 
 __all__ = ["stream_run"]
@@ -37,6 +38,28 @@ class Done:
     def __init__(self, scope: TaskScope, result: Any) -> None:
         self.scope = scope
         self.result = result
+
+
+def runs_user_code(todo: list[Any]) -> bool:
+    """True when a task of this step runs user code, so a held input checkpoint
+    must be saved before it runs (a crash or a long call must not find the input
+    stored nowhere, and ``get_state`` must see it meanwhile, as under LangGraph).
+
+    Only a START task that is pure plumbing lets the input wait to ride with the
+    step's save: inline functions and plain channel writes. A conditional edge
+    from START (``add_conditional_edges(START, router)``) adds a branch writer
+    that runs the user's routing function in that task, often for seconds."""
+    for task in todo:
+        if task.name != START:
+            return True
+        proc = task.proc
+        for writer in proc.writers:
+            if type(writer) is not ChannelWrite:
+                return True
+        for _fn, style in proc.steps:
+            if not style[4]:
+                return True
+    return False
 
 
 def cache_wanted(loop: Loop) -> list[Any]:
@@ -224,8 +247,8 @@ class _SyncRun:
     def _before_tasks(self, todo: list[Any]) -> None:
         persister = self.opts.persister
         if persister is not None:
-            if persister.holding and any(t.name != START for t in todo):
-                persister.send_held()  # the input rides only with a START-only step
+            if persister.holding and runs_user_code(todo):
+                persister.send_held()  # the input rides only with a plumbing-only step
             persister.save_writes()  # writes from before the tasks (cache hits, a resume)
 
     def run_lone(self) -> bool:
