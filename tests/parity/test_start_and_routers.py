@@ -155,12 +155,18 @@ async def test_history_when_a_run_ends_in_or_after_the_start_router(case):
 # -- 2. the input checkpoint is stored before a START router runs ---------------------
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("mode", ["sync", "async"])
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync_router", "async_router"])
+@pytest.mark.parametrize(
+    ("impl", "mode", "is_async"),
+    [
+        (impl, mode, is_async)
+        for impl in IMPLS
+        for mode in ("sync", "async")
+        for is_async in (False, True)
+        # LangGraph's invoke cannot run an async routing function; threadloom's can
+        if not (impl == "langgraph" and mode == "sync" and is_async)
+    ],
+)
 async def test_a_start_router_sees_the_input_stored(impl, mode, is_async):
-    if mode == "sync" and is_async and impl == "langgraph":
-        pytest.skip("LangGraph's invoke cannot run an async routing function")
     g, saver = mods(impl)
     seen: list[Any] = []
 
