@@ -19,6 +19,7 @@ from threadloom.pregel.driver import (
     cache_pairs,
     cache_wanted,
     latest_config,
+    lone_task,
     raise_step_errors,
     recursion_error,
     require_addressed,
@@ -138,14 +139,7 @@ class _AsyncRun:
         """``run_step`` for the usual step, one task to run and no step timeout, without
         an async generator per step; False (nothing done) for any other step."""
         loop, persister = self.loop, self.opts.persister
-        if loop.graph.step_timeout:
-            return False
-        lone = None
-        for task in loop.tasks.values():
-            if not task.writes:
-                if lone is not None:
-                    return False
-                lone = task
+        lone = lone_task(loop)
         if lone is None:
             return False
         if persister is not None:

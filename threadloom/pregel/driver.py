@@ -255,14 +255,7 @@ class _SyncRun:
         """``run_step`` for the usual step, one task to run and no step timeout: run
         inline without a generator; False (nothing done) for any other step."""
         loop = self.loop
-        if loop.graph.step_timeout:
-            return False
-        lone = None
-        for task in loop.tasks.values():
-            if not task.writes:
-                if lone is not None:
-                    return False
-                lone = task
+        lone = lone_task(loop)
         if lone is None:
             return False
         self._before_tasks([lone])
@@ -275,6 +268,21 @@ class _SyncRun:
         scope = make_scope(self.loop, task)
         fut = POOL.submit(contextvars.copy_context().run, run_task, scope)
         fut.add_done_callback(lambda f, s=scope: self.q.put(Done(s, f)))
+
+
+def lone_task(loop: Any) -> Any:
+    """The step's one task left to run, when that is all there is and no step
+    timeout applies (the usual step: both drivers then skip their general
+    step machinery); else None."""
+    if loop.graph.step_timeout:
+        return None
+    lone = None
+    for task in loop.tasks.values():
+        if not task.writes:
+            if lone is not None:
+                return None
+            lone = task
+    return lone
 
 
 def _nothing() -> None:
