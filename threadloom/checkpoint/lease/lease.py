@@ -21,7 +21,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.storage.flows import get_tuple_flow
-from threadloom.errors import LeaseLostError
+from threadloom.errors import LeaseLostError, StorageError, ThreadloomError
 
 __all__ = [
     "DEFAULT_TTL",
@@ -121,6 +121,11 @@ class Lease:
         the same transaction: the run reads it next anyway, and on SQLite a
         transaction of its own costs a BEGIN and a COMMIT more (the read is
         consistent with the lease: the write lock is held)."""
+        if self.prefetch == "postgres":
+            return _pg_acquire_flow(self, op)
+        return self._sqlite_acquire_flow(op)
+
+    def _sqlite_acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
         info = yield op
         if info is None and self.prefetch:
             latest = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
@@ -229,17 +234,51 @@ class Lease:
         )
 
 
-def _prefetches(saver: Any) -> bool:
-    """Whether reading the latest checkpoint inside the lease's transaction is
-    exactly what ``saver.get_tuple`` would do: threadloom's SQLite savers whose
-    class keeps the stock reads, without a per-thread TTL (its clock runs first).
-    Other backends read as before (one round trip each on a server)."""
-    if backend_of(saver) != "sqlite" or getattr(saver, "_ttl_on", True):
-        return False
+def _pg_acquire_flow(lease: Lease, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
+    """Postgres: the latest row travels in the acquire's batch (no round trip of
+    its own); its writes/refs/blobs lookups follow in the same transaction, which
+    holds the thread's advisory lock from its first statement (no delete or
+    prune of the thread interleaves). A closure on purpose: the driver re-runs
+    only plain generator functions optimistically (storage/drive.py), and an
+    optimistic transaction would guess the read's pending writes empty. A read
+    that fails to decode (a corrupt blob) leaves ``first`` unset: the run's
+    plain ``get_tuple`` then reads again and raises as it always did."""
+    from threadloom.checkpoint.postgres.leaseread import AcquireRead
+    from threadloom.checkpoint.storage.flows import build_tuples
+    from threadloom.checkpoint.storage.ops import GetCheckpoint
+
+    def flow() -> Generator[Any, Any, Any]:
+        info, row = yield AcquireRead(op, GetCheckpoint(lease.thread_id, "", None))
+        if info is not None:
+            return info
+        first: Any = None
+        if row is not None:
+            try:
+                first = (yield from build_tuples(lease.saver.codec, [row], remember=True))[0]
+            except StorageError:
+                raise  # the transaction failed: so does the acquire
+            except ThreadloomError:
+                first = NOT_READ
+        lease.first = first
+        return info
+
+    return flow()
+
+
+def _prefetches(saver: Any) -> str | None:
+    """Which acquire-time read is exactly what ``saver.get_tuple`` would do
+    (``"sqlite"``, ``"postgres"``, None): threadloom's SQLite and Postgres
+    savers whose class keeps the stock reads, without a per-thread TTL (its
+    clock runs first). Other backends read as before."""
+    backend = backend_of(saver)
+    if backend not in ("sqlite", "postgres") or getattr(saver, "_ttl_on", True):
+        return None
     from threadloom.checkpoint.storage.expiry import ThreadTTL
 
     cls = type(saver)
-    return cls.get_tuple is ThreadTTL.get_tuple and cls.aget_tuple is ThreadTTL.aget_tuple
+    if cls.get_tuple is ThreadTTL.get_tuple and cls.aget_tuple is ThreadTTL.aget_tuple:
+        return backend
+    return None
 
 
 # FencedSaver lives in fenced.py; imported here too, where it always was importable

@@ -27,6 +27,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpacked_ref,
     unpacked_write,
 )
+from threadloom.checkpoint.postgres.leaseread import AcquireRead
 from threadloom.checkpoint.postgres.metapack import sql_unpack as sql_unpack_meta
 from threadloom.checkpoint.postgres.optimistic import thread_lock_key
 from threadloom.checkpoint.postgres.queries import SQL, columns
@@ -226,6 +227,14 @@ def _get_checkpoint(op: ops.GetCheckpoint, sql: SQL) -> Plan:
     return [stmt], lambda r: unpacked_ckpt(r[0]) if r[0] else None
 
 
+def _acquire_read(op: AcquireRead, sql: SQL) -> Plan:
+    """The acquire's statements, then the latest-row read (see :mod:`.leaseread`)."""
+    batch, decode = LEASE_PLANNERS[type(op.acquire)](op.acquire, sql)
+    read, decode_read = _get_checkpoint(op.latest, sql)
+    n = len(batch)
+    return batch + read, lambda r: (decode(r[:n]), decode_read(r[n:]))
+
+
 def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     if op.filter:
@@ -400,6 +409,7 @@ _PLANNERS: dict[type, Callable[[Any, SQL], Plan]] = {
     ops.DeleteCheckpoints: _delete_checkpoints,
     ops.DeleteRefs: _delete_refs,
     ops.CollectStats: plan_stats,
+    AcquireRead: _acquire_read,  # a lease acquire with the run's first read
     **LEASE_PLANNERS,  # thread leases: checkpoint/lease/postgres.py
     **TTL_PLANNERS,  # per-thread TTL clocks: postgres/ttl.py
 }
