@@ -36,3 +36,19 @@ def chain(steps: int, gate: threading.Event | None = None, started: Any = None) 
         builder.add_edge(a, b)
     builder.add_edge(names[-1], END)
     return builder
+
+
+class CountState(TypedDict):
+    count: int
+
+
+def counting_chain(steps: int) -> StateGraph:
+    """``n0 -> n1 -> ...``; each adds 1 to ``count`` (the bench's chain shape)."""
+    builder = StateGraph(CountState)
+    prev = START
+    for i in range(steps):
+        builder.add_node(f"n{i}", lambda s: {"count": s["count"] + 1})
+        builder.add_edge(prev, f"n{i}")
+        prev = f"n{i}"
+    builder.add_edge(prev, END)
+    return builder

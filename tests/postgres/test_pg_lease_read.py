@@ -6,10 +6,10 @@ exactly what ``get_tuple`` returns (sync and async savers)."""
 from __future__ import annotations
 
 import uuid
-from typing import TypedDict
 
 import pytest
 
+from tests.concurrency.graphs import counting_chain
 from tests.postgres.test_pg_round_trips import relay_url
 from threadloom.checkpoint.lease import lease as lease_mod
 from threadloom.checkpoint.lease.lease import NOT_READ, FencedSaver, Lease
@@ -17,24 +17,8 @@ from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.aio import AsyncPostgresSaver
 from threadloom.checkpoint.storage import flows
 from threadloom.errors import CorruptBlobError
-from threadloom.graph import END, START, StateGraph
 
 pytestmark = pytest.mark.postgres
-
-
-class _State(TypedDict):
-    count: int
-
-
-def _chain(n: int):
-    builder = StateGraph(_State)
-    prev = START
-    for i in range(n):
-        builder.add_node(f"n{i}", lambda s: {"count": s["count"] + 1})
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder
 
 
 def _conf(thread_id: str, **more: str) -> dict:
@@ -54,7 +38,9 @@ def saver(pg_url: str, pg_schema: str):
 
 def _with_pending_writes(saver, tid: str) -> None:
     """A thread whose latest checkpoint has values and pending writes (one a blob)."""
-    _chain(2).compile(checkpointer=saver).invoke({"count": 1}, _conf(tid), durability="sync")
+    counting_chain(2).compile(checkpointer=saver).invoke(
+        {"count": 1}, _conf(tid), durability="sync"
+    )
     latest = saver.get_tuple(_conf(tid)).config
     saver.put_writes(latest, [("count", 7), ("big", "x" * 900)], "task-a")
 
@@ -107,7 +93,7 @@ def test_an_invoke_costs_one_round_trip_fewer(pg_url, pg_schema, monkeypatch) ->
     try:
         with PostgresSaver.from_conn_string(url, schema=pg_schema) as s:
             s.setup()
-            graph = _chain(3).compile(checkpointer=s)
+            graph = counting_chain(3).compile(checkpointer=s)
             tid = _tid()
             graph.invoke({"count": 0}, _conf(tid), durability="sync")
 
@@ -150,7 +136,7 @@ async def test_the_async_saver_prefetches_the_same_tuple(pg_url, pg_schema) -> N
     async with AsyncPostgresSaver.from_conn_string(pg_url, schema=pg_schema) as s:
         await s.setup()
         tid = _tid()
-        graph = _chain(2).compile(checkpointer=s)
+        graph = counting_chain(2).compile(checkpointer=s)
         assert await graph.ainvoke({"count": 0}, _conf(tid), durability="sync") == {"count": 2}
         latest = (await s.aget_tuple(_conf(tid))).config
         await s.aput_writes(latest, [("count", 9), ("big", "y" * 900)], "task-b")

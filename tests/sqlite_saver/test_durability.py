@@ -4,17 +4,15 @@ and a 10-node chain costs one fsync'd commit per step plus the input's."""
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import pytest
 
+from tests.concurrency.graphs import counting_chain
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
 from threadloom.checkpoint.sqlite.durability import LEVEL
 from threadloom.errors import StorageError
-from threadloom.graph import END, START, StateGraph
 
 RELAX = "PRAGMA synchronous = NORMAL"
 FULL = 2  # PRAGMA synchronous's answer for FULL
@@ -100,24 +98,9 @@ def test_normal_connections_begin_writes_as_before(tmp_path) -> None:
     assert trace[0] == "BEGIN IMMEDIATE" and RELAX not in trace
 
 
-class _State(TypedDict):
-    count: int
-
-
-def _chain(n: int):
-    builder = StateGraph(_State)
-    prev = START
-    for i in range(n):
-        builder.add_node(f"n{i}", lambda s: {"count": s["count"] + 1})
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder
-
-
 def test_ten_node_chain_costs_one_fsynced_commit_per_step_plus_the_input(full) -> None:
     saver, trace = full
-    graph = _chain(10).compile(checkpointer=saver)
+    graph = counting_chain(10).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "chain"}}
     assert graph.invoke({"count": 0}, config, durability="sync") == {"count": 10}
     # lease taken without fsync; START step + input in one commit; one per node;

@@ -4,32 +4,15 @@ invoke, and the run gets exactly what ``get_tuple`` would have returned."""
 
 from __future__ import annotations
 
-from typing import TypedDict
-
 import pytest
 
+from tests.concurrency.graphs import counting_chain
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import NOT_READ, FencedSaver, Lease
 from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
 from threadloom.errors import StorageError
-from threadloom.graph import END, START, StateGraph
-
-
-class _State(TypedDict):
-    count: int
-
-
-def _chain(n: int):
-    builder = StateGraph(_State)
-    prev = START
-    for i in range(n):
-        builder.add_node(f"n{i}", lambda s: {"count": s["count"] + 1})
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    builder.add_edge(prev, END)
-    return builder
 
 
 def _conf(thread_id: str = "t", **more: str) -> dict:
@@ -55,7 +38,7 @@ def _transactions(trace: list[str]) -> list[list[str]]:
 
 
 def test_a_resumed_run_reads_its_checkpoint_in_the_lease_transaction(saver) -> None:
-    graph = _chain(3).compile(checkpointer=saver)
+    graph = counting_chain(3).compile(checkpointer=saver)
     assert graph.invoke({"count": 0}, _conf(), durability="sync") == {"count": 3}
     trace: list[str] = []
     saver.conn.set_trace_callback(trace.append)
@@ -69,7 +52,7 @@ def test_a_resumed_run_reads_its_checkpoint_in_the_lease_transaction(saver) -> N
 
 
 def test_the_prefetched_tuple_is_what_get_tuple_returns(saver) -> None:
-    graph = _chain(2).compile(checkpointer=saver)
+    graph = counting_chain(2).compile(checkpointer=saver)
     graph.invoke({"count": 1}, _conf(), durability="sync")
     lease = Lease(saver, "t", "me")
     assert lease.prefetch and lease.try_acquire() is None
@@ -89,7 +72,7 @@ def test_a_new_thread_prefetches_none_and_it_is_served(saver) -> None:
 
 
 def test_only_a_read_of_exactly_the_latest_root_checkpoint_is_served(saver) -> None:
-    graph = _chain(2).compile(checkpointer=saver)
+    graph = counting_chain(2).compile(checkpointer=saver)
     graph.invoke({"count": 0}, _conf(), durability="sync")
     cid = saver.get_tuple(_conf()).config["configurable"]["checkpoint_id"]
     lease = Lease(saver, "t", "me")
@@ -159,7 +142,7 @@ def test_a_relaxed_transaction_still_refuses_a_write_after_its_reads(tmp_path) -
 async def test_the_async_saver_prefetches_too(tmp_path) -> None:
     path = str(tmp_path / "a.db")
     async with AsyncSqliteSaver.from_conn_string(path, synchronous="FULL") as s:
-        graph = _chain(2).compile(checkpointer=s)
+        graph = counting_chain(2).compile(checkpointer=s)
         assert await graph.ainvoke({"count": 0}, _conf(), durability="sync") == {"count": 2}
         trace: list[str] = []
         await s.conn.set_trace_callback(trace.append)
