@@ -115,15 +115,12 @@ def _watched(flow: Flow, job: _Job) -> Flow:
     on an op's ``await``. Never after its last op: a flow updates the codec's
     caches once its ops answered (``puts.put_flow``), and those must describe
     what is committed."""
-    result = None
-    while True:
-        try:
-            op = flow.send(result)
-        except StopIteration as stop:
-            return stop.value
+
+    def check(op: Any) -> None:
         if job.cancelled:
             raise Abandoned
-        result = yield op
+
+    return (yield from _relayed(flow, check))
 
 
 async def _submit(conn: Any, job: _Job) -> Any:
@@ -166,14 +163,24 @@ class Tap:
 def tapped(flow: Flow, tap: Tap) -> Flow:
     """``flow`` as is, noting each emitted page's size in ``tap`` (so
     :func:`page` knows where a page ends without reading the next one)."""
+
+    def note(op: Any) -> None:
+        if type(op) is Emit:
+            tap.count = len(op.items)
+
+    return (yield from _relayed(flow, note))
+
+
+def _relayed(flow: Flow, before: Callable[[Any], None]) -> Flow:
+    """``flow``'s ops passed on unchanged, ``before(op)`` called on each first
+    (it may raise to stop the flow there); the flow's answers passed back."""
     result = None
     while True:
         try:
             op = flow.send(result)
         except StopIteration as stop:
             return stop.value
-        if type(op) is Emit:
-            tap.count = len(op.items)
+        before(op)
         result = yield op
 
 
