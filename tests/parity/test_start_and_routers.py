@@ -218,3 +218,70 @@ async def test_star_interrupts_skip_the_start_task(kw, mode):
     assert tl == lg
     first_next = tl[0][1]
     assert first_next == (("b",) if "interrupt_after" in kw else ("a",))
+
+
+# -- 4. aupdate_state(as_node=...) awaits the node's async router on the caller's loop ---
+
+
+def _update_graph(g: Any, saver: Any, router: Any) -> Any:
+    b = g.StateGraph(S)
+    b.add_node("s", lambda s: {"log": ["s"]})
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_node("b", lambda s: {"log": ["b"]})
+    b.add_edge(g.START, "s")
+    b.add_conditional_edges("s", router, ["a", "b"])
+    return b.compile(checkpointer=saver, interrupt_before=["a", "b"])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+async def test_aupdate_state_awaits_an_async_router_on_the_callers_loop(impl):
+    g, saver = mods(impl)
+    main_loop = asyncio.get_running_loop()
+    seen: list[bool] = []
+
+    async def router(s):
+        seen.append(asyncio.get_running_loop() is main_loop)
+        return "b" if "x" in s["log"] else "a"
+
+    app = _update_graph(g, saver, router)
+    await app.ainvoke({"log": []}, cfg("u"))
+    assert (await app.aget_state(cfg("u"))).next == ("a",)
+    await app.aupdate_state(cfg("u"), {"log": ["x"]}, as_node="s")
+    assert (await app.aget_state(cfg("u"))).next == ("b",)
+    assert seen == [True, True]
+    assert (await app.ainvoke(None, cfg("u")))["log"] == ["s", "x", "b"]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+async def test_a_cancel_reaches_an_async_router_in_aupdate_state(impl):
+    g, saver = mods(impl)
+    main_loop = asyncio.get_running_loop()
+    started = asyncio.Event()
+    seen: list[str] = []
+    calls = 0
+
+    async def router(s):
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the run's own routing: answer at once
+            return "a"
+        started.set()
+        try:
+            await asyncio.sleep(2)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("finished")
+        return "b"
+
+    app = _update_graph(g, saver, router)
+    await app.ainvoke({"log": []}, cfg("c"))
+    before = [t.checkpoint["id"] for t in saver.list(cfg("c"))]
+    update = asyncio.ensure_future(app.aupdate_state(cfg("c"), {"log": ["x"]}, as_node="s"))
+    await asyncio.wait_for(started.wait(), 5)
+    assert asyncio.get_running_loop() is main_loop
+    update.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await update
+    assert seen == ["cancelled"]
+    assert [t.checkpoint["id"] for t in saver.list(cfg("c"))] == before  # nothing written

@@ -29,6 +29,7 @@ from threadloom.pregel.snapshot import (
     route,
 )
 from threadloom.pregel.update import Op, plan_bulk, validate_supersteps
+from threadloom.pregel.update_writers import RunWriters, arun_writers, run_writers
 from threadloom.types import StateSnapshot, StateUpdate
 
 __all__ = [
@@ -56,7 +57,9 @@ def _drive(gen: Generator[Any, Any, Any], saver: Any) -> Any:
                 answer = saver.get_tuple(request.config)
             elif isinstance(request, ReadState):
                 answer = _get_state(request.graph, request.config, True, saver, routed=True)
-            else:  # pragma: no cover - planners only yield the two kinds
+            elif isinstance(request, RunWriters):
+                answer = run_writers(request)
+            else:  # pragma: no cover - planners only yield these
                 raise TypeError(f"unknown read request {request!r}")
             request = gen.send(answer)
     except StopIteration as stop:
@@ -71,6 +74,8 @@ async def _adrive(gen: Generator[Any, Any, Any], saver: Any) -> Any:
                 answer = await saver.aget_tuple(request.config)
             elif isinstance(request, ReadState):
                 answer = await _aget_state(request.graph, request.config, True, saver, routed=True)
+            elif isinstance(request, RunWriters):
+                answer = await arun_writers(request)
             else:  # pragma: no cover
                 raise TypeError(f"unknown read request {request!r}")
             request = gen.send(answer)

@@ -11,8 +11,9 @@ Special ``as_node`` values: ``"__input__"`` (values are graph input,
 parent, ``source="fork"``) and ``"__end__"`` with ``None`` (finish the step:
 finished tasks' writes applied, the rest dropped).
 
-:func:`plan_bulk` is a generator: it yields :class:`ReadTuple` requests and
-returns the list of saver operations. Nothing is written until every
+:func:`plan_bulk` is a generator: it yields :class:`ReadTuple` requests (and
+:class:`RunWriters`: the driver runs a node's writers, awaiting async routing
+functions under ``aupdate_state``) and returns the list of saver operations. Nothing is written until every
 superstep has been validated and planned, so a bad update in the last
 superstep leaves the thread untouched (LangGraph writes superstep by superstep).
 """
@@ -50,7 +51,7 @@ from threadloom.pregel.io import map_input
 from threadloom.pregel.snapshot import CONF, ReadTuple, patch_checkpoint_map, trigger_to_nodes
 from threadloom.pregel.task import PregelTaskWrites
 from threadloom.pregel.tasks import prepare_next_tasks
-from threadloom.pregel.update_writers import run_writers
+from threadloom.pregel.update_writers import RunWriters
 from threadloom.pregel.writes import apply_writes, read_task_statuses
 from threadloom.types import StateUpdate
 
@@ -186,7 +187,7 @@ def _stage_put(
 
 def plan_bulk(
     graph: Any, saver: Any, config: dict[str, Any], supersteps: list[list[StateUpdate]]
-) -> Generator[ReadTuple, Any, tuple[list[Op], dict[str, Any]]]:
+) -> Generator[ReadTuple | RunWriters, Any, tuple[list[Op], dict[str, Any]]]:
     """Plan every superstep; return the saver operations and the final config."""
     ops: list[Op] = []
     staged: dict[str, CheckpointTuple] = {}
@@ -219,7 +220,7 @@ def _superstep(
     is_first: bool,
     ops: list[Op],
     staged: dict[str, CheckpointTuple],
-) -> Generator[ReadTuple, Any, dict[str, Any]]:
+) -> Generator[ReadTuple | RunWriters, Any, dict[str, Any]]:
     saved = yield from _load(config, staged)
     st = _Step(graph, config, saved)
     values, as_node = updates[0].values, updates[0].as_node
@@ -241,7 +242,7 @@ def _superstep(
             return (yield from _superstep(graph, saver, new_config, follow, False, ops, staged))
     else:
         skip = yield from _superseded(saver, config, saved, is_first)
-        new_config, tup = _as_nodes(st, saver, updates, ops, skip)
+        new_config, tup = yield from _as_nodes(st, saver, updates, ops, skip)
     staged[tup.checkpoint["id"]] = tup
     return new_config
 
@@ -329,7 +330,7 @@ def _update_task_id(checkpoint_id: str, i: int) -> str:
 
 def _as_nodes(
     st: _Step, saver: Any, updates: list[StateUpdate], ops: list[Op], skip_writes: bool
-) -> tuple[dict[str, Any], CheckpointTuple]:
+) -> Generator[RunWriters, None, tuple[dict[str, Any], CheckpointTuple]]:
     """Run each update's node writers, store the writes, apply them, put the checkpoint."""
     graph = st.graph
     prepared: dict[str, list[str]] = {}
@@ -347,7 +348,7 @@ def _as_nodes(
         queue = prepared.get(as_node) or []
         tid = given_id or (queue.pop(0) if queue else _update_task_id(st.checkpoint["id"], i))
         task = PregelTaskWrites((INTERRUPT, i), as_node, [], [INTERRUPT])
-        run_writers(graph, as_node, values, task, tid, st, saver)
+        yield RunWriters(graph, as_node, values, task, tid, st, saver)
         run.append((tid, task))
     if st.saved is not None and not skip_writes:
         for tid, task in run:

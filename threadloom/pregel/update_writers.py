@@ -6,12 +6,17 @@ conditional edges, which decide on the *fresh* state (the step's state with the
 node's own writes applied). The runtime's ``_finish`` does that for a running
 task; here it runs inside a minimal task scope whose ``read`` gives branches
 that fresh state.
+
+The planner does not run them itself: it yields a :class:`RunWriters` request
+and the driver runs it, :func:`run_writers` under ``update_state`` and
+:func:`arun_writers` under ``aupdate_state``, so an async routing function is
+awaited on the caller's event loop (a cancel reaches it), as in a run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from threadloom.constants import INTERRUPT, NS_END, NS_SEP
 from threadloom.pregel.context import CURRENT, DEFAULT_RECURSION_LIMIT, RunContext
@@ -19,7 +24,7 @@ from threadloom.pregel.io import read_channels
 from threadloom.pregel.task import PregelExecutableTask, PregelTaskWrites, Scratchpad
 from threadloom.pregel.writes import apply_writes
 
-__all__ = ["run_writers"]
+__all__ = ["RunWriters", "arun_writers", "run_writers"]
 
 
 class _UpdateScope:
@@ -70,23 +75,50 @@ class _UpdateScope:
         return read_channels(channels, select)
 
 
-def run_writers(
-    graph: Any,
-    as_node: str,
-    values: Any,
-    task: PregelTaskWrites,
-    task_id: str,
-    st: Any,
-    saver: Any,
-) -> None:
-    """Fill ``task.writes`` with what node ``as_node``'s writers make of ``values``.
+class RunWriters(NamedTuple):
+    """Ask the driver to fill ``task.writes`` from node ``as_node``'s writers."""
+
+    graph: Any
+    as_node: str
+    values: Any
+    task: PregelTaskWrites
+    task_id: str
+    st: Any
+    saver: Any
+
+
+def run_writers(request: RunWriters) -> None:
+    """Fill ``request.task.writes`` with what node ``as_node``'s writers make of ``values``.
 
     Raises:
         InvalidUpdateError: the node has no writers, or the values do not fit them.
     """
-    from threadloom.errors import InvalidUpdateError
     from threadloom.pregel.runner import _finish  # the runtime's output -> writes step
 
+    scope = _scope(request)
+    token = CURRENT.set(scope)  # type: ignore[arg-type]
+    try:
+        _finish(scope, request.values)  # type: ignore[arg-type]
+    finally:
+        CURRENT.reset(token)
+
+
+async def arun_writers(request: RunWriters) -> None:
+    """Async twin of :func:`run_writers`: async routing functions are awaited here."""
+    from threadloom.pregel.runner import _afinish
+
+    scope = _scope(request)
+    token = CURRENT.set(scope)  # type: ignore[arg-type]
+    try:
+        await _afinish(scope, request.values)  # type: ignore[arg-type]
+    finally:
+        CURRENT.reset(token)
+
+
+def _scope(request: RunWriters) -> _UpdateScope:
+    from threadloom.errors import InvalidUpdateError
+
+    graph, as_node, values, task, task_id, st, saver = request
     node = graph.nodes[as_node]
     if not node.writers and not node.handle_command:
         raise InvalidUpdateError(f"Node {as_node!r} has no writers: its state cannot be updated")
@@ -115,8 +147,4 @@ def run_writers(
         checkpoint_map={},
         recursion_limit=DEFAULT_RECURSION_LIMIT,
     )
-    token = CURRENT.set(_UpdateScope(executable, run, saver, st))  # type: ignore[arg-type]
-    try:
-        _finish(CURRENT.get(), values)  # type: ignore[arg-type]
-    finally:
-        CURRENT.reset(token)
+    return _UpdateScope(executable, run, saver, st)
