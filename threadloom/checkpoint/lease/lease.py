@@ -21,6 +21,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.storage.flows import get_tuple_flow
+from threadloom.checkpoint.storage.rereads import run_once
 from threadloom.errors import LeaseLostError, StorageError, ThreadloomError
 
 __all__ = [
@@ -234,35 +235,33 @@ class Lease:
         )
 
 
+@run_once
 def _pg_acquire_flow(lease: Lease, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
     """Postgres: the latest row travels in the acquire's batch (no round trip of
     its own); its writes/refs/blobs lookups follow in the same transaction, which
     holds the thread's advisory lock from its first statement (no delete or
-    prune of the thread interleaves). A closure on purpose: the driver re-runs
-    only plain generator functions optimistically (storage/drive.py), and an
-    optimistic transaction would guess the read's pending writes empty. A read
-    that fails to decode (a corrupt blob) leaves ``first`` unset: the run's
-    plain ``get_tuple`` then reads again and raises as it always did."""
+    prune of the thread interleaves). Marked :func:`run_once`: the driver would
+    otherwise run it optimistically first (storage/drive.py), and an optimistic
+    transaction guesses the read's pending writes empty. A read that fails to
+    decode (a corrupt blob) leaves ``first`` unset: the run's plain
+    ``get_tuple`` then reads again and raises as it always did."""
     from threadloom.checkpoint.postgres.leaseread import AcquireRead
     from threadloom.checkpoint.storage.flows import build_tuples
     from threadloom.checkpoint.storage.ops import GetCheckpoint
 
-    def flow() -> Generator[Any, Any, Any]:
-        info, row = yield AcquireRead(op, GetCheckpoint(lease.thread_id, "", None))
-        if info is not None:
-            return info
-        first: Any = None
-        if row is not None:
-            try:
-                first = (yield from build_tuples(lease.saver.codec, [row], remember=True))[0]
-            except StorageError:
-                raise  # the transaction failed: so does the acquire
-            except ThreadloomError:
-                first = NOT_READ
-        lease.first = first
+    info, row = yield AcquireRead(op, GetCheckpoint(lease.thread_id, "", None))
+    if info is not None:
         return info
-
-    return flow()
+    first: Any = None
+    if row is not None:
+        try:
+            first = (yield from build_tuples(lease.saver.codec, [row], remember=True))[0]
+        except StorageError:
+            raise  # the transaction failed: so does the acquire
+        except ThreadloomError:
+            first = NOT_READ
+    lease.first = first
+    return info
 
 
 def _prefetches(saver: Any) -> str | None:

@@ -11,6 +11,8 @@ runs first in a transaction where the executor answers rare-case reads itself
 and lets the store validate them (Postgres: one round trip per write). When the
 store refuses, the executor raises :class:`OptimisticConflict` and the driver
 runs the flow again, rebuilt from its arguments, in a normal transaction.
+A flow that must not run twice (its function marked :func:`run_once`) skips
+the optimistic run and runs once, in a normal transaction.
 
 Torn reads: a store whose reads are not one snapshot (Postgres autocommit
 statements, Redis commands) can have a delete or prune commit between two
@@ -28,17 +30,18 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import AsyncIterator, Generator, Iterator
-from types import FunctionType
 from typing import Any, NamedTuple
 
 from threadloom.checkpoint.storage.rereads import (
-    FLAGS,
     PLAIN,
     SNAPSHOT,
     Reread,
     Resume,
     consumable,
     joined,
+    rebuild,
+    rebuildable,
+    run_once,
     snapshot_wanted,
     tears,
 )
@@ -51,6 +54,7 @@ __all__ = [
     "arun",
     "iterate",
     "aiterate",
+    "run_once",
     "snapshot_wanted",
 ]
 
@@ -111,7 +115,7 @@ class _Restart:
         args = dict(self.args)
         for name, again in self.inner:
             args[name] = again()
-        return FunctionType(self.code, self.globals)(**args)
+        return rebuild(self.code, self.globals, args)
 
     @property
     def codecs(self) -> list[Any]:
@@ -121,13 +125,15 @@ class _Restart:
 
 def _restarter(flow: Any) -> _Restart | None:
     """A way to build ``flow`` again from its arguments (None when it cannot be:
-    already started, a closure, or not a plain generator function's).
+    already started, marked :func:`run_once`, a closure, or not a plain
+    generator function's). None means the driver runs it once, in a normal
+    transaction.
 
     Why here: callers hand the driver a generator, and an optimistic run that
     the store refuses has to start over from the same arguments.
     """
     code = getattr(flow, "gi_code", None)
-    if code is None or code.co_freevars or code.co_flags & FLAGS:
+    if code is None or not rebuildable(code):
         return None
     if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
         return None

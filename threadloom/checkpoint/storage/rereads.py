@@ -29,12 +29,42 @@ from contextvars import ContextVar
 from types import FunctionType
 from typing import Any
 
-__all__ = ["Reread", "Resume", "snapshot_wanted", "tears"]
+__all__ = ["Reread", "Resume", "rebuild", "rebuildable", "run_once", "snapshot_wanted", "tears"]
 
 Flow = Generator[Any, Any, Any]
 
 FLAGS = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
 PLAIN = frozenset({dict, str, bytes, int, float, bool, type(None)})
+
+RUN_ONCE: dict[int, Any] = {}
+"""The code objects of the flow functions marked :func:`run_once`, by ``id``
+(a code object's own hash walks its constants and names; the dict keeps them
+alive, so an id is never reused)."""
+
+
+def run_once(fn: Any) -> Any:
+    """Mark a flow function whose flows the driver must run exactly once: no
+    optimistic first run that a refusal would start over (drive.py), no re-run
+    of a torn read. For a flow whose second run would not be the same as its
+    first, e.g. one that stores what it read on an object passed in (the
+    Postgres lease acquire's ``Lease.first``, whose pending writes an optimistic
+    run would guess). Returns ``fn`` unchanged."""
+    RUN_ONCE[id(fn.__code__)] = fn.__code__
+    return fn
+
+
+def rebuildable(code: Any) -> bool:
+    """Whether a flow of ``code`` may be built again from its arguments: not
+    marked :func:`run_once`, no closure (its free variables cannot be
+    rebuilt), no ``*args``/``**kwargs``."""
+    return not (code.co_freevars or code.co_flags & FLAGS or id(code) in RUN_ONCE)
+
+
+def rebuild(code: Any, globals_: Any, args: dict[str, Any]) -> Flow:
+    """A new flow of the generator function ``code`` (with ``globals_``) called
+    with ``args`` by name: the one way a flow is built again (:class:`Reread`,
+    ``drive._Restart``)."""
+    return FunctionType(code, globals_)(**args)
 
 
 def consumable(value: Any, depth: int) -> bool:
@@ -89,15 +119,14 @@ class Reread:
     def build(self, torn: BaseException, **changes: Any) -> Flow | None:
         """The flow again (None when it cannot be rebuilt), the torn thread's
         cached rows dropped from its ``codec``."""
-        code = self.code
-        if code.co_freevars or code.co_flags & FLAGS:
+        if not rebuildable(self.code):
             return None
         if any(inspect.isgenerator(v) or consumable(v, 4) for v in self.args.values()):
             return None
         forget = getattr(self.args.get("codec"), "forget_thread", None)
         if forget is not None:
             forget(getattr(torn, "thread_id", None))
-        return FunctionType(code, self.globals)(**{**self.args, **changes})
+        return rebuild(self.code, self.globals, {**self.args, **changes})
 
 
 class Resume:
