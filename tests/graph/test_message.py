@@ -125,3 +125,82 @@ def test_remove_message_round_trips_as_itself() -> None:
         back = serde.loads_typed(serde.dumps_typed({"messages": [marker]}))["messages"][0]
         assert type(back) is RemoveMessage
         assert back == marker and back.id == marker.id
+
+
+# -- the by-type fast path (session 7) agrees with the item-by-item rules ----------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from threadloom.graph import message as _msg  # noqa: E402
+
+_IDS = st.sampled_from(["1", "2", "3", "4"])
+
+
+def _reference(left, right):
+    """Every item coerced one by one (the reducer before the fast path)."""
+    left_list = [_msg._with_id(_msg._coerce(m)) for m in _msg._as_list(left)]
+    right_list = [_msg._with_id(_msg._coerce(m)) for m in _msg._as_list(right)]
+    for idx in range(len(right_list) - 1, -1, -1):
+        m = right_list[idx]
+        if _msg._is_remove(m) and _msg._get_id(m) == REMOVE_ALL_MESSAGES:
+            return right_list[idx + 1 :]
+    merged = list(left_list)
+    position = {_msg._get_id(m): i for i, m in enumerate(merged)}
+    removed = set()
+    for m in right_list:
+        mid = _msg._get_id(m)
+        if mid in position:
+            if _msg._is_remove(m):
+                removed.add(mid)
+            else:
+                removed.discard(mid)
+                merged[position[mid]] = m
+        elif _msg._is_remove(m):
+            raise ValueError(mid)
+        else:
+            position[mid] = len(merged)
+            merged.append(m)
+    return [m for m in merged if _msg._get_id(m) not in removed]
+
+
+def _message(lc):
+    kinds = st.sampled_from(["human", "ai", "chunk", "dict"])
+
+    def build(kind, mid, text):
+        if kind == "human":
+            return lc.HumanMessage(text, id=mid)
+        if kind == "ai":
+            return lc.AIMessage(text, id=mid)
+        if kind == "chunk":
+            return lc.AIMessageChunk(content=text, id=mid)
+        return {"role": "user", "content": text, "id": mid}
+
+    return st.builds(build, kinds, _IDS, st.text(max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_fast_path_matches_item_by_item_rules(data) -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    left = data.draw(st.lists(_message(lc), max_size=6))
+    right = data.draw(
+        st.lists(st.one_of(_message(lc), _IDS.map(lambda i: lc.RemoveMessage(id=i))), max_size=4)
+    )
+    try:
+        expected = _reference(left, right)
+    except ValueError:
+        with pytest.raises(ValueError):
+            add_messages(left, right)
+        return
+    assert add_messages(left, right) == expected
+
+
+def test_fast_path_still_gives_ids_and_converts_chunks() -> None:
+    lc = pytest.importorskip("langchain_core.messages")
+    no_id = lc.HumanMessage("hi")
+    out = add_messages([lc.HumanMessage("a", id="1"), no_id], [lc.AIMessageChunk(content="c")])
+    assert out[1] is no_id and no_id.id  # given an id in place, as LangGraph does
+    assert type(out[2]).__name__ == "AIMessage" and out[2].id
+    with pytest.raises(TypeError, match="cannot use int"):
+        add_messages([lc.HumanMessage("a", id="1"), 7], [])

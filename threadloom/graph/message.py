@@ -120,6 +120,39 @@ def _as_list(value: Messages) -> list[Any]:
     return [value]
 
 
+_PLAIN: dict[type, bool] = {}
+"""Message classes whose instances the reducer takes as they are once they have
+an id (a langchain ``HumanMessage``, not a dict, a tuple or a chunk): the whole
+history passes through the reducer on every update, so it is checked by type."""
+
+
+def _is_plain(message: Any) -> bool:
+    kind = type(message)
+    plain = _PLAIN.get(kind)
+    if plain is None:
+        plain = not isinstance(message, (RemoveMessage, dict, str, tuple, list))
+        plain = plain and hasattr(message, "content") and _chunk_to_message(message) is message
+        if len(_PLAIN) < 256:
+            _PLAIN[kind] = plain
+    return plain
+
+
+def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int]]:
+    """Each item coerced and given an id, and each id's position."""
+    out: list[Any] = []
+    position: dict[str | None, int] = {}
+    plain = _PLAIN
+    for i, m in enumerate(items):
+        if plain.get(type(m)) and (mid := m.id) is not None:
+            out.append(m)
+        else:
+            m = _with_id(m if _is_plain(m) else _coerce(m))
+            out.append(m)
+            mid = _get_id(m)
+        position[mid] = i
+    return out, position
+
+
 def add_messages(left: Messages, right: Messages) -> list[AnyMessage]:
     """Merge two message lists by id: append new ones, replace same-id ones.
 
@@ -131,14 +164,12 @@ def add_messages(left: Messages, right: Messages) -> list[AnyMessage]:
         ValueError: a ``RemoveMessage`` names an id that is not in the list.
         TypeError: an item is not something a message can be made from.
     """
-    left_list = [_with_id(_coerce(m)) for m in _as_list(left)]
+    merged, position = _prepared(_as_list(left))
     right_list = [_with_id(_coerce(m)) for m in _as_list(right)]
     for idx in range(len(right_list) - 1, -1, -1):
         m = right_list[idx]
         if _is_remove(m) and _get_id(m) == REMOVE_ALL_MESSAGES:
             return right_list[idx + 1 :]
-    merged = list(left_list)
-    position = {_get_id(m): i for i, m in enumerate(merged)}
     removed: set[str] = set()
     for m in right_list:
         mid = _get_id(m)
