@@ -33,7 +33,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
-from threadloom.checkpoint.postgres import generic
+from threadloom.checkpoint.postgres import generic, writecounts
 from threadloom.checkpoint.postgres.blobpack import pack
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
 from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
@@ -116,6 +116,7 @@ def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
     """(statements, the op's result) without waiting for the server, or None
     when ``op`` needs a real answer (the caller then plans it normally, after
     :func:`flush`)."""
+    absorbed, tx.absorbed = tx.absorbed, None  # only for the op right after
     if type(op) is ops.LoadWrites:
         return _load_writes(op, sql, tx, pessimistic)
     if type(op) is ops.SaveWrites:
@@ -124,7 +125,8 @@ def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
         batch, answer = _save_checkpoint(op, sql)
         return flush(tx, pessimistic, sql) + batch, answer
     if type(op) is ops.AdjustRefcounts:  # bounded for a generic plan (generic.py)
-        batch, _ = generic.adjust(op, sql)
+        rest = writecounts.unabsorbed(op, absorbed)
+        batch = generic.adjust(rest, sql)[0] if rest is not None else []
         return flush(tx, pessimistic, sql) + batch, None
     if type(op) is lo.CheckLease:
         return flush(tx, pessimistic, sql) + _check_lease(op, sql, pessimistic), ""
@@ -185,11 +187,23 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
         for w in op.rows
     ):
         tx.pending = None  # the insert below checks exactly what the flow assumed
-    batch = flush(tx, pessimistic, sql) + insert_blobs(op.blobs, sql)
     unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
-    stmt = _text(("writes", sql.upsert_writes), lambda: _insert_writes(sql))
+    held = writecounts.held(op, list(unique.values()))
+    batch = flush(tx, pessimistic, sql) + insert_blobs(
+        op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS
+    )
     params = (*columns(map(packed_write, unique.values()), 7), len(unique))
-    batch.append(Stmt(stmt, params))
+    if held is None:
+        stmt = _text(("writes", sql.upsert_writes), lambda: _insert_writes(sql))
+        batch.append(Stmt(stmt, params))
+    else:
+        hashes = sorted(held)
+        stmt = _text(
+            ("writes-held", sql.upsert_writes), lambda: writecounts.text(sql, LOCK_SLOT, REFUSE)
+        )
+        counts = [held[h] for h in hashes]
+        batch.append(Stmt(stmt, (hashes, hashes, counts, *params, len(hashes))))
+        tx.absorbed = held
     return batch, frozenset(b.hash for b in op.blobs)
 
 
@@ -202,7 +216,10 @@ def _insert_writes(sql: SQL) -> str:
 
 
 def insert_blobs(
-    blobs: tuple[ops.BlobRow, ...], sql: SQL, holds: dict[bytes, int] | None = None
+    blobs: tuple[ops.BlobRow, ...],
+    sql: SQL,
+    holds: dict[bytes, int] | None = None,
+    setting: str | None = None,
 ) -> list[Stmt]:
     """Insert the blobs that are new with their count rows, then count each new
     manifest's hold on its children (its segments): the flow cannot, not
@@ -222,7 +239,8 @@ def insert_blobs(
     this insert creates starts at that number instead of 0 and its id is left
     in :data:`NEW_COUNTS`, so the refs insert (which must insert every ref, or
     the transaction is refused) does not add it again: one row version per new
-    blob instead of an insert and an update."""
+    blob instead of an insert and an update. ``setting``: the one that
+    receives those ids instead (a put_writes': :data:`.writecounts.NEW_WRITE_COUNTS`)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
@@ -239,7 +257,7 @@ def insert_blobs(
         sent = [b.hash for b in unique if b.hash in holds]
         rows += [sent, [holds[h] for h in sent]]
         kept.append(
-            f"set_config('{NEW_COUNTS}',"
+            f"set_config('{setting or NEW_COUNTS}',"
             " coalesce((SELECT string_agg(id::text, ',') FROM cnt), ''), true)"
         )
     counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children

@@ -42,3 +42,4 @@ class Tx:
     snapshot: bool = False  # a read re-run after it tore: one REPEATABLE READ snapshot
     generic: bool = False  # generic plans asked for (see generic.py)
     seen: Any = None  # checkpoint rows a torn-prone read found (seenrows.py)
+    absorbed: Any = None  # counts a put_writes insert already added (optimistic.py)
