@@ -314,7 +314,8 @@ class SqliteExecutor:
                 elif mode == "many":
                     result = conn.executemany(sql, params).rowcount
                 elif mode == "each":  # one statement per row, each row's rowcount
-                    result = [conn.execute(sql, row).rowcount for row in params]
+                    run = conn.cursor().execute  # (one cursor for all: DML leaves none open)
+                    result = [run(sql, row).rowcount for row in params]
                 else:  # any other mode: the rowcount, as for ``count``
                     result = conn.execute(sql, params).rowcount
         except sqlite3.DatabaseError as exc:

@@ -5,17 +5,19 @@ A checkpoint save: the thread's integer id (a primary-key read the executor
 answers from its memo while no one else wrote, ``sqlite/memo.py``; an insert
 the first time), one staleness probe when the flow needs one (the memo knows
 a base this connection saved), one ``INSERT OR IGNORE``
-per ref row and per blob (their rowcount says what was inserted: per-row
-statements cost the same CPU as ``executemany`` or a multi-row ``VALUES``, and
-``RETURNING`` costs more), blobs inserted holding their final reference count
-so new blobs need no ``UPDATE``, and the checkpoint row. Rows carry the integer
-thread id, not a subquery on the thread's text.
+per ref row and per blob (their rowcount says what was inserted: a multi-row
+``VALUES`` saves ~2-3 us of 5 rows but has one rowcount for all, and a probe
+``SELECT`` or ``RETURNING`` to recover them costs more than it saves; an upsert
+cannot tell an insert from an update: docs/sqlite.md), blobs inserted holding
+their final reference count so new blobs need no ``UPDATE``, and the
+checkpoint row. Rows carry the integer thread id, not a subquery on the
+thread's text.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from threadloom.checkpoint.sqlite.common import (
@@ -25,7 +27,6 @@ from threadloom.checkpoint.sqlite.common import (
     WRITE_COLS,
     Plan,
     Stmt,
-    _bound,
     _chunks,
     _cp_params,
     _in_list,
@@ -133,23 +134,39 @@ def _save(op: o.SaveCheckpoint) -> Plan:
             tid = (yield from _thread_ids((row.thread_id,)))[row.thread_id]
         yield Stmt(SAVE_CP, _cp_params(row, tid), "saved")
         return o.SaveResult(frozenset(), ())
-    names = [row.thread_id] if row is not None else []
-    ids = yield from _thread_ids(names + [r.thread_id for r in op.refs])
-    held: Counter[bytes] = Counter()
+    names = {row.thread_id: None} if row is not None else {}
+    for ref in op.refs:
+        names[ref.thread_id] = None
+    if len(names) != 1 or next(iter(names)) not in ids:  # (else _stale looked it up)
+        ids = yield from _thread_ids(tuple(names))  # one name: _thread_ids' fast path
+    held: dict[bytes, int] = {}  # (a dict: Counter's missing-key path is Python code)
     inserted: list[bool] = []
     if op.refs:
-        rows = [
-            (ids[r.thread_id], *r[1:6], _bound(r.data), _bound(r.hashes), r.length, r.logical)
-            for r in op.refs
+        rows = [  # (_bound inlined on data and hashes)
+            (
+                ids[t],
+                ns,
+                ch,
+                v,
+                kind,
+                tag,
+                bytearray(d) if type(d) is bytes else d,
+                bytearray(h) if type(h) is bytes else h,
+                n,
+                size,
+            )
+            for t, ns, ch, v, kind, tag, d, h, n, size in op.refs
         ]
         counts = yield Stmt(INSERT_REF, rows, "each")
         for ref, count in zip(op.refs, counts):
             if count:
                 h = ref.hashes
                 if len(h) == o.HASH_SIZE:  # the usual single-blob ref
-                    held[h] += 1
-                elif h:
-                    held.update([h[i : i + o.HASH_SIZE] for i in range(0, len(h), o.HASH_SIZE)])
+                    held[h] = held.get(h, 0) + 1
+                else:
+                    for i in range(0, len(h), o.HASH_SIZE):
+                        part = h[i : i + o.HASH_SIZE]
+                        held[part] = held.get(part, 0) + 1
             inserted.append(bool(count))
     new: set[bytes] = set()
     if op.blobs:  # inserted holding their final count: no UPDATE for new blobs
@@ -158,15 +175,26 @@ def _save(op: o.SaveCheckpoint) -> Plan:
     rest = [(n, h) for h, n in held.items() if h not in new]
     if rest:
         yield Stmt(ADD_REFS, rest, "many")
-    if op.row is not None:
-        yield Stmt(SAVE_CP, _cp_params(op.row, ids[op.row.thread_id]), "saved")
+    if row is not None:
+        yield Stmt(SAVE_CP, _cp_params(row, ids[row.thread_id]), "saved")
     return o.SaveResult(frozenset(new), tuple(inserted))
 
 
-def _blob_rows(blobs: Sequence[o.BlobRow], held: Counter[bytes]) -> list[tuple[Any, ...]]:
-    """INSERT_BLOB parameters: each blob holding its final count (``_bound``:
-    sqlite3 binds bytearrays without its adapter lookup)."""
-    return [(_bound(h), tag, _bound(d), _bound(c), held.get(h, 0)) for h, tag, d, c in blobs]
+def _blob_rows(blobs: Sequence[o.BlobRow], held: Mapping[bytes, int]) -> list[tuple[Any, ...]]:
+    """INSERT_BLOB parameters: each blob holding its final count, its bytes as
+    bytearrays (``_bound``, inlined: three a blob; sqlite3 binds a bytearray
+    without its adapter lookup)."""
+    get = held.get
+    return [
+        (
+            bytearray(h) if type(h) is bytes else h,
+            tag,
+            bytearray(d) if type(d) is bytes else d,
+            bytearray(c) if type(c) is bytes else c,
+            get(h, 0),
+        )
+        for h, tag, d, c in blobs
+    ]
 
 
 def _save_writes(op: o.SaveWrites) -> Plan:
