@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.memory import InMemorySaver
-from threadloom.checkpoint.storage import puts
+from threadloom.checkpoint.storage import puts, record
+from threadloom.checkpoint.storage.rows import version_key
 
 CHANNELS = ["a", "b", "branch:to:x", "messages"]
 values = st.one_of(
@@ -97,3 +98,48 @@ def test_iv_changes_give_the_records_a_full_diff_gives(plan) -> None:
     reader.executor = fast.executor  # a cold reader rebuilds every record
     for config in configs[1:]:
         assert reader.get_tuple(config) == plain.get_tuple(config)
+
+
+leaves = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(max_size=90),
+    st.binary(max_size=90),
+    st.sampled_from(["x" * 61, "x" * 62, "x" * 63]),  # 63-65 bytes: either side of inline_max
+)
+channel_values = st.recursive(
+    leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.dictionaries(st.sampled_from(CHANNELS), channel_values, min_size=1),
+    delta=st.booleans(),
+)
+def test_encode_values_inline_path_gives_what_codec_encode_gives(values, delta) -> None:
+    """``_encode_values`` serializes and hashes a value that is neither a list
+    nor a dict holding one itself, without ``codec.encode``: same inline
+    entries, refs and blobs as the codec gives for every value."""
+    codec = InMemorySaver(delta=delta).codec
+    versions = {c: _next(None, i) for i, c in enumerate(values)}
+    cv = {c: record.pack_version(v) for c, v in versions.items()}
+    iv, refs, blobs, _, fresh, _ = puts._encode_values(
+        codec, "t", "", cv, versions, values, versions, None, None
+    )
+    want_iv, want_refs, want_blobs = {}, [], {}
+    for channel, value in values.items():
+        vkey = version_key(versions[channel])
+        inline, ref, new_blobs, _ = codec.encode("t", "", channel, vkey, value)
+        if inline is not None:
+            want_iv[channel] = [cv[channel], *inline]
+        else:
+            want_refs.append(ref)
+            want_blobs.update((blob.hash, blob) for blob in new_blobs)
+    assert iv == fresh == want_iv
+    assert refs == want_refs
+    assert blobs == want_blobs

@@ -202,9 +202,8 @@ class MemoryExecutor:
                 return o.SaveResult(frozenset(), (), stale=True)
         new = []
         for blob in op.blobs:
-            h = blob.hash
-            if h not in blobs:
-                blobs[h] = blob
+            h = blob[0]  # .hash (rows are tuples: an index spares the descriptor)
+            if blobs.setdefault(h, blob) is blob:  # one lookup: absent, now stored
                 counts[h] = 0
                 new.append(h)
         inserted = []
@@ -212,18 +211,17 @@ class MemoryExecutor:
         table: dict[tuple[str, str], o.RefRow] = {}
         size = o.HASH_SIZE
         for ref in op.refs:
-            if ref.thread_id != thread_id or ref.checkpoint_ns != ns:  # once per put
-                thread_id, ns = ref.thread_id, ref.checkpoint_ns
+            if ref[0] != thread_id or ref[1] != ns:  # (thread_id, checkpoint_ns): once per put
+                thread_id, ns = ref[0], ref[1]
                 table = self.refs.setdefault((thread_id, ns), {})
-            key = (ref.channel, ref.version)
-            if key in table:
+            if table.setdefault((ref[2], ref[3]), ref) is not ref:  # (channel, version) is kept
                 inserted.append(False)
                 continue
-            table[key] = ref
             inserted.append(True)
-            hashes = ref.hashes
-            if hashes in counts:  # a whole value: one hash
-                counts[hashes] += 1
+            hashes = ref[7]  # .hashes
+            held = counts.get(hashes)
+            if held is not None:  # a whole value: one hash
+                counts[hashes] = held + 1
             elif len(hashes) > size:
                 for i in range(0, len(hashes), size):
                     h = hashes[i : i + size]

@@ -11,6 +11,7 @@ from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states, target
 from threadloom.checkpoint.storage.ops import (
     HASH_SIZE,
+    KIND_BLOB,
     AdjustRefcounts,
     BlobRow,
     CheckpointRow,
@@ -22,7 +23,7 @@ from threadloom.checkpoint.storage.ops import (
     SaveWrites,
 )
 from threadloom.checkpoint.storage.record import State
-from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
+from threadloom.checkpoint.storage.rows import blob_hash, dump_metadata, unpack, version_key
 from threadloom.checkpoint.storage.values import ListState, ValueCodec
 from threadloom.checkpoint.storage.writes import merge_writes
 from threadloom.errors import ConfigError, SerializationError, StorageError
@@ -82,7 +83,12 @@ def _encode_values(
         changed, carried_iv = cv, {}
     else:
         carried_iv = prev.iv
-    encode = codec.encode
+    encode, dumps, inline_max, delta = (
+        codec.encode,
+        codec.serde.dumps_typed,
+        codec.inline_max,
+        codec.delta,
+    )
     for channel, packed in cv.items():
         if channel not in changed and channel not in new_versions:
             entry = carried_iv.get(channel)
@@ -91,13 +97,36 @@ def _encode_values(
             continue
         if channel not in values:
             continue
+        value = values[channel]
+        kind = type(value)
+        plain = kind is not list  # (a list, or a dict holding one, may be split: codec.encode)
+        if plain and kind is dict and delta:
+            for field in value.values():
+                if type(field) is list:
+                    plain = False
+                    break
+        if plain:  # what codec.encode does with it, without its call and result tuple
+            try:
+                tag, data = tagged = dumps(value)
+            except SerializationError as exc:
+                raise exc.under(channel) from None
+            if len(data) <= inline_max:
+                iv[channel] = fresh[channel] = [packed, *tagged]
+                continue
         raw = versions[channel]  # its key, as version_key gives it (spares the call)
         if type(packed) is tuple and type(raw) is str:
             vkey = f"{packed[0]}{raw[32:]}"
         else:
             vkey = version_key(raw)
+        if plain:
+            h = blob_hash(tag, data)
+            refs.append(
+                _new(RefRow, (thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data)))
+            )
+            blobs[h] = _new(BlobRow, (h, tag, data, b""))
+            continue
         try:
-            inline, ref, new_blobs, state = encode(thread_id, ns, channel, vkey, values[channel])
+            inline, ref, new_blobs, state = encode(thread_id, ns, channel, vkey, value)
         except SerializationError as exc:
             raise exc.under(channel) from None
         if inline is not None:
@@ -227,30 +256,6 @@ def release(counts: Counter[bytes], candidates: tuple[bytes, ...] = ()) -> Flow:
     return dropped_blobs, dropped_bytes
 
 
-def _insert_writes(
-    codec: ValueCodec,
-    key: tuple[str, str, str, str],
-    task_path: str,
-    writes: Sequence[tuple[str, Any]],
-) -> Flow:
-    """A task's first ``put_writes`` without reading its row first: the row is
-    built as if none existed and sent ``strict`` (the executor writes nothing
-    when one does, e.g. written by another process). True when it was stored."""
-    row, blobs = merge_writes(codec.serde, codec.inline_max, None, key, task_path, writes)
-    if row is None:  # pragma: no cover  (writes are never empty here)
-        return True
-    add = codec.writes_add_refs and bool(row.hashes)
-    if len(blobs) > 1:  # the same value written twice is one blob
-        blobs = list({b.hash: b for b in blobs}.values())
-    new = yield SaveWrites((row,), tuple(blobs), (None,), True, add)
-    if new is None:
-        return False
-    codec.tasks.put(key, True)
-    if row.hashes and not add:
-        yield AdjustRefcounts(tuple(Counter(unpack(row.hashes)).items()))
-    return True
-
-
 def put_writes_flow(
     codec: ValueCodec,
     config: Mapping[str, Any],
@@ -268,8 +273,19 @@ def put_writes_flow(
         return
     key = (thread_id, ns, checkpoint_id, str(task_id))
     if codec.strict_writes and codec.tasks.get(key) is None:
-        done = yield from _insert_writes(codec, key, task_path, writes)
-        if done:
+        # a task's first put_writes, without reading its row first: the row is
+        # built as if none existed and sent ``strict`` (the executor writes
+        # nothing when one does, e.g. written by another process); inline here,
+        # not a sub-flow: every step's put_writes takes this path
+        row, blobs = merge_writes(codec.serde, codec.inline_max, None, key, task_path, writes)
+        add = codec.writes_add_refs and bool(row.hashes)  # type: ignore[union-attr]
+        if len(blobs) > 1 and len({b[0] for b in blobs}) < len(blobs):
+            blobs = list({b.hash: b for b in blobs}.values())  # one value written twice: one blob
+        new = yield SaveWrites((row,), tuple(blobs), (None,), True, add)
+        if new is not None:
+            codec.tasks.put(key, True)
+            if row.hashes and not add:  # type: ignore[union-attr]
+                yield AdjustRefcounts(tuple(Counter(unpack(row.hashes)).items()))  # type: ignore[union-attr]
             return
     for _ in range(_MERGE_ATTEMPTS):
         rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))

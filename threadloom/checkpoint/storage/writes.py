@@ -164,11 +164,23 @@ def _first_writes(
     writes: every write is kept at its position (its index), so the entries
     are already in index order."""
     blobs: list[BlobRow] = []
-    ordered = [
-        _entry(serde, inline_max, idx, channel, value, blobs)
-        for idx, (channel, value) in enumerate(writes)
-    ]
-    hashes = b"".join([b.hash for b in blobs]) if blobs else b""  # in entry order
+    ordered: list[list[Any]] = []
+    dumps, hashes = serde.dumps_typed, b""
+    for idx, (channel, value) in enumerate(writes):  # _entry, inline (one call per write less)
+        try:
+            tag, data = dumps(value)
+        except SerializationError as exc:
+            raise exc.under(channel) from None
+        stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
+        if len(data) > inline_max:
+            h = blob_hash(tag, data)
+            blobs.append(_new(BlobRow, (h, tag, data, b"")))
+            hashes += h  # in entry order
+            ordered.append([idx, stored])
+        elif data:
+            ordered.append([idx, stored, _CODES.get(tag, tag), data])
+        else:
+            ordered.append([idx, stored, _CODES.get(tag, tag)])
     return _new(WriteRow, (*key, task_path or "", ormsgpack.packb(ordered), hashes)), blobs
 
 
