@@ -128,7 +128,7 @@ def test_encode_values_inline_path_gives_what_codec_encode_gives(values, delta) 
     codec = InMemorySaver(delta=delta).codec
     versions = {c: _next(None, i) for i, c in enumerate(values)}
     cv = {c: record.pack_version(v) for c, v in versions.items()}
-    iv, refs, blobs, _, fresh, _ = puts._encode_values(
+    iv, refs, blobs, _, fresh, _, split = puts._encode_values(
         codec, "t", "", cv, versions, values, versions, None, None
     )
     want_iv, want_refs, want_blobs = {}, [], {}
@@ -143,3 +143,5 @@ def test_encode_values_inline_path_gives_what_codec_encode_gives(values, delta) 
     assert iv == fresh == want_iv
     assert refs == want_refs
     assert blobs == want_blobs
+    if not split:  # then no ref needs a blob this put does not send
+        assert puts._needs(refs, blobs) == ()

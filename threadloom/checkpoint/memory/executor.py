@@ -252,20 +252,20 @@ class MemoryExecutor:
                     return None
         new = []
         for blob in op.blobs:
-            h = blob.hash
-            if h not in blobs:
-                blobs[h] = blob
+            h = blob[0]  # .hash
+            if blobs.setdefault(h, blob) is blob:  # one lookup: absent, now stored
                 counts[h] = 0
                 new.append(h)
-        size = o.HASH_SIZE
-        for w in op.rows:
-            writes.setdefault((w.thread_id, w.checkpoint_ns, w.checkpoint_id), {})[w.task_id] = w
-            if op.add_refs:
-                hashes = w.hashes
+        size, add = o.HASH_SIZE, op.add_refs
+        for w in op.rows:  # (thread_id, checkpoint_ns, checkpoint_id)[task_id]
+            writes.setdefault(w[:3], {})[w[3]] = w
+            if add:
+                hashes = w[6]  # .hashes
                 for i in range(0, len(hashes), size):
                     h = hashes[i : i + size]
-                    if h in counts:
-                        counts[h] += 1
+                    held = counts.get(h)
+                    if held is not None:
+                        counts[h] = held + 1
         return frozenset(new)
 
     def _insert(self, op: o.InsertRows) -> None:

@@ -55,6 +55,7 @@ _Encoded = tuple[
     list[tuple[str, ListState]],  # lists' writer states
     dict[str, list[Any]],  # fresh: inline entries encoded by this put (not carried)
     bool,  # children: some blob holds others (a list manifest): _settle counts them
+    bool,  # split: some ref came from codec.encode (a list or dict: may hold other blobs)
 ]
 
 
@@ -78,7 +79,7 @@ def _encode_values(
     refs: list[RefRow] = []
     blobs: dict[bytes, BlobRow] = {}
     lists: list[tuple[str, ListState]] = []
-    children = False
+    children = split = False
     if prev is None or changed is None:
         changed, carried_iv = cv, {}
     else:
@@ -125,6 +126,7 @@ def _encode_values(
             )
             blobs[h] = _new(BlobRow, (h, tag, data, b""))
             continue
+        split = True
         try:
             inline, ref, new_blobs, state = encode(thread_id, ns, channel, vkey, value)
         except SerializationError as exc:
@@ -139,7 +141,7 @@ def _encode_values(
                 children = True
         if state is not None:
             lists.append((channel, state))
-    return iv, refs, blobs, lists, fresh, children
+    return iv, refs, blobs, lists, fresh, children, split
 
 
 def put_flow(
@@ -158,7 +160,7 @@ def put_flow(
         prev = yield from _parent_state(codec, thread_id, ns, parent_id)
     raw_cv = checkpoint["channel_versions"]
     cv, vs, raw, changes = record.pack_state(raw_cv, checkpoint["versions_seen"], prev)
-    iv, refs, blobs, lists, fresh, children = _encode_values(
+    iv, refs, blobs, lists, fresh, children, split = _encode_values(
         codec,
         thread_id,
         ns,
@@ -179,7 +181,7 @@ def put_flow(
     md_text, run_id = dump_metadata(config, metadata)
     cid = checkpoint["id"]
     row = _new(CheckpointRow, (thread_id, ns, cid, parent_id, _TAG, data, md_text, run_id))
-    needs = _needs(refs, blobs)
+    needs = _needs(refs, blobs) if split else ()  # a plain value's ref holds its own blob
     base = parent_id if depth else None
     result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, needs)
     if result.stale and retry:  # cached bases were deleted by someone else: start over
