@@ -317,6 +317,9 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     batch = insert_blobs(op.blobs, sql, holds if op.refs else None)
     held = sorted(holds)
     locking = sorted(set(held) | set(op.needs))
+    if locking and op.refs and op.row is not None:  # the usual put: one statement after
+        batch.append(_checked_save(op, sql, locking, held, len(seen)))
+        return batch, ops.SaveResult(frozenset(), tuple(flags))
     upsert = None
     if op.row is not None and not locking:  # the base check rides on the row's upsert
         upsert = _checked_upsert(op, sql)
@@ -332,6 +335,48 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     elif op.row is not None:
         batch.append(Stmt(sql.upsert_ckpt, packed_ckpt(op.row)))
     return batch, ops.SaveResult(frozenset(), tuple(flags))
+
+
+def _checked_save(
+    op: ops.SaveCheckpoint, sql: SQL, locking: list[bytes], held: list[bytes], refs: int
+) -> Stmt:
+    """The check, the refs insert and the checkpoint upsert as ONE statement
+    (they were three): it locks the blobs this transaction did not insert
+    (hash order) before the refs insert adds to their count rows (a one-time
+    filter on the update), and fails unless every locked or own blob is
+    there, the diff base exists and every ref was inserted. Its snapshot
+    follows the blob insert (and the thread lock), as the check's did; a
+    failed check aborts the transaction, so what the other parts wrote is
+    rolled back with it."""
+    key = ("checked-save", sql.insert_refs, bool(op.blobs), _cached_base(op))
+    stmt = _text(key, lambda: _checked_save_text(sql, op))
+    params: list[Any] = [locking, *columns(map(packed_ref, op.refs), 10), held]
+    params += [*packed_ckpt(op.row), len(locking)]
+    if _cached_base(op):
+        params += _base_exists(op, sql)[1]
+    params.append(refs)
+    return Stmt(stmt, tuple(params))
+
+
+def _checked_save_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
+    refs = sql.insert_refs.rsplit("SELECT channel, version FROM ins", 1)[0].strip()
+    assert refs.startswith("WITH ins AS (") and "WHERE c.id = b.id" in refs
+    refs = refs.replace("WITH ins AS (", "ins AS (", 1)
+    refs = refs.replace("WHERE c.id = b.id", "WHERE (SELECT count(*) FROM l) >= 0 AND c.id = b.id")
+    if op.blobs:
+        refs = refs.replace(
+            "b.hash = ANY(%s::bytea[])",
+            "b.hash = ANY(%s::bytea[]) AND c.id <> ALL(string_to_array("
+            f"coalesce(current_setting('{NEW_COUNTS}', true), ''), ',')::bigint[])",
+        )
+    cond = "(SELECT count(*) FROM l) + (SELECT count(*) FROM a WHERE mine) = %s"
+    if _cached_base(op):
+        cond += " AND " + _base_exists(op, sql)[0]
+    cond += " AND (SELECT count(*) FROM ins) = %s"
+    return (
+        f"{_lock_others(sql)}, {refs}, ck AS ({sql.upsert_ckpt.strip()})"
+        f" SELECT {refuse_unless(cond)}"
+    )
 
 
 def _lock_others(sql: SQL) -> str:
