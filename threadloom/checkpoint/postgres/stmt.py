@@ -8,9 +8,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Fetch", "Stmt", "Tx"]
+__all__ = ["LOCK_SLOT", "Fetch", "Stmt", "Tx"]
 
 Fetch = Literal["none", "one", "all", "many"]
+
+LOCK_SLOT = "TRUE /*threadloom:thread-lock*/"
+"""Where an optimistic statement can take its thread's advisory lock before it
+writes anything (:func:`.optimistic.lock_first`); left alone it is just TRUE."""
 
 
 @dataclass(frozen=True)
