@@ -26,6 +26,7 @@ from threadloom.checkpoint.storage.ops import (
     RefRow,
 )
 from threadloom.checkpoint.storage.rows import unpack
+from threadloom.checkpoint.storage.tags import EMPTY_TAG, FIELD_TAG_CODES, FIELD_TAG_NAMES
 from threadloom.errors import CorruptBlobError
 
 __all__ = [
@@ -40,14 +41,9 @@ __all__ = [
     "ValueReader",
 ]
 
-EMPTY_TAG = "empty"
 MANIFEST_TAG = "threadloom.manifest"
 MANIFEST2_TAG = "threadloom.manifest2"  # first entry: a flat manifest of older segments
 MANIFEST_MARK = "m"  # RefRow.tag of a list whose ``hashes`` start with a manifest
-# a dict's inline fields' usual serializer tags as small ints (others as text).
-# Never renumber: stored rows name them
-FIELD_TAG_NAMES = ("msgpack", "null", "bytes", "msgpack+zstd")
-FIELD_TAG_CODES = {tag: i for i, tag in enumerate(FIELD_TAG_NAMES)}
 
 
 @dataclass(slots=True)
