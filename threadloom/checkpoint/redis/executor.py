@@ -16,6 +16,9 @@ thread, then count its refs) the first script already takes the references and
 the executor subtracts them from the flow's following ``AdjustRefcounts``. A
 crash in between can only leave a reference too many (a blob kept too long,
 removed with its thread), never one too few (a blob dropped while needed).
+
+How rows sit in hash fields and values is :mod:`.fields`; paging a thread's
+checkpoint index for a list is :mod:`.listing`.
 """
 
 from __future__ import annotations
@@ -25,20 +28,31 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
-import ormsgpack
-
 from threadloom.checkpoint.lease.redis import fenced, register_lease_plans
-from threadloom.checkpoint.memory.executor import _match as metadata_matches
+from threadloom.checkpoint.redis.fields import (
+    SEP,
+    checkpoint_row,
+    expected_arg,
+    pack_values,
+    ref_field,
+    ref_row,
+    row_fields,
+    row_value,
+    text,
+    unpack_values,
+    write_args,
+)
 from threadloom.checkpoint.redis.keys import KeyLayout
+from threadloom.checkpoint.redis.listing import list_thread
 from threadloom.checkpoint.redis.seenrows import remember, torn
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.ops import BlobRow, WriteRow
 from threadloom.checkpoint.storage.rows import unpack
 from threadloom.errors import StorageError
 
 __all__ = ["Call", "RedisPlanner", "Scope"]
 
-SEP = "\0"
+_unpack = unpack_values  # tests read stored rows with it
 
 
 @dataclass(frozen=True)
@@ -67,18 +81,6 @@ class Scope:
 Plan = Generator[list[Call], list[Any], Any]
 
 
-def _pack(values: list[Any]) -> bytes:
-    return ormsgpack.packb(values)
-
-
-def _unpack(data: bytes) -> list[Any]:
-    return ormsgpack.unpackb(data)
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 class RedisPlanner:
     """Turns operations into Redis calls for one key layout and TTL."""
 
@@ -92,7 +94,8 @@ class RedisPlanner:
             raise NotImplementedError(f"Redis executor has no plan for {type(op).__name__}")
         return handler(op, scope)
 
-    def _lua(self, name: str, thread_id: str, *args: Any) -> Call:
+    def lua(self, name: str, thread_id: str, *args: Any) -> Call:
+        """A call of the Lua script ``name`` over ``thread_id``'s keys (TTL first)."""
         keys = tuple(self.layout.thread_keys(thread_id))
         return Call((self.ttl, *args), name, keys)
 
@@ -101,26 +104,20 @@ class RedisPlanner:
 
     def threads(self) -> Plan:
         (members,) = yield [Call(("SMEMBERS", self.layout.threads()))]
-        return sorted((_text(m) for m in members), reverse=True)
+        return sorted((text(m) for m in members), reverse=True)
 
     # -- checkpoints -------------------------------------------------------------
-
-    @staticmethod
-    def _row(thread_id: str, fld: bytes, value: bytes) -> CheckpointRow:
-        ns, cid = _text(fld).split(SEP, 1)
-        parent, _, packed = value.partition(b"\0")
-        return CheckpointRow(thread_id, ns, cid, parent.decode() or None, *_unpack(packed))
 
     def _LoadAncestors(self, op: ops.LoadAncestors, scope: Scope) -> Plan:
         scope.thread = op.thread_id
         args = (op.checkpoint_ns, op.checkpoint_id, int(op.depth))
-        (flat,) = yield [self._lua("ancestors", op.thread_id, *args)]
-        return [self._row(op.thread_id, f, v) for f, v in zip(flat[::2], flat[1::2])]
+        (flat,) = yield [self.lua("ancestors", op.thread_id, *args)]
+        return [checkpoint_row(op.thread_id, f, v) for f, v in zip(flat[::2], flat[1::2])]
 
     def _GetCheckpoint(self, op: ops.GetCheckpoint, scope: Scope) -> Plan:
         scope.thread = op.thread_id
-        (found,) = yield [self._lua("get", op.thread_id, op.checkpoint_ns, op.checkpoint_id or "")]
-        row = self._row(op.thread_id, *found) if found else None
+        (found,) = yield [self.lua("get", op.thread_id, op.checkpoint_ns, op.checkpoint_id or "")]
+        row = checkpoint_row(op.thread_id, *found) if found else None
         if row is not None and not scope.write:
             remember(scope.seen, [row])
         return row
@@ -128,43 +125,16 @@ class RedisPlanner:
     def _ListCheckpoints(self, op: ops.ListCheckpoints, scope: Scope) -> Plan:
         if op.thread_id is not None:
             scope.thread = op.thread_id
-            rows = yield from self._list_thread(op.thread_id, op)
+            rows = yield from list_thread(self, op.thread_id, op)
         else:
             rows = []
             for thread_id in (yield from self.threads()):
-                rows.extend((yield from self._list_thread(thread_id, op)))
+                rows.extend((yield from list_thread(self, thread_id, op)))
             rows.sort(key=lambda r: (r.checkpoint_id, r.thread_id, r.checkpoint_ns), reverse=True)
             rows = rows if op.limit is None else rows[: op.limit]
         if not scope.write:
             remember(scope.seen, rows)
         return rows
-
-    def _list_thread(self, thread_id: str, op: ops.ListCheckpoints) -> Plan:
-        """Newest first within one thread, paging through the index until enough match."""
-        hi, inclusive = _upper_bound(op.before, op.after)
-        ns = op.checkpoint_ns
-        if ns is not None:
-            zset, low = "ck", f"({ns}{SEP}"
-            high = f"({ns}\1" if hi is None else f"{'[' if inclusive else '('}{ns}{SEP}{hi}"
-        else:
-            zset, low = "ids", "-"
-            high = "+" if hi is None else (f"({hi}\1" if inclusive else f"({hi}")
-        if op.limit is not None and op.limit <= 0:
-            return []
-        page = op.limit if op.limit is not None and not op.filter else 64
-        rows: list[CheckpointRow] = []
-        while True:
-            (flat,) = yield [self._lua("range", thread_id, zset, high, low, page)]
-            for member, packed in zip(flat[::2], flat[1::2]):
-                if not packed:
-                    continue
-                fld = member if zset == "ck" else _swap(member)
-                row = self._row(thread_id, fld, packed)
-                if _wanted(row, op):
-                    rows.append(row)
-            if len(flat) < 2 * page or (op.limit is not None and len(rows) >= op.limit):
-                return rows if op.limit is None else rows[: op.limit]
-            high = b"(" + flat[-2]
 
     def _FindRunCheckpoints(self, op: ops.FindRunCheckpoints, scope: Scope) -> Plan:
         wanted = set(op.run_ids)
@@ -175,17 +145,12 @@ class RedisPlanner:
         found = []
         for thread_id, rows in zip(threads, results):
             for fld, packed in rows.items():
-                row = self._row(thread_id, fld, packed)
+                row = checkpoint_row(thread_id, fld, packed)
                 if row.run_id in wanted:
                     found.append(row)
         return found
 
     # -- refs, blobs, writes -----------------------------------------------------------
-
-    @staticmethod
-    def _ref(thread_id: str, fld: bytes, packed: bytes) -> RefRow:
-        ns, channel, version = _text(fld).split(SEP, 2)
-        return RefRow(thread_id, ns, channel, version, *_unpack(packed))
 
     def _LoadRefs(self, op: ops.LoadRefs, scope: Scope) -> Plan:
         scope.thread = op.thread_id
@@ -200,17 +165,17 @@ class RedisPlanner:
             rows = [f"{op.checkpoint_ns}{SEP}{cid}" for cid in ids]
             values, found = yield [refs, Call(("HMGET", self.key(op.thread_id, "row"), *rows))]
             torn(op.thread_id, found)
-        return [self._ref(op.thread_id, f.encode(), p) for f, p in zip(fields, values) if p]
+        return [ref_row(op.thread_id, f.encode(), p) for f, p in zip(fields, values) if p]
 
     def _LoadThreadRefs(self, op: ops.LoadThreadRefs, scope: Scope) -> Plan:
         scope.thread = op.thread_id
         (found,) = yield [Call(("HGETALL", self.key(op.thread_id, "ref")))]
-        refs = [self._ref(op.thread_id, f, p) for f, p in found.items()]
+        refs = [ref_row(op.thread_id, f, p) for f, p in found.items()]
         return [r for r in refs if op.checkpoint_ns is None or r.checkpoint_ns == op.checkpoint_ns]
 
     def _blobs_of(self, thread_id: str, hashes: list[bytes]) -> Plan:
         (values,) = yield [Call(("HMGET", self.key(thread_id, "blob"), *hashes))]
-        return {h: BlobRow(h, *_unpack(p)) for h, p in zip(hashes, values) if p}
+        return {h: BlobRow(h, *unpack_values(p)) for h, p in zip(hashes, values) if p}
 
     def _LoadBlobs(self, op: ops.LoadBlobs, scope: Scope) -> Plan:
         if not op.hashes:
@@ -228,7 +193,7 @@ class RedisPlanner:
             return []
         if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
             fields = [f"{op.checkpoint_ns}{SEP}{cid}" for cid in op.checkpoint_ids]
-            call = self._lua("load_writes", thread_id, *fields)
+            call = self.lua("load_writes", thread_id, *fields)
             seen = scope.seen.get((thread_id, op.checkpoint_ns))
             if not seen or seen.isdisjoint(op.checkpoint_ids):
                 (flat,) = yield [call]
@@ -243,9 +208,9 @@ class RedisPlanner:
         ids = set(op.checkpoint_ids) if op.checkpoint_ids is not None else None
         rows = []
         for fld, packed in items:
-            ns, cid, task_id = _text(fld).split(SEP, 2)
+            ns, cid, task_id = text(fld).split(SEP, 2)
             if (op.checkpoint_ns is None or ns == op.checkpoint_ns) and (ids is None or cid in ids):
-                rows.append(WriteRow(thread_id, ns, cid, task_id, *_unpack(packed)))
+                rows.append(WriteRow(thread_id, ns, cid, task_id, *unpack_values(packed)))
         return rows
 
     # -- writing -----------------------------------------------------------------
@@ -260,17 +225,17 @@ class RedisPlanner:
             base = f"{op.row.checkpoint_ns}{SEP}{op.base}"
         args: list[Any] = [base, len(op.needs), *op.needs, len(op.blobs)]
         for b in op.blobs:
-            args += [b.hash, _pack([b.tag, b.data, b.children]), b.children]
+            args += [b.hash, pack_values([b.tag, b.data, b.children]), b.children]
         args.append(len(op.refs))
         for r in op.refs:
-            args += [_ref_field(r), _pack(list(r[4:])), r.hashes]
+            args += [ref_field(r), pack_values(list(r[4:])), r.hashes]
         if op.row is not None:
-            fld, member = _row_fields(op.row)
-            args += ["1", fld, _row_value(op.row), member]
+            fld, member = row_fields(op.row)
+            args += ["1", fld, row_value(op.row), member]
         else:
             args.append("0")
         result, _ = yield [
-            fenced(self._lua("save", thread_id, *args), scope.lease, Call),
+            fenced(self.lua("save", thread_id, *args), scope.lease, Call),
             Call(("SADD", self.layout.threads(), thread_id)),
         ]
         new, pre, inserted, stale = result
@@ -285,11 +250,11 @@ class RedisPlanner:
         scope.thread = thread_id = op.rows[0].thread_id
         args: list[Any] = [len(op.blobs)]
         for b in op.blobs:
-            args += [b.hash, _pack([b.tag, b.data, b.children])]
+            args += [b.hash, pack_values([b.tag, b.data, b.children])]
         expected = op.expected if op.expected is not None else (ops.ANY_ROW,) * len(op.rows)
         for w, old in zip(op.rows, expected):
-            args += [*_write_args(w), _expected(old), w.hashes if op.add_refs else ""]
-        (new,) = yield [fenced(self._lua("writes", thread_id, *args), scope.lease, Call)]
+            args += [*write_args(w), expected_arg(old), w.hashes if op.add_refs else ""]
+        (new,) = yield [fenced(self.lua("writes", thread_id, *args), scope.lease, Call)]
         return None if new is None else frozenset(new)
 
     def _InsertRows(self, op: ops.InsertRows, scope: Scope) -> Plan:
@@ -307,18 +272,18 @@ class RedisPlanner:
         scope.thread = target
         args: list[Any] = [len(blobs)]
         for b in blobs.values():
-            args += [b.hash, _pack([b.tag, b.data, b.children]), b.children]
+            args += [b.hash, pack_values([b.tag, b.data, b.children]), b.children]
         args.append(len(op.checkpoints))
         for row in op.checkpoints:
-            fld, member = _row_fields(row)
-            args += [fld, _row_value(row), member]
+            fld, member = row_fields(row)
+            args += [fld, row_value(row), member]
         args.append(len(op.refs))
         for r in op.refs:
-            args += [_ref_field(r), _pack(list(r[4:])), r.hashes]
+            args += [ref_field(r), pack_values(list(r[4:])), r.hashes]
         for w in op.writes:
-            args += [*_write_args(w), w.hashes]
+            args += [*write_args(w), w.hashes]
         pre, _ = yield [
-            self._lua("insert", target, *args),
+            self.lua("insert", target, *args),
             Call(("SADD", self.layout.threads(), target)),
         ]
         scope.held.update((target, h) for h in pre)
@@ -332,15 +297,15 @@ class RedisPlanner:
             if delta:
                 args += [h, delta]
         if args:
-            yield [self._lua("adjust", thread_id, *args)]
+            yield [self.lua("adjust", thread_id, *args)]
         return None
 
     def _DropUnreferenced(self, op: ops.DropUnreferenced, scope: Scope) -> Plan:
         if not op.hashes:
             return []
         thread_id = _scoped(scope, op)
-        (flat,) = yield [self._lua("drop", thread_id, *dict.fromkeys(op.hashes))]
-        return [BlobRow(h, *_unpack(p)) for h, p in zip(flat[::2], flat[1::2])]
+        (flat,) = yield [self.lua("drop", thread_id, *dict.fromkeys(op.hashes))]
+        return [BlobRow(h, *unpack_values(p)) for h, p in zip(flat[::2], flat[1::2])]
 
     def _DeleteCheckpoints(self, op: ops.DeleteCheckpoints, scope: Scope) -> Plan:
         scope.thread = thread_id = op.thread_id
@@ -349,7 +314,7 @@ class RedisPlanner:
         every = "1" if op.checkpoint_ns is None else "0"
         ids = op.checkpoint_ids or ()
         ((deleted, left),) = yield [
-            self._lua("delete", thread_id, op.checkpoint_ns or "", every, *ids)
+            self.lua("delete", thread_id, op.checkpoint_ns or "", every, *ids)
         ]
         if not left:
             yield [Call(("SREM", self.layout.threads(), thread_id))]
@@ -359,16 +324,16 @@ class RedisPlanner:
         scope.thread = thread_id = op.thread_id
         if op.keys is None:
             mode = "thread" if op.checkpoint_ns is None else "ns"
-            yield [self._lua("delete_refs", thread_id, mode, op.checkpoint_ns or "")]
+            yield [self.lua("delete_refs", thread_id, mode, op.checkpoint_ns or "")]
             return None
         wanted = set(op.keys)
         if op.checkpoint_ns is not None:
             fields = [f"{op.checkpoint_ns}{SEP}{c}{SEP}{v}" for c, v in op.keys]
         else:  # the same keys in every namespace
             (names,) = yield [Call(("HKEYS", self.key(thread_id, "ref")))]
-            fields = [n for n in map(_text, names) if tuple(n.split(SEP)[1:]) in wanted]
+            fields = [n for n in map(text, names) if tuple(n.split(SEP)[1:]) in wanted]
         if fields:
-            yield [self._lua("delete_refs", thread_id, "keys", "", *fields)]
+            yield [self.lua("delete_refs", thread_id, "keys", "", *fields)]
         return None
 
     def _CollectStats(self, op: ops.CollectStats, scope: Scope) -> Plan:
@@ -384,64 +349,6 @@ def _scoped(scope: Scope, op: ops.Op) -> str:
             "(blobs are stored per thread)"
         )
     return scope.thread
-
-
-def _swap(member: bytes) -> bytes:
-    """``cid\\0ns`` (ids index) -> ``ns\\0cid`` (row field)."""
-    cid, _, ns = member.partition(b"\0")
-    return ns + b"\0" + cid
-
-
-def _row_fields(row: CheckpointRow) -> tuple[str, str]:
-    """(row field / ck member, ids member) of a checkpoint."""
-    return (
-        f"{row.checkpoint_ns}{SEP}{row.checkpoint_id}",
-        f"{row.checkpoint_id}{SEP}{row.checkpoint_ns}",
-    )
-
-
-def _row_value(row: CheckpointRow) -> bytes:
-    """Parent id first (so Lua can walk ancestors), then the packed rest of the row."""
-    return (row.parent_checkpoint_id or "").encode() + b"\0" + _pack(list(row[4:]))
-
-
-def _ref_field(r: RefRow) -> str:
-    return f"{r.checkpoint_ns}{SEP}{r.channel}{SEP}{r.version}"
-
-
-def _write_args(w: WriteRow) -> list[Any]:
-    return [
-        f"{w.checkpoint_ns}{SEP}{w.checkpoint_id}",
-        w.task_id,
-        _pack([w.task_path, w.data, w.hashes]),
-    ]
-
-
-def _expected(row: Any) -> bytes | str:
-    """The WRITES script's compare-and-set argument for a task's current entry."""
-    if row is ops.ANY_ROW:
-        return "*"
-    return b"=" + _write_args(row)[2] if row is not None else ""
-
-
-def _upper_bound(before: str | None, after: tuple[str, str, str] | None) -> tuple[str | None, bool]:
-    """Highest checkpoint id a page may hold, and whether it is included."""
-    if after is None:
-        return before, False
-    if before is not None and before <= after[0]:
-        return before, False
-    return after[0], True
-
-
-def _wanted(row: CheckpointRow, op: ops.ListCheckpoints) -> bool:
-    if op.before is not None and not row.checkpoint_id < op.before:
-        return False
-    if (
-        op.after is not None
-        and not (row.checkpoint_id, row.thread_id, row.checkpoint_ns) < op.after
-    ):
-        return False
-    return not op.filter or metadata_matches(row.metadata, op.filter)
 
 
 register_lease_plans(RedisPlanner, Call)  # thread leases: checkpoint/lease/redis.py

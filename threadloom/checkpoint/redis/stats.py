@@ -19,7 +19,8 @@ __all__ = ["collect_stats"]
 
 def collect_stats(planner: RedisPlanner, op: ops.CollectStats) -> Plan:
     """Counts and bytes for one thread, or every thread under the prefix."""
-    from threadloom.checkpoint.redis.executor import Call, _unpack
+    from threadloom.checkpoint.redis.executor import Call
+    from threadloom.checkpoint.redis.fields import unpack_values as _unpack
 
     if op.thread_id is not None:
         threads = [op.thread_id]
