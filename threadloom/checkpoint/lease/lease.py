@@ -103,19 +103,13 @@ class Lease:
 
     async def _give_back(self) -> None:
         """A cancel can reach the caller after the acquire committed (the flow
-        runs on in a worker thread or server): nobody would get the lease to
-        release, and the thread would stay busy for the TTL. Release by this
-        lease's token, which does nothing unless the acquire took it; shielded,
-        so a second cancel does not stop it (it then finishes on its own)."""
-        flow = lo.release_flow(self.thread_id, self.token)
-        try:
-            await asyncio.shield(self.saver._arun(flow, True))
-        except Exception as exc:  # storage down: the lease expires after its TTL
-            msg = (
-                f"a cancelled run could not give back its lease on thread"
-                f" {self.thread_id!r} (it expires after its TTL): {exc}"
-            )
-            warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        runs on in a worker thread or server; on Postgres the COMMIT may have
+        reached the server with its reply cut off): nobody would get the lease
+        to release, and the thread would stay busy for the TTL. Release by this
+        lease's token, which does nothing unless the acquire took it (on
+        Postgres its transaction takes the thread's advisory lock first, so it
+        runs after the acquire's, however that ended); see :func:`_uncut`."""
+        await _uncut(self.saver._arun(lo.release_flow(self.thread_id, self.token), True), self)
 
     def _acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
         """Take the lease and, once taken, read the thread's latest checkpoint in
@@ -176,8 +170,12 @@ class Lease:
         self.saver._run(lo.release_flow(self.thread_id, self.token), True)
 
     async def arelease(self) -> None:
+        """Release; a cancel of the caller meanwhile does not cut the release
+        off (:func:`_uncut`): the run's ``finally`` would not send another, and
+        the thread would stay busy for the TTL. A failed release raises."""
         await self.ahalt()
-        await self.saver._arun(lo.release_flow(self.thread_id, self.token), True)
+        flow = lo.release_flow(self.thread_id, self.token)
+        await _uncut(self.saver._arun(flow, True))
 
     def seen(self, stop: str | None) -> None:
         self.checked = time.monotonic()
@@ -216,14 +214,15 @@ class Lease:
                 pass
 
     async def ahalt(self) -> None:
+        """Stop the renewal task without waiting for it: awaiting it here
+        swallowed a cancel of the caller landing meanwhile (the cancelled run
+        then went on, and finished), or, re-raised, skipped the release that
+        follows. A renewal still in flight is harmless: the release deletes
+        the row after it, or it finds the row gone."""
         self.halted = True
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
 
     def stop_error(self) -> LeaseLostError:
         return LeaseLostError(
@@ -262,6 +261,45 @@ def _pg_acquire_flow(lease: Lease, op: lo.AcquireLease) -> Generator[Any, Any, A
             first = NOT_READ
     lease.first = first
     return info
+
+
+async def _uncut(work: Any, warn: Lease | None = None) -> None:
+    """Await ``work`` (a release) to its end even when the caller is cancelled
+    once meanwhile, then re-raise that cancel: cut off half-way, the lease
+    would stay held for its TTL. A second cancel stops only the waiting (the
+    release, shielded, finishes on its own). ``warn``: a failure is a
+    RuntimeWarning naming the lease's thread (the lease then expires after its
+    TTL) instead of an error."""
+    done = asyncio.ensure_future(work)
+    done.add_done_callback(_retrieved)
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        if done.cancelled():
+            raise
+        await asyncio.wait([done])  # a second cancel raises here
+        if done.exception() is not None and warn is not None:
+            _warn(warn, done.exception())
+        raise
+    except Exception as exc:
+        if warn is None:
+            raise
+        _warn(warn, exc)
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """Mark the outcome of a release nobody waits for any more as seen (no
+    "exception was never retrieved" log: the lease expires after its TTL)."""
+    if not done.cancelled():
+        done.exception()
+
+
+def _warn(lease: Lease, exc: BaseException) -> None:
+    msg = (
+        f"a cancelled run could not give back its lease on thread"
+        f" {lease.thread_id!r} (it expires after its TTL): {exc}"
+    )
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
 def _prefetches(saver: Any) -> str | None:
