@@ -204,3 +204,21 @@ def test_fast_path_still_gives_ids_and_converts_chunks() -> None:
     assert type(out[2]).__name__ == "AIMessage" and out[2].id
     with pytest.raises(TypeError, match="cannot use int"):
         add_messages([lc.HumanMessage("a", id="1"), 7], [])
+
+
+def test_duck_typed_messages_are_checked_one_by_one() -> None:
+    """Review finding: a class was remembered as a message class after one instance,
+    so a later instance without ``id`` raised AttributeError (and one without
+    ``content`` was accepted)."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    @dataclass
+    class Msg:
+        content: str
+
+    out = add_messages([Msg("a"), Msg("b")], [Msg("c")])
+    assert [m.content for m in out] == ["a", "b", "c"] and all(m.id for m in out)
+    add_messages([], [SimpleNamespace(content="x", id="1")])
+    with pytest.raises(TypeError, match="cannot use SimpleNamespace"):
+        add_messages([SimpleNamespace(content="x", id="1"), SimpleNamespace(id="2")], [])

@@ -132,7 +132,10 @@ def _is_plain(message: Any) -> bool:
     if plain is None:
         plain = not isinstance(message, (RemoveMessage, dict, str, tuple, list))
         plain = plain and hasattr(message, "content") and _chunk_to_message(message) is message
-        if len(_PLAIN) < 256:
+        # remembered only for classes whose every instance has both fields (pydantic
+        # models declaring them, e.g. langchain's); a duck-typed object is checked each time
+        fields = getattr(kind, "model_fields", None)
+        if fields is not None and "content" in fields and "id" in fields and len(_PLAIN) < 256:
             _PLAIN[kind] = plain
     return plain
 
@@ -143,7 +146,7 @@ def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int]]:
     position: dict[str | None, int] = {}
     plain = _PLAIN
     for i, m in enumerate(items):
-        if plain.get(type(m)) and (mid := m.id) is not None:
+        if plain.get(type(m)) and (mid := m.id) is not None:  # (declared field: never missing)
             out.append(m)
         else:
             m = _with_id(m if _is_plain(m) else _coerce(m))
