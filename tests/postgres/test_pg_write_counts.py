@@ -135,13 +135,14 @@ def test_put_writes_sends_no_separate_count_adjustment(pair, monkeypatch) -> Non
     stmts = [s for batch in sent for s in batch if "plan_cache_mode" not in s]
     assert len(stmts) == 2
     assert not any(s.lstrip().startswith("UPDATE") for s in stmts)
+    assert "unnest" not in stmts[1].split("checkpoint_writes")[1]  # one row: scalars
     assert sorted(counts(url, fast).values()) == [1, 1, 1]  # BIG (the ref) and the two
 
 
 def _held_writes(sql: SQL, held: dict[bytes, int]) -> tuple[str, tuple[Any, ...]]:
     hashes = sorted(held)
     row = ("t", "", b"\x01c", b"\x01k", "", b"", b"".join(h * held[h] for h in hashes))
-    cols = [[v] for v in row]
+    cols = list(row)  # one row: scalars (writecounts.one_row)
     return writecounts.text(sql, opt.LOCK_SLOT, opt.REFUSE), (
         hashes,
         hashes,

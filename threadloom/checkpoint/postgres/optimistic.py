@@ -189,14 +189,19 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     batch = flush(tx, pessimistic, sql) + insert_blobs(
         op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS
     )
-    params = (*columns(map(packed_write, unique.values()), 7), len(unique))
+    one = len(unique) == 1  # the usual case: scalars, no arrays to build and parse
+    if one:
+        params = (*packed_write(next(iter(unique.values()))), 1)
+    else:
+        params = (*columns(map(packed_write, unique.values()), 7), len(unique))
     if held is None:
-        stmt = _text(("writes", sql.upsert_writes), lambda: _insert_writes(sql))
+        stmt = _text(("writes", sql.upsert_writes, one), lambda: _insert_writes(sql, one))
         batch.append(Stmt(stmt, params))
     else:
         hashes = sorted(held)
         stmt = _text(
-            ("writes-held", sql.upsert_writes), lambda: writecounts.text(sql, LOCK_SLOT, REFUSE)
+            ("writes-held", sql.upsert_writes),
+            lambda: writecounts.text(sql, LOCK_SLOT, REFUSE),
         )
         counts = [held[h] for h in hashes]
         batch.append(Stmt(stmt, (hashes, hashes, counts, *params, len(hashes))))
@@ -204,8 +209,10 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     return batch, frozenset(b.hash for b in op.blobs)
 
 
-def _insert_writes(sql: SQL) -> str:
+def _insert_writes(sql: SQL, one: bool) -> str:
     head = sql.upsert_writes.split("ON CONFLICT")[0]
+    if one:
+        head = writecounts.one_row(head)
     return (
         f"WITH ins AS ({head} WHERE {LOCK_SLOT} ON CONFLICT DO NOTHING RETURNING 1)"
         f" SELECT {refuse_unless('count(*) = %s')} FROM ins"

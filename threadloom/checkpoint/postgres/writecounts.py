@@ -32,7 +32,7 @@ from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 
-__all__ = ["NEW_WRITE_COUNTS", "held", "text", "unabsorbed"]
+__all__ = ["NEW_WRITE_COUNTS", "held", "one_row", "text", "unabsorbed"]
 
 NEW_WRITE_COUNTS = "threadloom.new_write_counts"
 """The count rows a put_writes' blob insert created at their final count (ids),
@@ -69,11 +69,11 @@ def text(sql: SQL, lock_slot: str, refuse: str) -> str:
     """The writes insert that also locks and counts the row's holds.
 
     Parameters: the held hashes (sorted), the same hashes and their holds,
-    the 7 write columns, the number of rows, the number of held hashes.
+    the row's 7 values (:func:`one_row`), 1, the number of held hashes.
     ``lock_slot``: where the thread's advisory lock may ride (see
     :func:`.optimistic.lock_first`); ``refuse``: the expression failing the
     transaction."""
-    head = sql.upsert_writes.split("ON CONFLICT")[0]
+    head = one_row(sql.upsert_writes.split("ON CONFLICT")[0])
     new = (
         f"string_to_array(coalesce(current_setting('{NEW_WRITE_COUNTS}', true), ''), ',')::bigint[]"
     )
@@ -90,3 +90,14 @@ def text(sql: SQL, lock_slot: str, refuse: str) -> str:
         " AND (SELECT count(*) FROM l) + (SELECT count(*) FROM a WHERE mine) = %s"
         f" THEN 1 ELSE {refuse} END"
     )
+
+
+def one_row(head: str) -> str:
+    """The writes insert ``head`` (``... SELECT * FROM unnest(%s::text[], ...)``)
+    for one row of scalars (``SELECT %s::text, ...``): a put_writes writes one
+    row, and 7 one-element arrays cost the client a literal each and the server
+    their parsing."""
+    start = head.index("SELECT * FROM unnest(")
+    inner = head[start + len("SELECT * FROM unnest(") : head.rindex(")")]
+    casts = [c.strip().replace("[]", "") for c in inner.split(",")]
+    return f"{head[:start]}SELECT {', '.join(casts)}"
