@@ -175,3 +175,19 @@ async def test_stats(saver) -> None:
     one = await saver.stats("s2")
     assert one["checkpoints"] == 2 and one["threads"] == 1
     assert 0 < one["blob_bytes"] <= everything["blob_bytes"]
+
+
+@pytest.mark.parametrize("channel", ["__error__", "__interrupt__"])
+async def test_a_special_channel_written_twice_in_one_call_leaves_no_blob(saver, channel) -> None:
+    """Review finding (session 7): the second write to a special channel replaces
+    the first in the task's row, but the first value's blob was stored anyway
+    with no reference, and survived delete_thread."""
+    [config] = await grow(saver, 1, "dup")
+    await saver.put_writes(config, [(channel, BIG + "first"), (channel, BIG + "second")], "task")
+    [(_, got, value)] = (await saver.get_tuple(config)).pending_writes
+    assert (got, value) == (channel, BIG + "second")
+    await saver.put_writes(config, [(channel, BIG + "third"), (channel, BIG + "fourth")], "task")
+    [(_, _, value)] = (await saver.get_tuple(config)).pending_writes
+    assert value == BIG + "fourth"
+    await saver.delete_thread("dup")
+    assert all(n == 0 for n in (await saver.raw_counts()).values())

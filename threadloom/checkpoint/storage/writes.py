@@ -137,9 +137,12 @@ def merge_writes(
     if not changed:
         return None, []
     ordered = [entries[i] for i in sorted(entries)]
-    hashes = b"".join([h for _, h in ordered if h is not None])
+    held = [h for _, h in ordered if h is not None]
+    if len(blobs) > 1 and upsert:  # a special channel written twice: the first value is gone
+        kept = set(held)
+        blobs = [b for b in blobs if b.hash in kept]
     path = task_path or (existing.task_path if existing is not None else "")
-    row = WriteRow(*key, path, ormsgpack.packb([e for e, _ in ordered]), hashes)
+    row = WriteRow(*key, path, ormsgpack.packb([e for e, _ in ordered]), b"".join(held))
     return row, blobs
 
 
