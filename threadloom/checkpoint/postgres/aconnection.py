@@ -82,6 +82,10 @@ class AsyncPgConnector(ConnectorBase):
                 await self._discard(tx, exc)
                 if attempt or not self.retryable(exc):
                     raise self.error(exc) from exc
+            except BaseException as exc:  # a cancel while opening: give the connection back
+                tx.stack = stack
+                await self._discard(tx, exc)
+                raise
 
     async def _discard(self, tx: Tx, exc: BaseException) -> None:
         conn, stack = tx.conn, tx.stack

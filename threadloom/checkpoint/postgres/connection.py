@@ -303,6 +303,10 @@ class PgConnector(ConnectorBase):
                 self._discard(tx, exc)
                 if attempt or not self.retryable(exc):
                     raise self.error(exc) from exc
+            except BaseException as exc:  # e.g. KeyboardInterrupt while opening: give it back
+                tx.stack = stack
+                self._discard(tx, exc)
+                raise
 
     def _discard(self, tx: Tx, exc: BaseException) -> None:
         """Leave a failed transaction; a dead connection we own is closed."""
