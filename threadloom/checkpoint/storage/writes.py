@@ -168,22 +168,12 @@ def _first_writes(
     are already in index order."""
     blobs: list[BlobRow] = []
     ordered: list[list[Any]] = []
-    dumps, hashes = serde.dumps_typed, b""
-    for idx, (channel, value) in enumerate(writes):  # _entry, inline (one call per write less)
-        try:
-            tag, data = dumps(value)
-        except SerializationError as exc:
-            raise exc.under(channel) from None
-        stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
-        if len(data) > inline_max:
-            h = blob_hash(tag, data)
-            blobs.append(_new(BlobRow, (h, tag, data, b"")))
-            hashes += h  # in entry order
-            ordered.append([idx, stored])
-        elif data:
-            ordered.append([idx, stored, _CODES.get(tag, tag), data])
-        else:
-            ordered.append([idx, stored, _CODES.get(tag, tag)])
+    hashes = b""
+    for idx, (channel, value) in enumerate(writes):
+        n = len(blobs)
+        ordered.append(_entry(serde, inline_max, idx, channel, value, blobs))
+        if len(blobs) > n:
+            hashes += blobs[n].hash  # in entry order
     return _new(WriteRow, (*key, task_path or "", ormsgpack.packb(ordered), hashes)), blobs
 
 
