@@ -1,8 +1,10 @@
 """An optimistic write locks only the blob rows its transaction did not insert
 (session 6, issue #9).
 
-The put's check and a ``put_writes``' count adjustment lock the blob rows they
-rely on (hash order), so a concurrent prune cannot delete one under them. A
+The put's combined statement (check, refs, row) and a ``put_writes``' writes
+insert (or, when planned, the put's check and the count adjustment) lock the
+blob rows they rely on (hash order), so a concurrent prune cannot delete one
+under them. A
 row this transaction inserted is invisible to every other transaction until
 the commit, so nobody can lock or delete it: locking it only wrote a row-lock
 WAL record and dirtied its page (5 of a bench put's ~55 WAL records, 2 of a
@@ -22,10 +24,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from threadloom.checkpoint.postgres import PostgresSaver, generic
+from threadloom.checkpoint.postgres import PostgresSaver, generic, writecounts
 from threadloom.checkpoint.postgres import optimistic as opt
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
 from threadloom.checkpoint.postgres.queries import SQL
+from threadloom.checkpoint.postgres.stmt import Stmt
 from threadloom.checkpoint.storage import ops
 
 pytestmark = pytest.mark.postgres
@@ -86,27 +89,61 @@ def adjust_stmts(sql: SQL, hashes: list[bytes]) -> list[Any]:
     return stmts
 
 
-@pytest.mark.parametrize("which", ["put check", "put_writes adjust"])
+def put_batch(sql: SQL) -> list[Any]:
+    """The usual optimistic put of a keyframe whose ref holds OURS and KEPT,
+    both sent: its blob insert (KEPT exists: skipped) and its combined
+    statement (:func:`.optimistic._checked_save`)."""
+    row = ops.CheckpointRow("t", "", str(uuid.uuid1()), None, "tl1", b"d", "{}", None)
+    ref = ops.RefRow("t", "", "doc", "1", 1, "t", b"", OURS + KEPT, 0, 0)
+    blobs = (ops.BlobRow(OURS, "t", b"", b""), ops.BlobRow(KEPT, "t", b"", b""))
+    batch, _ = opt._save_checkpoint(ops.SaveCheckpoint(row, (ref,), blobs), sql)
+    assert "FOR UPDATE" in batch[-1].sql and "checkpoint_refs" in batch[-1].sql
+    return batch
+
+
+def put_writes_batch(sql: SQL) -> list[Any]:
+    """The usual optimistic put_writes of one task row holding OURS and KEPT,
+    both sent: its blob insert and its writes insert (:func:`.writecounts.text`)."""
+    held = {OURS: 1, KEPT: 1}
+    blobs = (ops.BlobRow(OURS, "t", b"", b""), ops.BlobRow(KEPT, "t", b"", b""))
+    batch = opt.insert_blobs(blobs, sql, held, writecounts.NEW_WRITE_COUNTS)
+    row = ("t", "", b"\x01c", b"\x01k", "", b"", OURS + KEPT)  # one row: scalars
+    params = ([KEPT, OURS], [KEPT, OURS], [1, 1], *row, 1, 2)
+    return [*batch, Stmt(writecounts.text(sql, opt.LOCK_SLOT, opt.REFUSE), params)]
+
+
+STATEMENTS = ["put", "put_writes", "put check (refs only)", "adjustment"]
+
+
+def statements(sql: SQL, which: str, conn: Any) -> list[Any]:
+    if which == "put":
+        return put_batch(sql)
+    if which == "put_writes":
+        return put_writes_batch(sql)
+    insert_own(conn, sql, OURS)
+    if which == "put check (refs only)":
+        return [check_stmt(sql, [OURS, KEPT])]
+    return adjust_stmts(sql, [OURS, KEPT])
+
+
+@pytest.mark.parametrize("which", STATEMENTS)
 def test_only_rows_of_other_transactions_are_locked(pg_url: str, sql: SQL, which: str) -> None:
+    """The usual put's combined statement and put_writes' writes insert (since
+    282fcad/e4af6fc), and the check and adjustment still planned otherwise."""
     with psycopg.connect(pg_url, autocommit=True) as conn, psycopg.connect(pg_url) as other:
         with conn.transaction(force_rollback=True):
-            insert_own(conn, sql, OURS)
-            if which == "put check":
-                stmts = [check_stmt(sql, [OURS, KEPT])]
-            else:
-                stmts = adjust_stmts(sql, [OURS, KEPT])
-            for stmt in stmts:
+            for stmt in statements(sql, which, conn):
                 conn.execute(stmt.sql, stmt.params)
             assert locked_by_me(conn, sql) == {OURS: False, KEPT: True}
             with pytest.raises(psycopg.errors.LockNotAvailable):  # KEPT's lock is real
                 other.execute(
                     f"SELECT 1 FROM {sql.blobs} WHERE hash = %s FOR UPDATE NOWAIT", (KEPT,)
                 )
-            if which == "put_writes adjust":
-                counts = conn.execute(
-                    f"SELECT b.hash, c.refs FROM {sql.counts} c JOIN {sql.blobs} b USING (id)"
-                ).fetchall()
-                assert {bytes(h): n for h, n in counts} == {OURS: 1, KEPT: 1}
+            counts = conn.execute(
+                f"SELECT b.hash, c.refs FROM {sql.counts} c JOIN {sql.blobs} b USING (id)"
+            ).fetchall()
+            held = 0 if which == "put check (refs only)" else 1  # the check counts nothing
+            assert {bytes(h): n for h, n in counts} == {OURS: held, KEPT: held}
 
 
 @pytest.mark.parametrize("which", ["put check", "put_writes adjust"])
