@@ -206,8 +206,10 @@ class Lease:
 
     async def _arenew_loop(self) -> None:
         period = self.ttl_ms / 3000.0
-        while not self.lost:
+        while not self.lost and not self.halted:  # (a cancel of this task may be swallowed)
             await asyncio.sleep(period)
+            if self.halted:
+                return
             try:
                 await self.arenew()
             except Exception:

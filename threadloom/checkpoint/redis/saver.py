@@ -67,6 +67,12 @@ def _evalsha_args(call: Call) -> tuple[Any, ...]:
     return (SHAS[call.script], len(call.keys), *call.keys, *call.args)  # type: ignore[index]
 
 
+def _cancelling(task: asyncio.Task[Any] | None) -> int:
+    """Cancel requests pending on ``task`` (``Task.cancelling``, Python 3.11+)."""
+    count = getattr(task, "cancelling", None)
+    return count() if count is not None else 0
+
+
 def _queue(pipe: Any, call: Call) -> None:
     if call.script is None:
         pipe.execute_command(*call.args)
@@ -275,17 +281,25 @@ class AsyncRedisSaver(_RedisSaverBase):
             results = await self._send(batch)
 
     async def _send(self, calls: Sequence[Call]) -> list[Any]:
+        task = asyncio.current_task()
+        cancels = _cancelling(task)
         try:
             if self.cluster or len(calls) == 1:
-                return [await self._one(call) for call in calls]
-            pipe = self.client.pipeline(transaction=False)
-            for call in calls:
-                _queue(pipe, call)
-            results = await pipe.execute(raise_on_error=False)
-            for i in _failed_scripts(results):
-                results[i] = await self._one(calls[i])
+                results = [await self._one(call) for call in calls]
+            else:
+                pipe = self.client.pipeline(transaction=False)
+                for call in calls:
+                    _queue(pipe, call)
+                results = await pipe.execute(raise_on_error=False)
+                for i in _failed_scripts(results):
+                    results[i] = await self._one(calls[i])
         except RedisError as exc:
             raise redis_error(exc, self.target) from exc
+        if _cancelling(task) > cancels:
+            # redis-py sends through asyncio.wait_for, which on Python < 3.12
+            # swallows a cancel landing as the send completes: the commands ran
+            # (as if the cancel came just after), the cancel is raised here
+            raise asyncio.CancelledError
         return _raise_first(results, self.target)
 
     async def _one(self, call: Call) -> Any:
