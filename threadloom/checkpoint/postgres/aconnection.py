@@ -41,6 +41,7 @@ class AsyncPgConnector(ConnectorBase):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         self.lock = asyncio.Lock()
+        self.queued: dict[int, list[Stmt]] = {}  # per open Tx (by id): see aexecute
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
@@ -110,11 +111,14 @@ class AsyncPgConnector(ConnectorBase):
         token = self.current.set(tx)
         try:
             yield
+            if self.queued.get(id(tx)):
+                await self.aexecute(())  # what is still queued goes before the commit
         except BaseException as exc:
             await self._discard(tx, exc)
             raise
         finally:
             self.current.reset(token)
+            self.queued.pop(id(tx), None)
         try:
             await tx.stack.aclose()  # pipeline Sync (commits) or COMMIT
         except (psycopg.Error, PoolTimeout) as exc:
@@ -126,13 +130,26 @@ class AsyncPgConnector(ConnectorBase):
             await self.pipe.sync()
 
     async def aexecute(self, batch: Sequence[Stmt]) -> list[Any]:
-        """Run one batch in the current transaction; replay it all if the connection died."""
+        """Run one batch in the current transaction; replay it all if the connection died.
+
+        In a pipeline a batch whose results nobody reads is only queued: it is
+        sent with the next batch that needs an answer, or before the commit
+        (``atransaction``), so a step's statements leave in one wait on the
+        connection instead of one per batch. Nothing is lost by waiting: in a
+        pipeline their errors only surface at a later fetch or at the Sync
+        anyway, and the log replays them in order like any other batch."""
         tx = self.current.get()
         if tx is None:
             async with self.atransaction(write=False):
                 return await self.aexecute(batch)
+        if batch and tx.conn._pipeline is not None and all(s.fetch == "none" for s in batch):
+            self.queued.setdefault(id(tx), []).extend(batch)
+            results: list[Any] = [None] * len(batch)
+            tx.log.append((batch, results))
+            return results
+        queued = self.queued.pop(id(tx), ())
         try:
-            results = await self._send(tx.conn, batch)
+            results = (await self._send(tx.conn, [*queued, *batch]))[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
             if self.refused(tx, exc):
                 await self._discard(tx, exc)
@@ -152,10 +169,22 @@ class AsyncPgConnector(ConnectorBase):
 
     @staticmethod
     async def _send(conn: AsyncConnection, batch: Sequence[Stmt]) -> list[Any]:
-        """Run ``batch`` (cursor use as in the sync twin's ``_send``)."""
-        pipelined = conn._pipeline is not None
+        """Run ``batch`` (cursor use as in the sync twin's ``_send``).
+
+        In a pipeline every statement of the batch is queued in one wait on the
+        connection (:func:`_queue_all`) instead of one ``await cur.execute()``
+        each: each of those took psycopg's connection lock and set up its own
+        wait, an await layer per statement that the sync twin does not pay."""
         params = wire_params if use_binary_arrays(conn) else cheap_params
         shared = shared_cursor(conn)
+        if conn._pipeline is not None and all(s.fetch != "many" for s in batch):
+            cursors = [
+                conn.cursor(row_factory=tuple_row) if s.fetch in ("one", "all") else shared
+                for s in batch
+            ]
+            await _queue_all(conn, [(c, s.sql, params(s)) for c, s in zip(cursors, batch)])
+            return [await _result(cur, stmt) for cur, stmt in zip(cursors, batch)]
+        pipelined = conn._pipeline is not None
         cursors, results = [], []
         for stmt in batch:
             cur = shared
@@ -177,6 +206,20 @@ class AsyncPgConnector(ConnectorBase):
         """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
             await self.conn.close()
+
+
+async def _queue_all(conn: AsyncConnection, queued: list[tuple[Any, str, Any]]) -> None:
+    """Queue ``(cursor, sql, params)`` statements in the connection's pipeline
+    under one hold of its lock and one wait: what ``await cursor.execute()``
+    does for each, run back to back (psycopg's own per-statement generator,
+    so preparing, dumping and sending are unchanged)."""
+
+    def all_of() -> Any:
+        for cur, sql, args in queued:
+            yield from cur._execute_gen(sql, args)
+
+    async with conn.lock:
+        await conn.wait(all_of())
 
 
 async def _result(cur: Any, stmt: Stmt) -> Any:
