@@ -80,3 +80,35 @@ async def test_a_halted_renewal_stops_even_when_its_cancel_was_swallowed():
     seen = renewals
     await asyncio.sleep(0.05)
     assert renewals == seen
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_ctrl_c_right_after_a_sync_acquire_gives_the_lease_back(
+    kind, tmp_path, request, monkeypatch
+):
+    """Review finding (session 7): a KeyboardInterrupt landing after the acquire
+    committed, before the run's try/finally, left the lease held: the next
+    invoke on the thread was refused (ThreadBusyError) for the TTL."""
+    import asyncio
+
+    real = Lease._acquired
+    armed = {"on": True}
+
+    def ctrl_c(self: Lease, info: Any) -> Any:
+        out = real(self, info)
+        if armed.pop("on", False):
+            raise KeyboardInterrupt
+        return out
+
+    async def main() -> None:
+        async with _saver(kind, tmp_path, request) as saver:
+            graph = chain(2).compile(checkpointer=saver)
+            cfg = {"configurable": {"thread_id": "t"}}
+            monkeypatch.setattr(Lease, "_acquired", ctrl_c)
+            with pytest.raises(KeyboardInterrupt):
+                await asyncio.to_thread(graph.invoke, {"log": []}, cfg)
+            assert await saver._arun(lo.read_flow("t"), False) is None  # free at once
+            out = await asyncio.to_thread(graph.invoke, {"log": []}, cfg)
+            assert out["log"] == ["s0", "s1"]
+
+    asyncio.run(main())

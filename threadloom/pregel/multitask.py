@@ -183,9 +183,9 @@ def stream(
         yield from inner(graph, input, config, kwargs)
         return
     lease = _acquire(spec)
-    fenced = FencedSaver(spec.saver, lease)
-    lease.start_renewal()
     try:
+        fenced = FencedSaver(spec.saver, lease)
+        lease.start_renewal()
         gen = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
         try:
             yield from gen
@@ -211,9 +211,9 @@ async def astream(
             yield chunk
         return
     lease = await _aacquire(spec)
-    fenced = FencedSaver(spec.saver, lease)
-    lease.astart_renewal()
     try:
+        fenced = FencedSaver(spec.saver, lease)
+        lease.astart_renewal()
         try:
             async for chunk in inner(graph.copy(checkpointer=fenced), input, config, kwargs):
                 yield chunk

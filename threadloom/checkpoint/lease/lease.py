@@ -84,10 +84,22 @@ class Lease:
         once instead of waiting for its TTL (a crashed worker, resumed locally).
         """
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
-        info = self.saver._run(self._acquire_flow(op), True)
-        if info is not None and holder_is_dead(info.token):
-            info = self.saver._run(self._acquire_flow(op._replace_steal(info.token)), True)
-        return self._acquired(info)
+        try:
+            info = self.saver._run(self._acquire_flow(op), True)
+            if info is not None and holder_is_dead(info.token):
+                info = self.saver._run(self._acquire_flow(op._replace_steal(info.token)), True)
+            return self._acquired(info)
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C once the acquire may have committed
+                self._give_back_now()
+            raise
+
+    def _give_back_now(self) -> None:
+        """Sync twin of :meth:`_give_back` (a KeyboardInterrupt, not a cancel)."""
+        try:
+            self.saver._run(lo.release_flow(self.thread_id, self.token), True)
+        except Exception as exc:
+            _warn(self, exc)
 
     async def atry_acquire(self) -> lo.LeaseInfo | None:
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
@@ -298,7 +310,7 @@ def _retrieved(done: asyncio.Future[Any]) -> None:
 
 def _warn(lease: Lease, exc: BaseException) -> None:
     msg = (
-        f"a cancelled run could not give back its lease on thread"
+        f"a cancelled or interrupted run could not give back its lease on thread"
         f" {lease.thread_id!r} (it expires after its TTL): {exc}"
     )
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
