@@ -118,3 +118,29 @@ async def test_a_queued_batch_is_replayed_on_a_new_connection(
         async with connector.atransaction(write=False):
             got = await connector.aexecute([Stmt(f"SELECT v FROM {table}", (), "all")])
         assert got == [[(1,)]]
+
+
+async def test_a_batch_leaves_in_one_exchange_with_the_server(
+    pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """psycopg's ``execute`` flushes each statement alone (a write per statement);
+    a queued batch is handed to libpq whole and flushed once."""
+    from psycopg._pipeline_base import BasePipeline
+
+    exchanges: list[int] = []
+    communicate = BasePipeline._communicate_gen
+
+    def counting(self: Any) -> Any:
+        exchanges.append(1)
+        return (yield from communicate(self))
+
+    async with AsyncPostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        connector = saver.connector
+        batch = [Stmt(SET, ("threadloom.a", str(k))) for k in range(4)]
+        async with connector.atransaction(write=True):
+            monkeypatch.setattr(BasePipeline, "_communicate_gen", counting)
+            await connector.aexecute(batch)
+            read = Stmt("SELECT current_setting('threadloom.a')", (), "one")
+            assert await connector.aexecute([read]) == [("3",)]
+            monkeypatch.undo()
+        assert len(exchanges) == 1  # five statements (one per statement: 5)
