@@ -17,6 +17,7 @@ from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.postgres.batchsend import send_gen
 from threadloom.checkpoint.postgres.connection import (
     BEGIN_SNAPSHOT,
     SNAPSHOT_SQL,
@@ -210,45 +211,10 @@ class AsyncPgConnector(ConnectorBase):
 
 async def _queue_all(conn: AsyncConnection, queued: list[tuple[Any, str, Any]]) -> None:
     """Queue ``(cursor, sql, params)`` statements in the connection's pipeline
-    under one hold of its lock and one wait, and send them in one write.
-
-    Each statement goes through psycopg's own steps of ``cursor.execute()``
-    (start, convert, prepare or not, queue) and is handed to libpq, which
-    keeps it in its output buffer; then one exchange with the server (as
-    psycopg's after each statement) flushes them all and reads what has
-    arrived, so a connection found dead fails here, where the transaction
-    can still be replayed, not at the commit. psycopg's exchange after each
-    statement flushed each alone: a ``sendto`` and a ``poll`` per statement,
-    the server woken for each. Without those steps (another psycopg) each
-    statement runs its ``_execute_gen`` whole."""
-    pipeline = conn._pipeline
-    quiet = _QUIET_STEPS and hasattr(pipeline, "command_queue")
-    quiet = quiet and hasattr(pipeline, "_communicate_gen")
-
-    def all_of() -> Any:
-        for cur, sql, args in queued:
-            if not quiet:
-                yield from cur._execute_gen(sql, args)
-                continue
-            yield from cur._start_query(sql)
-            yield from cur._maybe_prepare_gen(cur._convert_query(sql, args))
-            cur._last_query = sql
-            yield from conn._prepared.maintain_gen(conn)
-        if quiet:  # all into libpq's buffer, then one exchange sends them
-            commands = pipeline.command_queue
-            while commands:
-                commands.popleft()()
-            yield from pipeline._communicate_gen()
-
+    under one hold of its lock and one wait, and send them in one write
+    (:mod:`.batchsend`)."""
     async with conn.lock:
-        await conn.wait(all_of())
-
-
-_QUIET_STEPS = all(
-    hasattr(psycopg.AsyncCursor, name)
-    for name in ("_start_query", "_convert_query", "_maybe_prepare_gen", "_last_query")
-)
-"""Whether this psycopg has the steps :func:`_queue_all` runs one by one."""
+        await conn.wait(send_gen(conn, queued))
 
 
 async def _result(cur: Any, stmt: Stmt) -> Any:
