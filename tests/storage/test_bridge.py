@@ -43,3 +43,35 @@ def test_without_a_running_loop() -> None:
         assert run_sync(_answer(), None, "AsyncXSaver", standalone=True) == 42
     finally:
         loop.close()
+
+
+def test_ctrl_c_stops_the_work_on_the_loop_before_the_caller_sees_it() -> None:
+    """Review finding (session 7): Ctrl-C interrupted only the waiting; the work
+    ran on, so a lease acquire could commit after the caller had given its lease
+    back. Now the work is cancelled and has ended when KeyboardInterrupt arrives."""
+    import signal
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    events: list[str] = []
+    main = threading.main_thread().ident
+
+    async def work() -> None:
+        signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C in the waiting caller
+        try:
+            await asyncio.sleep(0.5)
+            events.append("finished")
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)  # its cleanup takes a moment
+            events.append("cancelled")
+            raise
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(work(), loop, "AsyncXSaver")
+        assert events == ["cancelled"]  # ended before the caller went on
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()

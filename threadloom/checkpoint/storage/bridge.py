@@ -11,6 +11,7 @@ to use the ``a*`` methods. Shared by the SQLite, Postgres and Redis async savers
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Coroutine
 from typing import Any
 
@@ -59,4 +60,27 @@ def run_sync(
             f"{saver}'s sync methods must be called from another thread while its event"
             " loop runs; otherwise use the async methods (await saver.aget_tuple(...))"
         )
-    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    started: list[asyncio.Task[Any] | None] = []
+
+    async def tracked() -> Any:
+        started.append(asyncio.current_task())
+        return await coro
+
+    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    try:
+        return future.result()
+    except BaseException as exc:
+        if isinstance(exc, Exception) or future.done():
+            raise
+        # Ctrl-C stops only this thread's waiting: cancel the work on the loop and
+        # let it end before the caller reacts (a lease acquire still running there
+        # would otherwise commit after the caller gave its lease back)
+        loop.call_soon_threadsafe(_cancel, started)
+        concurrent.futures.wait([future])
+        raise
+
+
+def _cancel(started: list[asyncio.Task[Any] | None]) -> None:
+    """Cancel the bridged task if it has started (else it runs to its end)."""
+    if started and started[0] is not None:
+        started[0].cancel()
