@@ -17,7 +17,7 @@ from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from threadloom.checkpoint.postgres.batchsend import send_gen
+from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen
 from threadloom.checkpoint.postgres.connection import (
     BEGIN_SNAPSHOT,
     SNAPSHOT_SQL,
@@ -42,7 +42,6 @@ class AsyncPgConnector(ConnectorBase):
     def __init__(self, conn: Any, **kwargs: Any) -> None:
         super().__init__(conn, **kwargs)
         self.lock = asyncio.Lock()
-        self.queued: dict[int, list[Stmt]] = {}  # per open Tx (by id): see aexecute
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
@@ -133,22 +132,16 @@ class AsyncPgConnector(ConnectorBase):
     async def aexecute(self, batch: Sequence[Stmt]) -> list[Any]:
         """Run one batch in the current transaction; replay it all if the connection died.
 
-        In a pipeline a batch whose results nobody reads is only queued: it is
-        sent with the next batch that needs an answer, or before the commit
-        (``atransaction``), so a step's statements leave in one wait on the
-        connection instead of one per batch. Nothing is lost by waiting: in a
-        pipeline their errors only surface at a later fetch or at the Sync
-        anyway, and the log replays them in order like any other batch."""
+        In a pipeline a batch whose results nobody reads is held back
+        (:meth:`~ConnectorBase.hold`) and sent with the next one."""
         tx = self.current.get()
         if tx is None:
             async with self.atransaction(write=False):
                 return await self.aexecute(batch)
-        if batch and tx.conn._pipeline is not None and all(s.fetch == "none" for s in batch):
-            self.queued.setdefault(id(tx), []).extend(batch)
-            results: list[Any] = [None] * len(batch)
-            tx.log.append((batch, results))
-            return results
-        queued = self.queued.pop(id(tx), ())
+        held = self.hold(tx, batch)
+        if held is not None:
+            return held
+        queued = self.take_held(tx)
         try:
             results = (await self._send(tx.conn, [*queued, *batch]))[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
@@ -164,6 +157,9 @@ class AsyncPgConnector(ConnectorBase):
                     self.check_replay(expected, await self._send(tx.conn, done))
                 results = await self._send(tx.conn, batch)
             except (psycopg.Error, PoolTimeout) as exc2:
+                if self.refused(tx, exc2):  # the replayed optimistic write was refused
+                    await self._discard(tx, exc2)
+                    raise OptimisticConflict(frozenset(tx.locked)) from exc2
                 raise self.error(exc2) from exc2
         tx.log.append((batch, results))
         return results
@@ -177,14 +173,12 @@ class AsyncPgConnector(ConnectorBase):
         each: each of those took psycopg's connection lock and set up its own
         wait, an await layer per statement that the sync twin does not pay."""
         params = wire_params if use_binary_arrays(conn) else cheap_params
-        shared = shared_cursor(conn)
-        if conn._pipeline is not None and all(s.fetch != "many" for s in batch):
-            cursors = [
-                conn.cursor(row_factory=tuple_row) if s.fetch in ("one", "all") else shared
-                for s in batch
-            ]
-            await _queue_all(conn, [(c, s.sql, params(s)) for c, s in zip(cursors, batch)])
+        planned = pipelined_batch(conn, batch, params)
+        if planned is not None:
+            cursors, queued = planned
+            await _queue_all(conn, queued)
             return [await _result(cur, stmt) for cur, stmt in zip(cursors, batch)]
+        shared = shared_cursor(conn)
         pipelined = conn._pipeline is not None
         cursors, results = [], []
         for stmt in batch:
