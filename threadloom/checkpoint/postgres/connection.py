@@ -42,6 +42,7 @@ from psycopg import Connection, Pipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
 from threadloom.checkpoint.postgres.health import (
     describe_target,
     is_connection_lost,
@@ -120,6 +121,26 @@ class ConnectorBase:
         self.current: ContextVar[Tx | None] = ContextVar(
             f"threadloom_pg_tx_{id(self)}", default=None
         )
+        self.queued: dict[int, list[Stmt]] = {}  # per open Tx (by id): see hold
+
+    def hold(self, tx: Tx, batch: Sequence[Stmt]) -> list[Any] | None:
+        """Hold back a pipelined batch whose results nobody reads: it is sent with
+        the next batch that needs an answer (:meth:`take_held`), or before the
+        commit, so a step's statements leave in one exchange instead of one per
+        batch. Nothing is lost by waiting: in a pipeline their errors only
+        surface at a later fetch or at the Sync anyway, and the log replays
+        them in order like any other batch. Returns its results, or None when
+        the batch must be sent now."""
+        if not batch or tx.conn._pipeline is None or any(s.fetch != "none" for s in batch):
+            return None
+        self.queued.setdefault(id(tx), []).extend(batch)
+        results: list[Any] = [None] * len(batch)
+        tx.log.append((batch, results))
+        return results
+
+    def take_held(self, tx: Tx) -> Sequence[Stmt]:
+        """The statements :meth:`hold` kept back for ``tx``, to send first."""
+        return self.queued.pop(id(tx), ())
 
     @property
     def can_reconnect(self) -> bool:
@@ -231,23 +252,6 @@ def rollback_if_open(conn: Any) -> None:
         pass  # a broken connection is discarded by its owner anyway
 
 
-def shared_cursor(conn: Any) -> Any:
-    """The cursor for a batch's statements whose rows are read at once or never.
-
-    In a pipeline it is kept on the pipeline (one transaction, one user) and
-    serves every batch of the transaction: a new cursor per batch cost a few
-    microseconds plus, in its fresh transformer, one dumper lookup per
-    parameter type, and an optimistic step sends ~3 batches. Outside a
-    pipeline each batch gets its own, as before."""
-    pipe = conn._pipeline
-    if pipe is None:
-        return conn.cursor(row_factory=tuple_row)
-    cur = getattr(pipe, "_threadloom_cursor", None)
-    if cur is None or cur.closed:
-        cur = pipe._threadloom_cursor = conn.cursor(row_factory=tuple_row)
-    return cur
-
-
 def statement_result(cur: Any, stmt: Stmt) -> Any:
     """Fetch what ``stmt`` asked for (waits only for "one"/"all")."""
     if stmt.fetch == "one":
@@ -337,11 +341,14 @@ class PgConnector(ConnectorBase):
         token = self.current.set(tx)
         try:
             yield
+            if self.queued.get(id(tx)):
+                self.execute(())  # what is still held back goes before the commit
         except BaseException as exc:
             self._discard(tx, exc)
             raise
         finally:
             self.current.reset(token)
+            self.queued.pop(id(tx), None)
         try:
             tx.stack.close()  # pipeline Sync (commits) or COMMIT, connection back to the pool
         except (psycopg.Error, PoolTimeout) as exc:
@@ -353,13 +360,20 @@ class PgConnector(ConnectorBase):
             self.pipe.sync()
 
     def execute(self, batch: Sequence[Stmt]) -> list[Any]:
-        """Run one batch in the current transaction; replay it all if the connection died."""
+        """Run one batch in the current transaction; replay it all if the connection died.
+
+        In a pipeline a batch whose results nobody reads is held back
+        (:meth:`~ConnectorBase.hold`) and sent with the next one."""
         tx = self.current.get()
         if tx is None:
             with self.transaction(write=False):
                 return self.execute(batch)
+        held = self.hold(tx, batch)
+        if held is not None:
+            return held
+        queued = self.take_held(tx)
         try:
-            results = self._send(tx.conn, batch)
+            results = self._send(tx.conn, [*queued, *batch])[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
             if self.refused(tx, exc):
                 self._discard(tx, exc)
@@ -383,9 +397,16 @@ class PgConnector(ConnectorBase):
         cursor serves every statement. In a pipeline a statement whose rows are
         read needs a cursor of its own, even the last one: psycopg sets a
         result on its cursor whenever it arrives, and reads a cursor that has
-        one without waiting for the rest."""
-        pipelined = conn._pipeline is not None
+        one without waiting for the rest. In a pipeline the batch is handed
+        to libpq whole and leaves in one write (:mod:`.batchsend`)."""
         params = wire_params if use_binary_arrays(conn) else cheap_params
+        planned = pipelined_batch(conn, batch, params)
+        if planned is not None:
+            cursors, queued = planned
+            with conn.lock:
+                conn.wait(send_gen(conn, queued))
+            return [statement_result(cur, stmt) for cur, stmt in zip(cursors, batch)]
+        pipelined = conn._pipeline is not None
         shared = shared_cursor(conn)
         cursors, results = [], []
         for stmt in batch:
