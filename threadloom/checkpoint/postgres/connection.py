@@ -387,6 +387,9 @@ class PgConnector(ConnectorBase):
                     self.check_replay(expected, self._send(tx.conn, done))
                 results = self._send(tx.conn, batch)
             except (psycopg.Error, PoolTimeout) as exc2:
+                if self.refused(tx, exc2):  # the replayed optimistic write was refused
+                    self._discard(tx, exc2)
+                    raise OptimisticConflict(frozenset(tx.locked)) from exc2
                 raise self.error(exc2) from exc2
         tx.log.append((batch, results))
         return results
