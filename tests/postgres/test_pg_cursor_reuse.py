@@ -36,6 +36,8 @@ def test_a_step_sends_its_batches_through_one_cursor(
         monkeypatch.setattr(psycopg.Connection, "cursor", counting_cursor)
         parent = count_steps(saver, parent)
         monkeypatch.undo()
-        assert len(batches) >= 6  # (the writes and the checkpoint: batches of their own)
+        assert (
+            sum(batches) >= 6
+        )  # statements (a held-back batch leaves with the next: one _send a step)
         assert len(cursors) == 3  # one per step's transaction
         assert saver.get_tuple(parent).checkpoint["channel_values"] == {"count": 2}

@@ -127,10 +127,12 @@ class ConnectorBase:
         """Hold back a pipelined batch whose results nobody reads: it is sent with
         the next batch that needs an answer (:meth:`take_held`), or before the
         commit, so a step's statements leave in one exchange instead of one per
-        batch. Nothing is lost by waiting: in a pipeline their errors only
-        surface at a later fetch or at the Sync anyway, and the log replays
-        them in order like any other batch. Returns its results, or None when
-        the batch must be sent now."""
+        batch. Nothing is lost by waiting: a server-side error of a pipelined
+        statement surfaces at a later fetch or at the Sync anyway; a client-side
+        one (a value psycopg cannot dump, e.g. a NUL byte in text) now surfaces
+        at that later send instead of this call, and fails the transaction all
+        the same. The log replays held batches in order like any other batch.
+        Returns its results, or None when the batch must be sent now."""
         if not batch or tx.conn._pipeline is None or any(s.fetch != "none" for s in batch):
             return None
         self.queued.setdefault(id(tx), []).extend(batch)
