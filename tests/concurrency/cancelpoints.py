@@ -61,3 +61,32 @@ async def outcome(awaitable: Any, guard: float = 20.0) -> str:
         return "cancelled"
     exc = task.exception()
     return "done" if exc is None else f"error: {type(exc).__name__}: {exc}"
+
+
+async def settle(graph: Any, cfg: dict[str, Any], durability: str) -> list[str]:
+    """Finish a run that a cancel cut short (resume it, or start it if it never
+    saved anything) and return its final log."""
+    state = await graph.aget_state(cfg)
+    if state.next:
+        await graph.ainvoke(None, cfg, durability=durability)
+    elif not state.values.get("log"):
+        await graph.ainvoke({"log": []}, cfg, durability=durability)
+    return (await graph.aget_state(cfg)).values["log"]
+
+
+async def cancel_each_point(graph: Any, durability: str, check: Any) -> int:
+    """Run ``graph.ainvoke`` once per suspension point n = 1, 2, ..., on thread
+    ``t<n>``, cancelled at its n-th suspension, until a run ends uncancelled;
+    each must end as cancelled exactly when the cancel landed, then
+    ``await check(n, cfg)``. Returns the number of runs."""
+    n = 0
+    while True:
+        n += 1
+        cfg = {"configurable": {"thread_id": f"t{n}"}}
+        run = graph.ainvoke({"log": []}, cfg, durability=durability)
+        call = CancelAt(run, lambda i, n=n: i == n)
+        got = await outcome(call)
+        assert got == ("cancelled" if call.hit else "done"), (n, got)
+        await check(n, cfg)
+        if not call.hit:
+            return n

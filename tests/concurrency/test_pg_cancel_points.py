@@ -22,7 +22,7 @@ import psycopg.waiting
 import pytest
 
 from tests.concurrency.backends import _drop_schema
-from tests.concurrency.cancelpoints import CancelAt, outcome
+from tests.concurrency.cancelpoints import CancelAt, cancel_each_point, outcome, settle
 from tests.concurrency.graphs import chain
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import Lease
@@ -168,17 +168,6 @@ async def test_a_cancel_after_the_commit_reached_the_server(conn, request, monke
                 await lease.arelease()
 
 
-async def _settle(graph: Any, cfg: dict[str, Any], durability: str) -> list[str]:
-    """Finish the thread's run the way a client would after a cancel: resume
-    what is pending, start over when nothing was stored."""
-    state = await graph.aget_state(cfg)
-    if state.next:
-        await graph.ainvoke(None, cfg, durability=durability)
-    elif not state.values.get("log"):
-        await graph.ainvoke({"log": []}, cfg, durability=durability)
-    return (await graph.aget_state(cfg)).values["log"]
-
-
 @pytest.mark.parametrize("conn", CONNS)
 @pytest.mark.parametrize("durability", ["sync", "async", "exit"])
 async def test_a_cancelled_ainvoke_stores_each_step_once(conn, durability, request, calm_loop):
@@ -203,23 +192,17 @@ async def _each_point(conn: str, durability: str, request: Any, **opts: Any) -> 
     async with await _saver(conn, request, schema, **opts) as saver:
         await saver.setup()
         graph = chain(3).compile(checkpointer=saver)
-        n = 0
-        while True:
-            n += 1
-            cfg = {"configurable": {"thread_id": f"t{n}"}}
-            run = graph.ainvoke({"log": []}, cfg, durability=durability)
-            call = CancelAt(run, lambda i, n=n: i == n)
-            got = await outcome(call)
-            assert got == ("cancelled" if call.hit else "done"), (n, got)
+
+        async def check(n: int, cfg: dict[str, Any]) -> None:
             free = outcome(saver._arun(lo.read_flow(f"t{n}"), False))
             assert await free == "done", n
             assert await saver._arun(lo.read_flow(f"t{n}"), False) is None  # free at once
-            assert await _settle(graph, cfg, durability) == ["s0", "s1", "s2"], n
+            assert await settle(graph, cfg, durability) == ["s0", "s1", "s2"], n
             ids = [
                 s.config["configurable"]["checkpoint_id"]
                 async for s in graph.aget_state_history(cfg)
             ]
             assert len(ids) == len(set(ids))
-            if not call.hit:
-                break
-        assert n >= 5  # the acquire, the steps, the saves
+
+        # the acquire, the steps, the saves
+        assert await cancel_each_point(graph, durability, check) >= 5
