@@ -11,7 +11,6 @@ from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states, target
 from threadloom.checkpoint.storage.ops import (
     HASH_SIZE,
-    KIND_BLOB,
     AdjustRefcounts,
     BlobRow,
     CheckpointRow,
@@ -23,8 +22,8 @@ from threadloom.checkpoint.storage.ops import (
     SaveWrites,
 )
 from threadloom.checkpoint.storage.record import State
-from threadloom.checkpoint.storage.rows import blob_hash, dump_metadata, unpack, version_key
-from threadloom.checkpoint.storage.values import ListState, ValueCodec
+from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
+from threadloom.checkpoint.storage.values import ListState, ValueCodec, holds_list, whole_blob
 from threadloom.checkpoint.storage.writes import merge_writes
 from threadloom.errors import ConfigError, SerializationError, StorageError
 
@@ -99,13 +98,8 @@ def _encode_values(
         if channel not in values:
             continue
         value = values[channel]
-        kind = type(value)
-        plain = kind is not list  # (a list, or a dict holding one, may be split: codec.encode)
-        if plain and kind is dict and delta:
-            for field in value.values():
-                if type(field) is list:
-                    plain = False
-                    break
+        kind = type(value)  # a list, or a dict holding one, may be split: codec.encode
+        plain = kind is not list and not (kind is dict and delta and holds_list(value))
         if plain:  # what codec.encode does with it, without its call and result tuple
             try:
                 tag, data = tagged = dumps(value)
@@ -120,11 +114,9 @@ def _encode_values(
         else:
             vkey = version_key(raw)
         if plain:
-            h = blob_hash(tag, data)
-            refs.append(
-                _new(RefRow, (thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data)))
-            )
-            blobs[h] = _new(BlobRow, (h, tag, data, b""))
+            ref, blob = whole_blob(thread_id, ns, channel, vkey, tag, data)
+            refs.append(ref)
+            blobs[blob.hash] = blob
             continue
         split = True
         try:

@@ -48,6 +48,24 @@ __all__ = ["EMPTY_TAG", "MANIFEST_TAG", "ListState", "ValueCodec"]
 _new = tuple.__new__  # a row built without its Python-level NamedTuple.__new__ (half the cost)
 
 
+def holds_list(value: dict[Any, Any]) -> bool:
+    """A dict with a list among its fields: with deltas, :meth:`ValueCodec.encode`
+    may store it field by field (see ``_encode_dict``)."""
+    for field in value.values():
+        if type(field) is list:
+            return True
+    return False
+
+
+def whole_blob(
+    thread_id: str, ns: str, channel: str, vkey: str, tag: str, data: bytes
+) -> tuple[RefRow, BlobRow]:
+    """A value stored whole: its ref row and its content-addressed blob."""
+    h = blob_hash(tag, data)
+    ref = _new(RefRow, (thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data)))
+    return ref, _new(BlobRow, (h, tag, data, b""))
+
+
 class ValueCodec(ValueReader):
     """Encodes and decodes channel values for one saver (holds its caches)."""
 
@@ -96,13 +114,10 @@ class ValueCodec(ValueReader):
             last = self.lists.get((thread_id, ns, channel))
             if last is not None and last.items and len(last.items) <= len(value):
                 return (None, *self._encode_list(thread_id, ns, channel, vkey, value, last))
-        elif type(value) is dict and value and self.delta:
-            for field in value.values():
-                if type(field) is list:  # (see _encode_dict: only a dict holding a list)
-                    split = self._encode_dict(thread_id, ns, channel, vkey, value)
-                    if split is not None:
-                        return None, split[0], split[1], None
-                    break
+        elif type(value) is dict and self.delta and holds_list(value):
+            split = self._encode_dict(thread_id, ns, channel, vkey, value)  # (see there)
+            if split is not None:
+                return None, split[0], split[1], None
         tag, data = tagged = self.serde.dumps_typed(value)
         if len(data) <= self.inline_max:
             return tagged, None, (), None
@@ -111,9 +126,8 @@ class ValueCodec(ValueReader):
                 None,
                 *self._encode_list(thread_id, ns, channel, vkey, value, None, (tag, data)),
             )
-        h = blob_hash(tag, data)
-        row = _new(RefRow, (thread_id, ns, channel, vkey, KIND_BLOB, "", b"", h, 0, len(data)))
-        return None, row, [_new(BlobRow, (h, tag, data, b""))], None
+        row, blob = whole_blob(thread_id, ns, channel, vkey, tag, data)
+        return None, row, [blob], None
 
     def _encode_list(
         self,
