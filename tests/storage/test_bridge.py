@@ -75,3 +75,51 @@ def test_ctrl_c_stops_the_work_on_the_loop_before_the_caller_sees_it() -> None:
         loop.call_soon_threadsafe(loop.stop)
         runner.join(5)
         loop.close()
+
+
+def test_ctrl_c_before_the_work_started_means_it_never_runs() -> None:
+    """The loop is busy when Ctrl-C arrives: the work is cancelled before its
+    first step, so nothing of it runs after the caller has given up."""
+    import signal
+    import time
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    events: list[str] = []
+    main = threading.main_thread().ident
+
+    def busy() -> None:
+        signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.2)  # the caller's handler runs while the loop cannot
+
+    async def work() -> None:
+        events.append("ran")
+
+    try:
+        loop.call_soon_threadsafe(busy)
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(work(), loop, "AsyncXSaver")
+        assert events == []
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()
+
+
+def test_the_work_s_error_reaches_the_caller() -> None:
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    async def fails() -> None:
+        raise ValueError("bad checkpoint")
+
+    try:
+        with pytest.raises(ValueError, match="bad checkpoint"):
+            run_sync(fails(), loop, "AsyncXSaver")
+        assert run_sync(_answer(), loop, "AsyncXSaver") == 42
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(5)
+        loop.close()

@@ -60,14 +60,12 @@ def run_sync(
             f"{saver}'s sync methods must be called from another thread while its event"
             " loop runs; otherwise use the async methods (await saver.aget_tuple(...))"
         )
-    started: list[asyncio.Task[Any] | None] = []
-
-    async def tracked() -> Any:
-        started.append(asyncio.current_task())
-        return await coro
-
-    future = asyncio.run_coroutine_threadsafe(tracked(), loop)
+    # the future exists before the work is handed over, so a Ctrl-C arriving at any
+    # point after that (even before the waiting starts) is seen by the handler below
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    started: list[asyncio.Task[Any]] = []
     try:
+        loop.call_soon_threadsafe(_start, coro, loop, future, started)
         return future.result()
     except BaseException as exc:
         if isinstance(exc, Exception) or future.done():
@@ -75,12 +73,48 @@ def run_sync(
         # Ctrl-C stops only this thread's waiting: cancel the work on the loop and
         # let it end before the caller reacts (a lease acquire still running there
         # would otherwise commit after the caller gave its lease back)
-        loop.call_soon_threadsafe(_cancel, started)
+        loop.call_soon_threadsafe(_stop, coro, future, started)
         concurrent.futures.wait([future])
         raise
 
 
-def _cancel(started: list[asyncio.Task[Any] | None]) -> None:
-    """Cancel the bridged task if it has started (else it runs to its end)."""
-    if started and started[0] is not None:
+def _start(
+    coro: Coroutine[Any, Any, Any],
+    loop: asyncio.AbstractEventLoop,
+    future: concurrent.futures.Future[Any],
+    started: list[asyncio.Task[Any]],
+) -> None:
+    """On the loop: run ``coro`` as a task whose outcome completes ``future``."""
+    task = loop.create_task(coro)
+    started.append(task)
+    task.add_done_callback(lambda done: _settle(done, future))
+
+
+def _settle(task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+    if task.cancelled():
+        _cancel(future)
+    elif (exc := task.exception()) is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(task.result())
+
+
+def _stop(
+    coro: Coroutine[Any, Any, Any],
+    future: concurrent.futures.Future[Any],
+    started: list[asyncio.Task[Any]],
+) -> None:
+    """On the loop: cancel the bridged task. Callbacks run in the order they were
+    handed over, so if ``_start`` has not run by now it never will (the Ctrl-C
+    cut the hand-over itself): close the coroutine unrun and end the waiting."""
+    if started:
         started[0].cancel()
+    else:
+        coro.close()
+        _cancel(future)
+
+
+def _cancel(future: concurrent.futures.Future[Any]) -> None:
+    # cancel() alone wakes result() but not concurrent.futures.wait()'s waiters
+    future.cancel()
+    future.set_running_or_notify_cancel()
