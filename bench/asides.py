@@ -11,7 +11,16 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from bench.sides import NotAvailable, Side, pg_url
+from bench.sides import (
+    NotAvailable,
+    Side,
+    check_sync,
+    construct_pg_saver,
+    pg_connect_kwargs,
+    pg_schema_name,
+    pg_url,
+    sqlite_sync,
+)
 
 __all__ = ["asaver"]
 
@@ -31,15 +40,13 @@ async def asaver(side: Side, kind: str, workdir: str) -> AsyncIterator[Any]:
     elif kind == "memory":
         yield side.get("InMemorySaver")()
     elif kind.startswith("sqlite"):
-        sync = "FULL" if kind == "sqlite-full" else "NORMAL"
+        sync = sqlite_sync(kind)
         path = os.path.join(workdir, f"{side.name}-{uuid.uuid4().hex[:8]}.db")
         cls = _cls(side, "checkpoint.sqlite.aio", "AsyncSqliteSaver")
         async with cls.from_conn_string(path) as saver:
             await saver.setup()
             await _pragma(saver.conn, f"PRAGMA synchronous={sync}")
-            got = await _pragma(saver.conn, "PRAGMA synchronous")
-            if got != {"FULL": 2, "NORMAL": 1}[sync]:
-                raise NotAvailable(f"saver did not keep PRAGMA synchronous={sync} (got {got})")
+            check_sync(sync, await _pragma(saver.conn, "PRAGMA synchronous"))
             yield saver
     elif kind == "postgres":
         async with _apg_saver(side) as saver:
@@ -58,27 +65,17 @@ async def _pragma(conn: Any, sql: str) -> Any:
 async def _apg_saver(side: Side) -> AsyncIterator[Any]:
     """An async saver on a fresh schema, dropped afterwards (as ``_pg_saver``)."""
     import psycopg
-    from psycopg.rows import dict_row
 
     url = pg_url()
     if not url:
         raise NotAvailable("Postgres disabled (set THREADLOOM_BENCH_PG)")
     cls = _cls(side, "checkpoint.postgres.aio", "AsyncPostgresSaver")
-    schema = f"tlbench_a{side.name}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    schema = pg_schema_name(f"a{side.name}")
     admin = await psycopg.AsyncConnection.connect(url, autocommit=True)
     await admin.execute(f'CREATE SCHEMA "{schema}"')
-    conn = await psycopg.AsyncConnection.connect(
-        url,
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options=f"-c search_path={schema}",
-    )
+    conn = await psycopg.AsyncConnection.connect(url, **pg_connect_kwargs(schema))
     try:
-        try:
-            saver = cls(conn, schema=schema)
-        except TypeError:
-            saver = cls(conn)
+        saver = construct_pg_saver(cls, conn, schema)
         await saver.setup()
         yield saver
     finally:

@@ -18,9 +18,24 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
-__all__ = ["SAVER_KINDS", "NotAvailable", "Side", "pg_url", "sides"]
+__all__ = [
+    "SAVER_KINDS",
+    "NotAvailable",
+    "Side",
+    "check_sync",
+    "construct_pg_saver",
+    "pg_connect_kwargs",
+    "pg_schema_name",
+    "pg_url",
+    "sides",
+    "sqlite_conn_of",
+    "sqlite_sync",
+]
 
 SAVER_KINDS = ("none", "memory", "sqlite-full", "sqlite-normal", "postgres")
+
+# what ``PRAGMA synchronous`` reads back for each level the bench sets
+_SYNC_LEVEL = {"FULL": 2, "NORMAL": 1}
 
 # name -> candidate (module, attribute) pairs, first importable wins
 _NAMES: dict[str, tuple[tuple[str, str], ...]] = {
@@ -47,6 +62,47 @@ class NotAvailable(Exception):
 def pg_url() -> str | None:
     """The PostgreSQL URL to bench against, or None when Postgres is not enabled."""
     return os.environ.get("THREADLOOM_BENCH_PG") or os.environ.get("THREADLOOM_TEST_PG")
+
+
+def sqlite_sync(kind: str) -> str:
+    """The ``PRAGMA synchronous`` level of a SQLite saver kind (FULL or NORMAL)."""
+    return "FULL" if kind == "sqlite-full" else "NORMAL"
+
+
+def check_sync(sync: str, got: Any) -> None:
+    """Raise NotAvailable unless ``got`` (read back from a saver's connection) is
+    ``sync``: a saver that reset the PRAGMA would be timed at another level."""
+    if got != _SYNC_LEVEL[sync]:
+        raise NotAvailable(f"saver did not keep PRAGMA synchronous={sync} (got {got})")
+
+
+def pg_schema_name(tag: str) -> str:
+    """A fresh schema name for one saver: each saver starts empty, and the name
+    (``tlbench_<tag>_<pid>_<rand>``) says which run left it if a drop failed."""
+    return f"tlbench_{tag}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+
+
+def pg_connect_kwargs(schema: str) -> dict[str, Any]:
+    """How the bench connects a Postgres saver (sync or async, and the commit
+    floor): autocommit, no server-side prepares, dict rows, ``schema`` first
+    on the search path, as LangGraph's own ``from_conn_string`` connects."""
+    from psycopg.rows import dict_row
+
+    return {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "options": f"-c search_path={schema}",
+    }
+
+
+def construct_pg_saver(cls: Any, conn: Any, schema: str) -> Any:
+    """``cls`` on ``conn`` in ``schema``, for a saver that takes a schema
+    argument (threadloom); LangGraph's relies on the search path."""
+    try:
+        return cls(conn, schema=schema)
+    except TypeError:
+        return cls(conn)
 
 
 class Side:
@@ -99,9 +155,8 @@ class Side:
         elif kind == "memory":
             yield self.get("InMemorySaver")()
         elif kind.startswith("sqlite"):
-            sync = "FULL" if kind == "sqlite-full" else "NORMAL"
             path = os.path.join(workdir, f"{self.name}-{uuid.uuid4().hex[:8]}.db")
-            with _sqlite_saver(self.get("SqliteSaver"), path, sync) as saver:
+            with _sqlite_saver(self.get("SqliteSaver"), path, sqlite_sync(kind)) as saver:
                 yield saver
         elif kind == "postgres":
             url = pg_url()
@@ -119,7 +174,9 @@ def _setup(saver: Any) -> None:
         setup()
 
 
-def _sqlite_conn_of(saver: Any) -> sqlite3.Connection | None:
+def sqlite_conn_of(saver: Any) -> sqlite3.Connection | None:
+    """The saver's own sqlite3 connection (where the bench sets and checks its
+    PRAGMAs, and times the commit floor), or None."""
     for attr in ("conn", "_conn", "connection"):
         conn = getattr(saver, attr, None)
         if isinstance(conn, sqlite3.Connection):
@@ -154,14 +211,11 @@ def _sqlite_saver(cls: Any, path: str, sync: str) -> Iterator[Any]:
 
 def _apply_sync(saver: Any, sync: str, path: str) -> Any:
     _setup(saver)
-    conn = _sqlite_conn_of(saver)
+    conn = sqlite_conn_of(saver)
     if conn is None:
         raise NotAvailable("cannot reach the saver's sqlite3 connection to set synchronous")
     conn.execute(f"PRAGMA synchronous={sync}")
-    got = conn.execute("PRAGMA synchronous").fetchone()[0]
-    want = {"FULL": 2, "NORMAL": 1}[sync]
-    if got != want:
-        raise NotAvailable(f"saver did not keep PRAGMA synchronous={sync} (got {got})")
+    check_sync(sync, conn.execute("PRAGMA synchronous").fetchone()[0])
     saver.bench_sqlite_path = path
     return saver
 
@@ -170,23 +224,13 @@ def _apply_sync(saver: Any, sync: str, path: str) -> Any:
 def _pg_saver(cls: Any, url: str, side: str) -> Iterator[Any]:
     """A saver on a dedicated, freshly created schema that is dropped afterwards."""
     import psycopg
-    from psycopg.rows import dict_row
 
-    schema = f"tlbench_{side}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    schema = pg_schema_name(side)
     admin = psycopg.connect(url, autocommit=True)
     admin.execute(f'CREATE SCHEMA "{schema}"')
-    conn = psycopg.connect(
-        url,
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options=f"-c search_path={schema}",
-    )
+    conn = psycopg.connect(url, **pg_connect_kwargs(schema))
     try:
-        try:
-            saver = cls(conn, schema=schema)
-        except TypeError:
-            saver = cls(conn)
+        saver = construct_pg_saver(cls, conn, schema)
         _setup(saver)
         saver.bench_pg_schema = schema
         saver.bench_pg_admin = admin

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Callable
 from typing import Any
 
-from bench.harness import Config
-from bench.sides import SAVER_KINDS, pg_url
+from bench.harness import Config, per_call_median
+from bench.sides import SAVER_KINDS, Side, pg_url
 
-__all__ = ["invoke", "saver_matrix", "thread"]
+__all__ = ["WARMUP", "invoke", "median_invoke", "saver_matrix", "thread"]
+
+WARMUP = 10  # untimed invokes first: imports, caches, table creation
 
 
 def saver_matrix(cfg: Config) -> list[tuple[str, str]]:
@@ -30,3 +34,33 @@ def invoke(graph: Any, inp: Any, config: dict[str, Any], durability: str) -> Any
     if durability == "-":
         return graph.invoke(inp, config)
     return graph.invoke(inp, config, durability=durability)
+
+
+def median_invoke(
+    side: Side,
+    cfg: Config,
+    kind: str,
+    durability: str,
+    builder: Any,
+    calls: int,
+    run_of: Callable[[int], tuple[Any, str]],
+) -> tuple[float, Any]:
+    """Median seconds of one ``invoke`` and the last run's final state.
+
+    ``builder`` is compiled on a fresh ``kind`` saver; ``run_of(i)`` gives call
+    ``i``'s input and thread id (a new thread per call, so every run pays the
+    whole write path from an empty checkpoint). WARMUP untimed calls come first
+    (negative ``i``), then ``calls`` calls, each timed on its own.
+    """
+    with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
+        with side.saver(kind, tmp) as saver:
+            graph = builder.compile(checkpointer=saver)
+            last: list[Any] = [None]
+
+            def one(i: int) -> None:
+                inp, tid = run_of(i)
+                last[0] = invoke(graph, inp, thread(tid), durability)
+
+            for i in range(WARMUP):
+                one(-1 - i)
+            return per_call_median(one, calls), last[0]

@@ -7,16 +7,13 @@ execution, 20 ``put_writes`` and applying their writes through a reducer.
 from __future__ import annotations
 
 import operator
-import tempfile
 from typing import Annotated, Any, TypedDict
 
-from bench.harness import Case, Config, MetricSpec, Outcome, per_call_median
+from bench.harness import Case, Config, MetricSpec, Outcome
 from bench.sides import Side
-from bench.workloads.common import invoke, saver_matrix, thread
+from bench.workloads.common import median_invoke, saver_matrix
 
 __all__ = ["cases"]
-
-WARMUP = 10  # untimed invokes first: imports, caches, table creation
 
 WIDTH = 20
 
@@ -55,23 +52,16 @@ def build_fanout(side: Side):
     return builder
 
 
+def _fan_input(i: int) -> tuple[dict[str, Any], str]:
+    return {"width": WIDTH, "results": []}, f"fan-{i}"
+
+
 def _run(kind: str, durability: str):
     def fn(side: Side, cfg: Config) -> Outcome:
         invokes = cfg.share(50, 2)
         builder = build_fanout(side)
-        with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
-            with side.saver(kind, tmp) as saver:
-                graph = builder.compile(checkpointer=saver)
-                last: list = []
-
-                def one(i: int) -> None:
-                    inp = {"width": WIDTH, "results": []}
-                    last[:] = [invoke(graph, inp, thread(f"fan-{i}"), durability)]
-
-                for i in range(WARMUP):
-                    one(-1 - i)
-                secs = per_call_median(one, invokes)
-        return Outcome({"ms/invoke": secs * 1e3}, final=last[0])
+        secs, last = median_invoke(side, cfg, kind, durability, builder, invokes, _fan_input)
+        return Outcome({"ms/invoke": secs * 1e3}, final=last)
 
     return fn
 

@@ -8,16 +8,13 @@ supersteps (medians over the 200 invokes, each timed on its own).
 
 from __future__ import annotations
 
-import tempfile
 from typing import TypedDict
 
-from bench.harness import Case, Config, MetricSpec, Outcome, per_call_median
+from bench.harness import Case, Config, MetricSpec, Outcome
 from bench.sides import Side
-from bench.workloads.common import invoke, saver_matrix, thread
+from bench.workloads.common import WARMUP, median_invoke, saver_matrix
 
-__all__ = ["cases"]
-
-WARMUP = 10  # untimed invokes first: imports, caches, table creation
+__all__ = ["NODES", "WARMUP", "build_chain", "cases"]
 
 NODES = 10
 
@@ -46,20 +43,10 @@ def _run(kind: str, durability: str):
     def fn(side: Side, cfg: Config) -> Outcome:
         invokes = cfg.share(200, 4)
         builder = build_chain(side)
-        with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
-            with side.saver(kind, tmp) as saver:
-                graph = builder.compile(checkpointer=saver)
-                last: list = []
-
-                def one(i: int) -> None:
-                    cfg_ = thread(f"chain-{i}")
-                    last[:] = [invoke(graph, {"count": 0}, cfg_, durability)]
-
-                for i in range(WARMUP):
-                    one(-1 - i)
-                secs = per_call_median(one, invokes)
-        per_step = secs / NODES * 1e6
-        return Outcome({"us/superstep": per_step}, final=last[0])
+        secs, last = median_invoke(
+            side, cfg, kind, durability, builder, invokes, lambda i: ({"count": 0}, f"chain-{i}")
+        )
+        return Outcome({"us/superstep": secs / NODES * 1e6}, final=last)
 
     return fn
 
