@@ -14,7 +14,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench import report
+from bench import floor, report
 from bench.harness import Config, Row, run_cases
 from bench.sides import sides
 from bench.workloads import WORKLOADS, collect
@@ -62,6 +62,7 @@ def run(
         reps = 1 if quick else max(1, reps)
         cfg = Config(quick=quick, reps=reps, workdir=workdir, verbose=verbose)
         rows: list[Row] = run_cases(collect(cfg, only, case), sides(), cfg, progress=say)
+        rows = floor.bound_rows(rows)
     env = report.environment(quick, reps, round(time.perf_counter() - t0, 1), load_start)
     table = report.format_table(rows, env)
     files: list[str] = []

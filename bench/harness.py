@@ -104,6 +104,8 @@ class Row:
     target_ok: bool | None = None
     same_state: bool | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    # derived for reading the others (bench/floor.py): no target, not in the summary
+    informational: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -33,7 +33,7 @@ def _log_axis(lo: float, hi: float) -> tuple[float, float]:
 
 def ratios(rows: list[Row], path: str) -> bool:
     """Horizontal bars of the ratio per row, on a log axis."""
-    data = [r for r in rows if r.ratio]
+    data = [r for r in rows if r.ratio and not r.informational]
     if not data:
         return False
     bar, left, right = 16, 430, 40
@@ -73,7 +73,7 @@ def ratios(rows: list[Row], path: str) -> bool:
 
 def superstep(rows: list[Row], path: str) -> bool:
     """Grouped bars: us/superstep for LangGraph and threadloom per saver case."""
-    data = [r for r in rows if r.workload == "superstep"]
+    data = [r for r in rows if r.workload == "superstep" and r.metric == "us/superstep"]
     if not data:
         return False
     hi = max([v for r in data for v in (r.langgraph, r.threadloom) if v] or [1.0])

@@ -123,7 +123,7 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
     """Per workload: geometric-mean ratio, targets met/missed, state mismatches, n/a cells."""
     out: dict[str, Any] = {}
     for wl in dict.fromkeys(r.workload for r in rows):
-        mine = [r for r in rows if r.workload == wl]
+        mine = [r for r in rows if r.workload == wl and not r.informational]
         ratios = [r.ratio for r in mine if r.ratio]
         geo = math.exp(statistics.fmean(math.log(x) for x in ratios)) if ratios else None
         out[wl] = {

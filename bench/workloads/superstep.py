@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from bench import floor
 from bench.harness import Case, Config, MetricSpec, Outcome
 from bench.sides import Side
 from bench.workloads.common import WARMUP, median_invoke, saver_matrix
@@ -52,13 +53,17 @@ def _run(kind: str, durability: str):
 
 
 def cases(cfg: Config) -> list[Case]:
+    """The chain per (saver, durability), then the commit floor of each durable
+    store (bench/floor.py: what one durable commit per step leaves of the 3x)."""
     target = ("ratio", 3.0)
-    return [
+    matrix = saver_matrix(cfg)
+    chain = [
         Case(
             "superstep",
             f"{kind}/{dur}",
             _run(kind, dur),
             [MetricSpec("us/superstep", "us", target)],
         )
-        for kind, dur in saver_matrix(cfg)
+        for kind, dur in matrix
     ]
+    return chain + floor.cases(list(dict.fromkeys(kind for kind, _ in matrix)))

@@ -108,3 +108,55 @@ def test_growth_exponent_and_canon() -> None:
         type, content, id, tool_calls, tool_call_id = "human", "hi", "1", [], None
 
     assert canon([as_dict]) == canon([Msg()])
+
+
+def test_commit_floor_rows(quick: dict) -> None:
+    """Each durable store gets a commit-floor row and, next to it, the bound row
+    (LangGraph's sync step over threadloom's bare step plus the floor), in the
+    table and the JSON, flagged informational and left out of the summary."""
+    from bench.floor import BOUND_METRIC, FLOOR_METRIC
+    from bench.sides import pg_url
+
+    rows = quick["rows"]
+    kinds = ["sqlite-full", "sqlite-normal"] + (["postgres"] if pg_url() else [])
+    floors = {r.case: r for r in rows if r.metric == FLOOR_METRIC}
+    assert sorted(floors) == sorted(f"{k}/commit-floor" for k in kinds)
+    none = next(r for r in rows if r.case == "none/-" and r.workload == "superstep")
+    for kind in kinds:
+        floor = floors[f"{kind}/commit-floor"]
+        assert floor.langgraph > 0 and floor.threadloom > 0 and floor.ratio is None
+        i = rows.index(floor)
+        bound = rows[i + 1]
+        assert (bound.case, bound.metric, bound.informational) == (
+            f"{kind}/sync",
+            BOUND_METRIC,
+            True,
+        )
+        sync = next(r for r in rows[:i] if r.case == f"{kind}/sync")
+        assert bound.langgraph == sync.langgraph
+        assert bound.threadloom == none.threadloom + min(floor.langgraph, floor.threadloom)
+        assert bound.ratio == bound.langgraph / bound.threadloom and bound.target == ""
+    assert BOUND_METRIC in quick["table"] and FLOOR_METRIC in quick["table"]
+    data = json.loads((quick["out"] / "results.json").read_text())
+    derived = [r for r in data["rows"] if r["metric"] == BOUND_METRIC]
+    assert len(derived) == len(kinds) and all(r["informational"] for r in derived)
+
+
+def test_bound_rows_skip_missing_inputs_and_summary() -> None:
+    from bench.floor import BOUND_METRIC, FLOOR_METRIC, bound_rows
+    from bench.harness import Row
+    from bench.report import summarize
+
+    step = "us/superstep"
+    rows = [
+        Row("superstep", "none/-", step, "us", 300.0, 100.0, ratio=3.0),
+        Row("superstep", "sqlite-full/sync", step, "us", 900.0, 450.0, ratio=2.0),
+        Row("superstep", "sqlite-full/commit-floor", FLOOR_METRIC, "us", 250.0, 200.0),
+        Row("superstep", "postgres/commit-floor", FLOOR_METRIC, "us", 400.0, 420.0),
+    ]
+    out = bound_rows(rows)
+    assert [r.metric for r in out] == [step, step, FLOOR_METRIC, BOUND_METRIC, FLOOR_METRIC]
+    bound = out[3]
+    assert (bound.langgraph, bound.threadloom, bound.ratio) == (900.0, 300.0, 3.0)
+    # no postgres/sync row: no bound for postgres; the bound is not in the geomean
+    assert summarize(out)["superstep"]["geomean_ratio"] == round((3.0 * 2.0) ** 0.5, 3)
