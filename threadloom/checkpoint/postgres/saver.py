@@ -7,7 +7,6 @@ strategy and hands the core an executor.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +21,7 @@ from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
 from threadloom.checkpoint.postgres.queries import SQL, setup_flow
 from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.bridge import in_thread
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.expiry import ThreadTTL
@@ -152,13 +152,13 @@ class PostgresSaver(PgSaverBase):
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
         # the sync saver's a* methods run in a worker thread: never block the loop
-        return await asyncio.to_thread(drive.run, flow, self.executor, write)
+        return await in_thread(drive.run, flow, self.executor, write)
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
         return drive.iterate(flow, self.executor)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
-        items = await asyncio.to_thread(lambda: list(drive.iterate(flow, self.executor)))
+        items = await in_thread(lambda: list(drive.iterate(flow, self.executor)))
         for item in items:
             yield item
 

@@ -24,7 +24,7 @@ from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
 from threadloom.checkpoint.storage import drive
-from threadloom.checkpoint.storage.bridge import run_sync
+from threadloom.checkpoint.storage.bridge import in_thread, run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.errors import ConfigError, StorageError
@@ -220,10 +220,10 @@ class RedisSaver(_RedisSaverBase):
         return drive.iterate(flow, self)
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
-        return await asyncio.to_thread(drive.run, flow, self, write)
+        return await in_thread(drive.run, flow, self, write)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
-        for item in await asyncio.to_thread(lambda: list(drive.iterate(flow, self))):
+        for item in await in_thread(lambda: list(drive.iterate(flow, self))):
             yield item
 
 

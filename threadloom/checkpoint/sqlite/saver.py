@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -11,6 +10,7 @@ from typing import Any
 from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer, storage_error
 from threadloom.checkpoint.sqlite.walck import WalCheckpointer
 from threadloom.checkpoint.storage import drive
+from threadloom.checkpoint.storage.bridge import in_thread
 from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.expiry import ThreadTTL
@@ -133,12 +133,12 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         return drive.iterate(flow, self.executor)
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
-        return await asyncio.to_thread(self._run, flow, write)
+        return await in_thread(self._run, flow, write)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
         items = self._iter(flow)
         done = object()
-        while (item := await asyncio.to_thread(next, items, done)) is not done:
+        while (item := await in_thread(next, items, done)) is not done:
             yield item
 
 

@@ -1,4 +1,6 @@
-"""The sync methods of an async saver: run the coroutine on the saver's loop.
+"""Between sync and async: an async saver's sync methods, a sync saver's async ones.
+
+``run_sync``: the sync methods of an async saver run the coroutine on the saver's loop.
 
 An async saver's connection belongs to the event loop it was opened on, so
 its sync methods (``get_tuple``, ``put``, ... which LangGraph's API also has on
@@ -12,12 +14,32 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from threadloom.errors import StorageError
 
-__all__ = ["run_sync"]
+__all__ = ["in_thread", "run_sync"]
+
+
+async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``await asyncio.to_thread(fn, *args)``, except that a cancel returns only
+    once ``fn`` has ended.
+
+    A thread cannot be stopped: with plain ``to_thread`` a cancelled caller goes on
+    (e.g. gives its thread lease back) while a sync saver's flow still runs in the
+    worker, and that flow's acquire can then land after the release, leaving the
+    thread leased to nobody until the lease expires. The sync savers' ``a*``
+    methods go through here so a ``CancelledError`` means the work is over.
+    """
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait([work])
+        if not work.cancelled():
+            work.exception()  # its own outcome is moot now; do not log it as unretrieved
+        raise
 
 
 def run_sync(
