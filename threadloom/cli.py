@@ -1,28 +1,116 @@
 """``threadloom``: run the demo and inspect a SQLite checkpoint database.
 
-Each inspection command opens the database through the SqliteSaver API, calls
-one method and prints; nothing is written. ``--help`` on any command shows its use.
+The inspection commands (threads, history, tree, stats) open the database
+read-only (a ``mode=ro`` SQLite URI: no schema setup, no migration, nothing
+written; SQLite may create a WAL file's ``-wal``/``-shm`` side files, which
+readers need) and go through the SqliteSaver API. What they print comes from
+the database (thread ids often come from web requests), so control characters
+are escaped before they reach the terminal. ``--help`` on any command shows its use.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from threadloom.demo.tree import TreeRow, render_tree
+from threadloom.errors import StorageError, ThreadloomError
 
-__all__ = ["main"]
+__all__ = ["main", "open_readonly", "printable"]
 
 
-def _open(db: str) -> Any:
-    if not Path(db).is_file():
-        raise SystemExit(f"threadloom: no database at {db!r}")
-    from threadloom.demo.run import open_saver
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (ESC, CR, bidi overrides, ...)
+    escaped repr-style (``\\x1b``), so stored data cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
 
-    return open_saver(db)
+
+def _escape(ch: str) -> str:
+    n = ord(ch)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def say(text: str = "", err: bool = False) -> None:
+    """Print one line, escaped (see :func:`printable`)."""
+    print(printable(text), file=sys.stderr if err else sys.stdout)
+
+
+def open_readonly(db: str) -> Any:
+    """A SqliteSaver reading ``db`` through a read-only connection (never set up).
+
+    Raises:
+        StorageError: no file at ``db``, not a SQLite database, no threadloom
+            tables (a LangGraph database is named as such), or a schema version
+            this threadloom cannot read without migrating.
+    """
+    from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.checkpoint.sqlite.executor import storage_error
+
+    path = Path(db)
+    if not path.is_file():
+        raise StorageError(f"no database at {db!r}")
+    try:
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            check_same_thread=False,
+            isolation_level=None,
+        )
+    except sqlite3.Error as exc:
+        raise StorageError(f"cannot open {db!r} read-only: {exc}") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        _check_schema(conn, db)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise storage_error(exc, repr(db)) from exc
+    except BaseException:
+        conn.close()
+        raise
+    saver = SqliteSaver(conn)
+    saver.is_setup = True  # setup() would write the schema and PRAGMAs
+    return saver
+
+
+def _check_schema(conn: sqlite3.Connection, db: str) -> None:
+    from threadloom.checkpoint.sqlite.executor import setup_statements
+    from threadloom.checkpoint.sqlite.schema import MIGRATIONS
+
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    tables = {r[0] for r in rows}
+    if not {"tl_migrations", "tl_checkpoints"} <= tables:
+        hint = (
+            "; it looks like a LangGraph checkpoint database (tables checkpoints, writes),"
+            " which threadloom does not read"
+            if {"checkpoints", "writes"} <= tables
+            else ""
+        )
+        raise StorageError(f"{db!r} holds no threadloom checkpoint tables (tl_*){hint}")
+    current = conn.execute("SELECT coalesce(max(v), 0) FROM tl_migrations").fetchone()[0]
+    setup_statements(current, False, [])  # raises if the schema is newer than ours
+    if current < len(MIGRATIONS):
+        raise StorageError(
+            f"{db!r} has schema version {current}, older than this threadloom's"
+            f" ({len(MIGRATIONS)}); the inspection commands never migrate: open it once"
+            " with SqliteSaver (which migrates it), then inspect it"
+        )
+
+
+@contextmanager
+def _reader(db: str) -> Iterator[Any]:
+    saver = open_readonly(db)
+    try:
+        yield saver
+    finally:
+        saver.conn.close()
 
 
 def _thread_config(thread: str) -> dict[str, Any]:
@@ -35,45 +123,56 @@ def _ids(tup: Any) -> tuple[str, str | None]:
     return cid, parent
 
 
+def _meta(tup: Any, key: str) -> str:
+    """A metadata field as text (metadata is caller-supplied: any JSON value)."""
+    return str((tup.metadata or {}).get(key, "?"))
+
+
+def _changed(tup: Any) -> str:
+    return ",".join(map(str, tup.checkpoint.get("updated_channels") or [])) or "-"
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the scripted support-agent demo on a fresh SQLite file."""
+    from threadloom.demo.dbfile import DemoFileRefused
     from threadloom.demo.run import main as run_demo
 
-    return run_demo(args.db)
+    try:
+        return run_demo(args.db, force=args.force)
+    except DemoFileRefused as exc:
+        say(f"threadloom demo: {exc}", err=True)
+        return 2
 
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List threads: checkpoints, latest step and time."""
-    saver = _open(args.db)
     threads: dict[str, list[Any]] = {}
-    for tup in saver.list(None):
-        threads.setdefault(tup.config["configurable"]["thread_id"], []).append(tup)
-    print(f"{'thread':<24} {'checkpoints':>11} {'last step':>9}  last update")
+    with _reader(args.db) as saver:
+        for tup in saver.list(None):
+            threads.setdefault(tup.config["configurable"]["thread_id"], []).append(tup)
+    say(f"{'thread':<24} {'checkpoints':>11} {'last step':>9}  last update")
     for thread, tups in sorted(threads.items()):
         latest = max(tups, key=lambda t: _ids(t)[0])
-        step = (latest.metadata or {}).get("step", "?")
-        print(f"{thread:<24} {len(tups):>11} {step!s:>9}  {latest.checkpoint['ts']}")
+        say(f"{thread:<24} {len(tups):>11} {_meta(latest, 'step'):>9}  {latest.checkpoint['ts']}")
     if not threads:
-        print("(no threads)")
+        say("(no threads)")
     return 0
 
 
 def cmd_history(args: argparse.Namespace) -> int:
     """Checkpoints of a thread, newest first, with what each step changed."""
-    saver = _open(args.db)
-    tups = list(saver.list(_thread_config(args.thread), limit=args.limit))
+    with _reader(args.db) as saver:
+        tups = list(saver.list(_thread_config(args.thread), limit=args.limit))
     if not tups:
-        print(f"threadloom: thread {args.thread!r} has no checkpoints", file=sys.stderr)
+        say(f"threadloom: thread {args.thread!r} has no checkpoints", err=True)
         return 1
     for tup in tups:
         cid, parent = _ids(tup)
-        meta = tup.metadata or {}
         ns = tup.config["configurable"].get("checkpoint_ns") or ""
-        changed = ",".join(tup.checkpoint.get("updated_channels") or []) or "-"
         writes = len(tup.pending_writes or [])
-        print(
-            f"{cid}  step {meta.get('step', '?')!s:>3} {meta.get('source', '?'):<6} "
-            f"parent={(parent or '-')[-12:]:<12} changed={changed}"
+        say(
+            f"{cid}  step {_meta(tup, 'step'):>3} {_meta(tup, 'source'):<6} "
+            f"parent={(parent or '-')[-12:]:<12} changed={_changed(tup)}"
             + (f" pending_writes={writes}" if writes else "")
             + (f" ns={ns}" if ns else "")
         )
@@ -82,44 +181,48 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def cmd_tree(args: argparse.Namespace) -> int:
     """A thread's checkpoints as a tree: forks show as branches."""
-    saver = _open(args.db)
     rows = []
-    for tup in saver.list(_thread_config(args.thread)):
-        if tup.config["configurable"].get("checkpoint_ns"):
-            continue  # subgraph checkpoints live in their own trees
-        cid, parent = _ids(tup)
-        meta = tup.metadata or {}
-        changed = ",".join(tup.checkpoint.get("updated_channels") or []) or "-"
-        rows.append(
-            TreeRow(
-                cid,
-                parent,
-                f"step {meta.get('step', '?')!s:>3} {meta.get('source', '?'):<6} {changed}",
-            )
-        )
+    with _reader(args.db) as saver:
+        for tup in saver.list(_thread_config(args.thread)):
+            if tup.config["configurable"].get("checkpoint_ns"):
+                continue  # subgraph checkpoints live in their own trees
+            cid, parent = _ids(tup)
+            label = f"step {_meta(tup, 'step'):>3} {_meta(tup, 'source'):<6} {_changed(tup)}"
+            rows.append(TreeRow(cid, parent, label))
     if not rows:
-        print(f"threadloom: thread {args.thread!r} has no checkpoints", file=sys.stderr)
+        say(f"threadloom: thread {args.thread!r} has no checkpoints", err=True)
         return 1
     latest = max(rows, key=lambda r: r.id).id
     for line in render_tree(rows, latest):
-        print(line)
+        say(line)
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """Counts and sizes: checkpoints, writes, threads, bytes stored."""
-    saver = _open(args.db)
-    try:
-        stats = saver.stats(args.thread)
-    except NotImplementedError as exc:
-        print(f"threadloom: {exc}", file=sys.stderr)
-        return 1
+    with _reader(args.db) as saver:
+        try:
+            stats = saver.stats(args.thread)
+        except NotImplementedError as exc:
+            say(f"threadloom: {exc}", err=True)
+            return 1
     for key, value in stats.items() if isinstance(stats, dict) else vars(stats).items():
-        print(f"{key:<20} {value}")
+        say(f"{key:<20} {value}")
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of every command (``--help`` shows each one's use)."""
     parser = argparse.ArgumentParser(prog="threadloom", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, fn in (
@@ -132,22 +235,56 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=fn.__doc__, description=fn.__doc__)
         p.set_defaults(fn=fn)
         if name == "demo":
-            p.add_argument("--db", default="threadloom-demo.db", help="SQLite file (recreated)")
+            p.add_argument(
+                "--db", default="threadloom-demo.db", help="SQLite file the demo (re)creates"
+            )
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="delete --db even if the demo did not create it",
+            )
             continue
-        p.add_argument("db", help="path to a SQLite checkpoint database")
+        p.add_argument("db", help="path to a SQLite checkpoint database (opened read-only)")
         if name in ("history", "tree"):
             p.add_argument("thread", help="thread_id")
         if name == "history":
-            p.add_argument("--limit", type=int, default=None, help="newest N checkpoints only")
+            p.add_argument(
+                "--limit", type=_positive_int, default=None, help="newest N checkpoints only"
+            )
         if name == "stats":
             p.add_argument("--thread", default=None, help="one thread only")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``threadloom`` console script."""
+    """Entry point of the ``threadloom`` console script: exit code 0 on success,
+    1 on a threadloom error (printed, no traceback) or a closed stdout pipe
+    (``| head``), 2 on a usage error or a refused demo file."""
     args = build_parser().parse_args(argv)
-    return int(args.fn(args) or 0)
+    try:
+        code = int(args.fn(args) or 0)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+        return 1
+    except ThreadloomError as exc:
+        say(f"threadloom: {exc}", err=True)
+        return 1
+    return code
+
+
+def _drop_stdout() -> None:
+    """The reader of our stdout left: point stdout at /dev/null so the flush at
+    exit does not raise a second BrokenPipeError (Python's documented recipe)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,14 @@ def test_inspection_commands(demo_db, capsys) -> None:
     assert main(["history", db, "nope"]) == 1
 
 
-def test_missing_database_is_a_clear_error(tmp_path) -> None:
-    with pytest.raises(SystemExit, match="no database at"):
-        main(["threads", str(tmp_path / "absent.db")])
+def test_missing_database_is_a_clear_error(tmp_path, capsys) -> None:
+    assert main(["threads", str(tmp_path / "absent.db")]) == 1
+    assert "no database at" in capsys.readouterr().err
+
+
+def test_demo_reruns_on_its_own_file(demo_db, capsys) -> None:
+    db, _ = demo_db
+    assert main(["demo", "--db", db]) == 0  # `make demo` twice in a row
+    assert "branch 2/2" in capsys.readouterr().out
+    assert main(["threads", db]) == 0
+    assert "support-1" in capsys.readouterr().out

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.demo.agent import build_graph, calls, reset_calls
+from threadloom.demo.dbfile import prepare_db
 from threadloom.demo.tree import TreeRow, render_tree
 from threadloom.types import Command
 
@@ -215,10 +216,14 @@ def storage_line(saver: Any) -> str:
     )
 
 
-def main(db: str = "threadloom-demo.db") -> int:
-    """Run the whole scripted demo on a fresh SQLite file at ``db``."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(db + suffix).unlink(missing_ok=True)
+def main(db: str = "threadloom-demo.db", force: bool = False) -> int:
+    """Run the whole scripted demo on a fresh SQLite file at ``db``.
+
+    Raises:
+        DemoFileRefused: ``db`` exists and the demo did not create it (and not
+            ``force``): the demo never deletes a file it did not make.
+    """
+    prepare_db(db, force)
     workdir = tempfile.mkdtemp(prefix="threadloom-demo-")
     os.environ["THREADLOOM_DEMO_CALLS"] = str(Path(workdir) / "calls.json")
     reset_calls()

@@ -1,0 +1,68 @@
+"""The demo's SQLite file: recreated on every run, but only if the demo made it.
+
+``threadloom demo --db PATH`` starts from an empty file. Deleting whatever sits
+at PATH destroyed a real checkpoint database once (pointed at ``state.db``), so
+the demo stamps its file (SQLite's ``application_id`` header field) and
+replaces only a stamped file, a missing one, or anything when ``force`` is set.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from threadloom.errors import ConfigError
+
+__all__ = ["DEMO_APPLICATION_ID", "DemoFileRefused", "is_demo_db", "prepare_db"]
+
+# "TlDm": written into the header of every file the demo creates
+DEMO_APPLICATION_ID = 0x546C446D
+
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+class DemoFileRefused(ConfigError):
+    """``--db`` names something the demo did not create; nothing was touched."""
+
+
+def is_demo_db(path: str) -> bool:
+    """True if ``path`` is a SQLite file the demo created (read-only check)."""
+    try:
+        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return conn.execute("PRAGMA application_id").fetchone()[0] == DEMO_APPLICATION_ID
+    except sqlite3.Error:
+        return False  # not a database at all
+    finally:
+        conn.close()
+
+
+def prepare_db(path: str, force: bool = False) -> None:
+    """Delete a previous demo file at ``path`` (and its -wal/-shm files), then
+    create an empty stamped one.
+
+    Raises:
+        DemoFileRefused: ``path`` is a directory, or an existing file the demo
+            did not create and ``force`` is false.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise DemoFileRefused(f"--db {path!r} is a directory; give a file path")
+    if target.exists() and not force and not is_demo_db(path):
+        raise DemoFileRefused(
+            f"--db {path!r} exists and is not a threadloom demo database (it may hold real"
+            " threads); the demo deletes and recreates its file, so choose another path,"
+            " or pass --force to delete it"
+        )
+    # side files without their database are stale: SQLite could replay a
+    # leftover -wal into the new file
+    for suffix in ("", *_SIDE_FILES):
+        Path(path + suffix).unlink(missing_ok=True)
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(f"PRAGMA application_id = {DEMO_APPLICATION_ID}")
+        conn.commit()
+    finally:
+        conn.close()
