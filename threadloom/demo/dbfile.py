@@ -19,6 +19,8 @@ __all__ = ["DEMO_APPLICATION_ID", "DemoFileRefused", "is_demo_db", "prepare_db"]
 DEMO_APPLICATION_ID = 0x546C446D
 
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+_MAGIC = b"SQLite format 3\x00"
+_HEADER_SIZE = 100  # application_id: big-endian 4 bytes at offset 68
 
 
 class DemoFileRefused(ConfigError):
@@ -26,17 +28,22 @@ class DemoFileRefused(ConfigError):
 
 
 def is_demo_db(path: str) -> bool:
-    """True if ``path`` is a SQLite file the demo created (read-only check)."""
+    """True if ``path`` is a SQLite file the demo created.
+
+    Reads the 100-byte file header only (no SQLite connection: nothing is
+    created beside a file that may not be ours). The demo writes its stamp
+    before the file switches to WAL, so it is always in the main file.
+    """
     try:
-        conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error:
+        with open(path, "rb") as f:
+            header = f.read(_HEADER_SIZE)
+    except OSError:
         return False
-    try:
-        return conn.execute("PRAGMA application_id").fetchone()[0] == DEMO_APPLICATION_ID
-    except sqlite3.Error:
-        return False  # not a database at all
-    finally:
-        conn.close()
+    return (
+        len(header) == _HEADER_SIZE
+        and header.startswith(_MAGIC)
+        and int.from_bytes(header[68:72], "big") == DEMO_APPLICATION_ID
+    )
 
 
 def prepare_db(path: str, force: bool = False) -> None:
