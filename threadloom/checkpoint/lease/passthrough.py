@@ -18,13 +18,12 @@ while another run holds them, unless ``force``.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.lease import lease as _lease
 from threadloom.checkpoint.lease import ops as lo
-from threadloom.checkpoint.storage import retention
 from threadloom.errors import LeaseLostError, StorageError
 
 __all__ = ["FencedRetention"]
@@ -81,29 +80,44 @@ class FencedRetention:
         except (LeaseLostError, StorageError) as exc:
             raise self._lost(exc) from exc  # type: ignore[attr-defined]
 
+    def _mine(self, thread_id: Any, flow: Callable[[], Flow]) -> Flow | None:
+        """``flow()`` (to fence here) when the operation writes the leased thread;
+        otherwise None, for the caller to forward to the inner saver. Either way
+        the acquire's read is dropped: the operation may change what it saw."""
+        self.lease.first = _lease.NOT_READ
+        return flow() if self._writes_mine([thread_id]) else None
+
+    def _prune_mine(
+        self, thread_ids: Sequence[str], dry_run: bool, args: dict[str, Any]
+    ) -> Flow | None:
+        """As :meth:`_mine` for ``prune``: a dry run writes nothing, so is forwarded."""
+        self.lease.first = _lease.NOT_READ
+        if dry_run or not self._writes_mine(thread_ids):
+            return None
+        return self.inner._prune_flow(thread_ids, **args)
+
     # -- sync ---------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
-        if not self._writes_mine([thread_id]):
-            self.lease.first = _lease.NOT_READ
+        flow = self._mine(thread_id, lambda: self.inner._delete_thread_flow(thread_id))
+        if flow is None:
             return self.inner.delete_thread(thread_id, force=force)
-        self._retain(retention.delete_thread_flow(self.inner.codec, str(thread_id)), force)
+        self._retain(flow, force)
         return None
 
     def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
         # which threads the runs wrote is only known inside the flow: always guarded here
-        flow = retention.delete_for_runs_flow(self.inner.codec, [str(r) for r in run_ids])
-        self._retain(flow, force)
+        self._retain(self.inner._delete_for_runs_flow(run_ids), force)
 
     def copy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
     ) -> None:
-        if not self._writes_mine([target_thread_id]):
-            self.lease.first = _lease.NOT_READ
-            return self.inner.copy_thread(source_thread_id, target_thread_id, force=force)
-        flow = retention.copy_thread_flow(
-            self.inner.codec, str(source_thread_id), str(target_thread_id)
+        flow = self._mine(
+            target_thread_id,
+            lambda: self.inner._copy_thread_flow(source_thread_id, target_thread_id),
         )
+        if flow is None:
+            return self.inner.copy_thread(source_thread_id, target_thread_id, force=force)
         self._retain(flow, force)
         return None
 
@@ -118,18 +132,10 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
-        self.lease.first = _lease.NOT_READ
-        if dry_run or not self._writes_mine(thread_ids):
+        flow = self._prune_mine(thread_ids, dry_run, args)
+        if flow is None:
             return self.inner.prune(thread_ids, dry_run=dry_run, force=force, **args)
-        return self._retain(self._prune_flow(thread_ids, **args), force)
-
-    def _prune_flow(
-        self, thread_ids: Sequence[str], strategy: str, keep_last: int | None, before: str | None
-    ) -> Flow:
-        ids = [str(t) for t in thread_ids]
-        per_thread = not self.inner.shares_blobs_across_threads
-        codec = self.inner.codec
-        return retention.prune_flow(codec, ids, strategy, keep_last, before, False, per_thread)
+        return self._retain(flow, force)
 
     def stats(self, thread_id: str | None = None) -> dict[str, Any]:
         return self.inner.stats(thread_id)
@@ -142,26 +148,24 @@ class FencedRetention:
     # -- async --------------------------------------------------------------------
 
     async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
-        if not self._writes_mine([thread_id]):
-            self.lease.first = _lease.NOT_READ
+        flow = self._mine(thread_id, lambda: self.inner._delete_thread_flow(thread_id))
+        if flow is None:
             return await self.inner.adelete_thread(thread_id, force=force)
-        flow = retention.delete_thread_flow(self.inner.codec, str(thread_id))
         await self._aretain(flow, force)
         return None
 
     async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        flow = retention.delete_for_runs_flow(self.inner.codec, [str(r) for r in run_ids])
-        await self._aretain(flow, force)
+        await self._aretain(self.inner._delete_for_runs_flow(run_ids), force)
 
     async def acopy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
     ) -> None:
-        if not self._writes_mine([target_thread_id]):
-            self.lease.first = _lease.NOT_READ
-            return await self.inner.acopy_thread(source_thread_id, target_thread_id, force=force)
-        flow = retention.copy_thread_flow(
-            self.inner.codec, str(source_thread_id), str(target_thread_id)
+        flow = self._mine(
+            target_thread_id,
+            lambda: self.inner._copy_thread_flow(source_thread_id, target_thread_id),
         )
+        if flow is None:
+            return await self.inner.acopy_thread(source_thread_id, target_thread_id, force=force)
         await self._aretain(flow, force)
         return None
 
@@ -176,10 +180,10 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
-        self.lease.first = _lease.NOT_READ
-        if dry_run or not self._writes_mine(thread_ids):
+        flow = self._prune_mine(thread_ids, dry_run, args)
+        if flow is None:
             return await self.inner.aprune(thread_ids, dry_run=dry_run, force=force, **args)
-        return await self._aretain(self._prune_flow(thread_ids, **args), force)
+        return await self._aretain(flow, force)
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
         return await self.inner.astats(thread_id)

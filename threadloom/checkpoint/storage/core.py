@@ -77,6 +77,34 @@ class StorageSaver(BaseCheckpointSaver):
     def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
         raise self._missing("_aiter")
 
+    # -- retention flows: built once for the sync and async methods, and for
+    # FencedSaver (lease/passthrough.py), which runs them with its own fence --
+
+    def _delete_thread_flow(self, thread_id: str, force: bool = False) -> Flow:
+        return retention.delete_thread_flow(self.codec, str(thread_id), force)
+
+    def _delete_for_runs_flow(self, run_ids: Sequence[str], force: bool = False) -> Flow:
+        return retention.delete_for_runs_flow(self.codec, [str(r) for r in run_ids], force)
+
+    def _copy_thread_flow(self, source: str, target: str, force: bool = False) -> Flow:
+        return retention.copy_thread_flow(self.codec, str(source), str(target), force)
+
+    def _prune_flow(
+        self,
+        thread_ids: Sequence[str],
+        strategy: str,
+        keep_last: int | None,
+        before: str | None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> Flow:
+        """Blobs are counted per thread where they live with their thread (Redis)."""
+        ids = [str(t) for t in thread_ids]
+        per_thread = not self.shares_blobs_across_threads
+        return retention.prune_flow(
+            self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
+        )
+
     # -- sync API ---------------------------------------------------------------
 
     def get_tuple(self, config: dict[str, Any]) -> Any:
@@ -117,17 +145,15 @@ class StorageSaver(BaseCheckpointSaver):
         return self._run(step.put_steps_flow(self.codec, steps), True)
 
     def delete_thread(self, thread_id: str, *, force: bool = False) -> None:
-        self._run(retention.delete_thread_flow(self.codec, str(thread_id), force), True)
+        self._run(self._delete_thread_flow(thread_id, force), True)
 
     def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        self._run(retention.delete_for_runs_flow(self.codec, list(run_ids), force), True)
+        self._run(self._delete_for_runs_flow(run_ids, force), True)
 
     def copy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
     ) -> None:
-        source, target = str(source_thread_id), str(target_thread_id)
-        flow = retention.copy_thread_flow(self.codec, source, target, force)
-        self._run(flow, True)
+        self._run(self._copy_thread_flow(source_thread_id, target_thread_id, force), True)
 
     def prune(
         self,
@@ -139,11 +165,7 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
         force: bool = False,
     ) -> Any:
-        ids = [str(t) for t in thread_ids]
-        per_thread = not self.shares_blobs_across_threads
-        flow = retention.prune_flow(
-            self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
-        )
+        flow = self._prune_flow(thread_ids, strategy, keep_last, before, dry_run, force)
         return self._run(flow, not dry_run)
 
     def stats(self, thread_id: str | None = None) -> dict[str, Any]:
@@ -185,17 +207,15 @@ class StorageSaver(BaseCheckpointSaver):
         return await self._arun(step.put_steps_flow(self.codec, steps), True)
 
     async def adelete_thread(self, thread_id: str, *, force: bool = False) -> None:
-        await self._arun(retention.delete_thread_flow(self.codec, str(thread_id), force), True)
+        await self._arun(self._delete_thread_flow(thread_id, force), True)
 
     async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        await self._arun(retention.delete_for_runs_flow(self.codec, list(run_ids), force), True)
+        await self._arun(self._delete_for_runs_flow(run_ids, force), True)
 
     async def acopy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
     ) -> None:
-        source, target = str(source_thread_id), str(target_thread_id)
-        flow = retention.copy_thread_flow(self.codec, source, target, force)
-        await self._arun(flow, True)
+        await self._arun(self._copy_thread_flow(source_thread_id, target_thread_id, force), True)
 
     async def aprune(
         self,
@@ -207,11 +227,7 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
         force: bool = False,
     ) -> Any:
-        ids = [str(t) for t in thread_ids]
-        per_thread = not self.shares_blobs_across_threads
-        flow = retention.prune_flow(
-            self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
-        )
+        flow = self._prune_flow(thread_ids, strategy, keep_last, before, dry_run, force)
         return await self._arun(flow, not dry_run)
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
