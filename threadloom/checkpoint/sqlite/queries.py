@@ -30,6 +30,7 @@ from threadloom.checkpoint.sqlite.common import (
 from threadloom.checkpoint.sqlite.ttl import PLANS as TTL_PLANS
 from threadloom.checkpoint.sqlite.writes import WRITE_PLANS
 from threadloom.checkpoint.storage import ops as o
+from threadloom.errors import StorageError
 
 __all__ = ["Stmt", "Plan", "plan", "CHUNK", "_marks", "_scope"]
 
@@ -190,8 +191,11 @@ _PLANS = {
 
 def plan(op: o.Op) -> Plan:
     """The statements that run ``op`` (a generator; see module docstring)."""
+    build = _PLANS.get(type(op))
+    if build is not None:
+        return build(op)
     if type(op) is o.CollectStats:
         from threadloom.checkpoint.sqlite.stats import stats_plan
 
         return stats_plan(op)
-    return _PLANS[type(op)](op)
+    raise StorageError(f"the SQLite saver has no plan for {type(op).__name__}")

@@ -121,7 +121,36 @@ def _stale(op: o.SaveCheckpoint, ids: dict[str, int]) -> Plan:
     return False
 
 
+# a runtime step's save results (immutable, shared)
+_SAVED = o.SaveResult(frozenset(), ())
+_STALE = o.SaveResult(frozenset(), (), stale=True)
+
+
+def _save_row(op: o.SaveCheckpoint, row: o.CheckpointRow) -> Plan:
+    """A runtime step: the checkpoint row only, after its diff base is known to
+    exist. The statements ``_stale`` and ``_thread_ids`` would yield, as plain
+    tuples (a ``Stmt`` is built by a Python-level ``__new__``) and without their
+    generator layers: every step runs this."""
+    name = (row.thread_id,)
+    rows = yield (FIND_THREAD, name, "thread")
+    if op.base is not None:
+        if not rows:  # no thread row: the base is gone
+            return _STALE
+        tid = rows[0][0]
+        if not (yield (SELECT_BASE, (tid, row.checkpoint_ns, enc_id(op.base)), "base"))[0]:
+            return _STALE
+    else:
+        if not rows:
+            rows = yield (NEW_THREAD, name, "thread")
+        tid = rows[0][0]
+    yield (SAVE_CP, _cp_params(row, tid), "saved")
+    return _SAVED
+
+
 def _save(op: o.SaveCheckpoint) -> Plan:
+    row = op.row
+    if row is not None and not op.refs and not op.blobs and not op.needs:
+        return (yield from _save_row(op, row))
     ids: dict[str, int] = {}
     if (op.needs or (op.base is not None and op.row is not None)) and (yield from _stale(op, ids)):
         return o.SaveResult(frozenset(), (), stale=True)
@@ -199,10 +228,21 @@ def _blob_rows(blobs: Sequence[o.BlobRow], held: Mapping[bytes, int]) -> list[tu
 
 def _save_writes(op: o.SaveWrites) -> Plan:
     rows = op.rows
-    ids = yield from _thread_ids(
-        (rows[0].thread_id,) if len(rows) == 1 else [r.thread_id for r in rows]
-    )
-    params = [_w_params(w, ids[w.thread_id]) for w in op.rows]
+    if len(rows) == 1:  # a task's writes (every step): as _thread_ids, plain tuples
+        name = (rows[0].thread_id,)
+        found = yield (FIND_THREAD, name, "thread")
+        if not found:
+            found = yield (NEW_THREAD, name, "thread")
+        params = [_w_params(rows[0], found[0][0])]
+        if op.strict and op.expected and op.expected[0] is None:
+            if not (yield (INSERT_WRITE, params[0], "count")):
+                return None  # a row is there (another writer): nothing written
+            if not op.blobs and not op.add_refs:
+                return frozenset()
+            return (yield from _write_blobs(op))
+    else:
+        ids = yield from _thread_ids([r.thread_id for r in rows])
+        params = [_w_params(w, ids[w.thread_id]) for w in rows]
     if op.strict:
         if not (yield from _expected_rows(op, params)):
             return None  # a row differs (another writer): nothing written
@@ -210,6 +250,12 @@ def _save_writes(op: o.SaveWrites) -> Plan:
         yield Stmt(SAVE_WRITE, params, "many")
     if not op.blobs and not op.add_refs:  # the usual task write: nothing to count
         return frozenset()
+    return (yield from _write_blobs(op))
+
+
+def _write_blobs(op: o.SaveWrites) -> Plan:
+    """The written rows' blobs (inserted holding their count) and the
+    references ``add_refs`` adds to blobs that were there; the new hashes."""
     held: Counter[bytes] = Counter()
     if op.add_refs:
         for w in op.rows:

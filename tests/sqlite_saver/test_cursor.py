@@ -1,0 +1,63 @@
+"""The executor's shared cursor (statements without rows, ``PRAGMA data_version``):
+it follows a replaced connection, leaves no statement pending that would hold a
+read snapshot past the COMMIT, and an op without a plan is a typed error."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from threadloom.checkpoint.base import empty_checkpoint
+from threadloom.checkpoint.sqlite import SqliteSaver, queries
+from threadloom.errors import StorageError
+
+
+def _put(saver: SqliteSaver, thread: str) -> None:
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+    saved = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.put_writes(saved, [("a", 1)], "task-1")
+
+
+def test_cursor_follows_a_replaced_connection(tmp_path: os.PathLike) -> None:
+    first, second = str(tmp_path / "a.db"), str(tmp_path / "b.db")
+    with SqliteSaver.from_conn_string(second) as other:
+        other.setup()  # the schema in b.db
+    with SqliteSaver.from_conn_string(first) as saver:
+        _put(saver, "t1")
+        assert saver.executor._cur is not None
+        conn = sqlite3.connect(second, check_same_thread=False, isolation_level=None)
+        try:
+            saver.executor.conn = conn  # what AsyncSqliteSaver.setup does
+            saver.forget_cached()
+            _put(saver, "t2")
+            assert saver.executor._cur.connection is conn
+            got = conn.execute("SELECT thread_id FROM tl_threads").fetchall()
+            assert got == [("t2",)]
+        finally:
+            saver.executor.conn = saver.conn
+            conn.close()
+        names = saver.conn.execute("SELECT thread_id FROM tl_threads").fetchall()
+        assert names == [("t1",)]
+
+
+def test_no_statement_left_pending_after_a_save(tmp_path: os.PathLike) -> None:
+    path = str(tmp_path / "c.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        for i in range(3):
+            _put(saver, f"t{i}")
+        assert not saver.conn.in_transaction
+        probe = sqlite3.connect(path, isolation_level=None)
+        try:
+            # a reader still holding a snapshot would stop a TRUNCATE checkpoint
+            busy, _, _ = probe.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            probe.close()
+        assert busy == 0
+        assert os.path.getsize(path + "-wal") == 0
+
+
+def test_an_op_without_a_plan_is_a_storage_error() -> None:
+    with pytest.raises(StorageError, match="no plan for object"):
+        queries.plan(object())  # type: ignore[arg-type]
