@@ -42,6 +42,7 @@ from threadloom.checkpoint.redis.fields import (
     unpack_values,
     write_args,
 )
+from threadloom.checkpoint.redis.index import live_threads
 from threadloom.checkpoint.redis.keys import KeyLayout
 from threadloom.checkpoint.redis.listing import list_thread
 from threadloom.checkpoint.redis.seenrows import remember, torn
@@ -94,17 +95,20 @@ class RedisPlanner:
             raise NotImplementedError(f"Redis executor has no plan for {type(op).__name__}")
         return handler(op, scope)
 
-    def lua(self, name: str, thread_id: str, *args: Any) -> Call:
-        """A call of the Lua script ``name`` over ``thread_id``'s keys (TTL first)."""
+    def lua(self, name: str, thread_id: str, *args: Any, touch: bool = True) -> Call:
+        """A call of the Lua script ``name`` over ``thread_id``'s keys (TTL first).
+
+        ``touch=False`` sends TTL 0: a script that would re-arm the thread's
+        expiry leaves it alone (a listing across threads keeps none alive)."""
         keys = tuple(self.layout.thread_keys(thread_id))
-        return Call((self.ttl, *args), name, keys)
+        return Call((self.ttl if touch else 0, *args), name, keys)
 
     def key(self, thread_id: str, part: str) -> str:
         return f"{self.layout.tag(thread_id)}:{part}"
 
     def threads(self) -> Plan:
-        (members,) = yield [Call(("SMEMBERS", self.layout.threads()))]
-        return sorted((text(m) for m in members), reverse=True)
+        """Live thread ids, newest first; drops expired ones from the index (index.py)."""
+        return (yield from live_threads(self))
 
     # -- checkpoints -------------------------------------------------------------
 
@@ -128,8 +132,8 @@ class RedisPlanner:
             rows = yield from list_thread(self, op.thread_id, op)
         else:
             rows = []
-            for thread_id in (yield from self.threads()):
-                rows.extend((yield from list_thread(self, thread_id, op)))
+            for thread_id in (yield from self.threads()):  # re-arms no thread's TTL
+                rows.extend((yield from list_thread(self, thread_id, op, touch=False)))
             rows.sort(key=lambda r: (r.checkpoint_id, r.thread_id, r.checkpoint_ns), reverse=True)
             rows = rows if op.limit is None else rows[: op.limit]
         if not scope.write:

@@ -27,15 +27,21 @@ them in KEYS, as Redis Cluster requires).
 The only cross-thread key is ``{prefix}:threads``, a SET of thread ids, used
 by the operator calls that span threads (``list(None)``, ``delete_for_runs``,
 ``stats()``). It lives in its own slot, is updated outside the per-thread
-scripts, and may briefly name a thread that expired or was deleted (readers
-skip and remove such members).
+scripts, and may name a thread that expired or was deleted: those readers
+remove such members first (:mod:`.index`), so the set does not grow with
+every thread that ever expired.
+
+A prefix may not contain ``:``: prefix ``a`` with thread ``b:c`` and prefix
+``a:b`` with thread ``c`` would share the tag ``{a:b:c}`` (thread ids may hold
+any character, so the first ``:`` must end the prefix).
 
 Thread ids are escaped so no caller value can end the hash tag early or make
 two different keys equal (``%``, ``{``, ``}`` become ``%25``, ``%7B``, ``%7D``).
 
 Every write is one Lua script over the thread's eight keys: atomic, one round
 trip, and (with ``ttl``) it re-arms the expiry of all eight keys, as do the
-reads of a checkpoint (refresh on read).
+reads of a checkpoint of that thread (refresh on read); a listing across
+threads reads with ``ttl`` 0, so it keeps no thread alive.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ from __future__ import annotations
 from binascii import crc_hqx
 
 from threadloom.checkpoint.lease.redis import fenced_scripts
+from threadloom.checkpoint.redis.deletes import DELETE, DELETE_REFS, DROP
+from threadloom.checkpoint.redis.index import REAP
 from threadloom.errors import ConfigError
 
 __all__ = [
@@ -84,12 +92,18 @@ class KeyLayout:
 
     Args:
         prefix: namespace for all keys, so several apps (or test runs) can share
-            one Redis database; must not contain ``{`` or ``}``.
+            one Redis database; must not contain ``{``, ``}`` or ``:`` (a ``:``
+            would let ``a`` + thread ``b:c`` and ``a:b`` + thread ``c`` share keys).
     """
 
     def __init__(self, prefix: str = "threadloom") -> None:
-        if not prefix or "{" in prefix or "}" in prefix:
-            raise ConfigError(f"key_prefix must be non-empty without braces, got {prefix!r}")
+        if not isinstance(prefix, str) or not prefix or any(c in prefix for c in "{}:"):
+            raise ConfigError(
+                f"key_prefix must be a non-empty string without '{{', '}}' or ':', got "
+                f"{prefix!r}: a ':' would let prefix 'a' with thread 'b:c' and prefix "
+                "'a:b' with thread 'c' share keys (use '-' or '.'; docs/redis.md, "
+                "'Upgrading', moves keys stored under such a prefix)"
+            )
         self.prefix = prefix
 
     def tag(self, thread_id: str) -> str:
@@ -310,75 +324,20 @@ touch()
 return pre
 """
 
-# ADJUST: ARGV ttl, (hash, delta)*
+# ADJUST: ARGV ttl, (hash, delta)*. Counts only blobs that exist, so BLOB does;
+# an RC this creates takes BLOB's remaining expiry (no re-arm: pruning an idle
+# thread must not keep it alive)
 _ADJUST = """
+local n = 0
 for i = 2, #ARGV, 2 do
     if redis.call('HEXISTS', BLOB, ARGV[i]) == 1 then
         redis.call('HINCRBY', RC, ARGV[i], ARGV[i + 1])
+        n = n + 1
     end
 end
-return 1
-"""
-
-# DROP: ARGV ttl, hash* -> {hash, packed, ...} of the blobs deleted
-_DROP = """
-local out = {}
-for i = 2, #ARGV do
-    local p = redis.call('HGET', BLOB, ARGV[i])
-    if p and (tonumber(redis.call('HGET', RC, ARGV[i])) or 0) <= 0 then
-        redis.call('HDEL', BLOB, ARGV[i])
-        redis.call('HDEL', RC, ARGV[i])
-        out[#out + 1] = ARGV[i]
-        out[#out + 1] = p
-    end
-end
-return out
-"""
-
-# DELETE: ARGV ttl, ns ('' with all='1' = every namespace), all, cid* (none = all of ns)
-# -> {checkpoints deleted, checkpoints left in the thread}
-_DELETE = """
-local ns, every = ARGV[2], ARGV[3] == '1'
-local fields = {}
-if every then
-    local n = redis.call('HLEN', ROW)
-    redis.call('DEL', CK, IDS, ROW, W, WI)  -- also writes of checkpoints never stored
-    return {n, 0}
-elseif #ARGV == 3 then
-    fields = redis.call('ZRANGEBYLEX', CK, '(' .. ns .. '\\0', '(' .. ns .. '\\1')
-else
-    for i = 4, #ARGV do fields[#fields + 1] = ns .. '\\0' .. ARGV[i] end
-end
-local n = 0
-for _, f in ipairs(fields) do
-    local sep = string.find(f, '\\0', 1, true)
-    n = n + redis.call('HDEL', ROW, f)
-    redis.call('ZREM', CK, f)
-    redis.call('ZREM', IDS, string.sub(f, sep + 1) .. '\\0' .. string.sub(f, 1, sep - 1))
-    local idx = redis.call('HGET', WI, f)
-    if idx then
-        for sfx in string.gmatch(idx, '[^\\1]+') do redis.call('HDEL', W, f .. '\\0' .. sfx) end
-        redis.call('HDEL', WI, f)
-    end
-end
-return {n, redis.call('ZCARD', IDS)}
-"""
-
-# DELETE_REFS: ARGV ttl, mode ('thread' | 'ns' | 'keys'), ns, field*
-# 'thread' drops every ref, and the thread's blobs once no row or write is left
-_DELETE_REFS = """
-local mode, ns = ARGV[2], ARGV[3]
-if mode == 'thread' then
-    redis.call('DEL', REF)
-    -- with no checkpoint and no write left, nothing can hold the thread's blobs
-    if redis.call('EXISTS', ROW, W) == 0 then redis.call('DEL', BLOB, RC) end
-elseif mode == 'ns' then
-    local prefix = ns .. '\\0'
-    for _, f in ipairs(redis.call('HKEYS', REF)) do
-        if string.sub(f, 1, #prefix) == prefix then redis.call('HDEL', REF, f) end
-    end
-else
-    for i = 4, #ARGV do redis.call('HDEL', REF, ARGV[i]) end
+if n > 0 and redis.call('PTTL', RC) == -1 then
+    local left = redis.call('PTTL', BLOB)
+    if left > 0 then redis.call('PEXPIRE', RC, left) end
 end
 return 1
 """
@@ -394,9 +353,10 @@ SCRIPTS: dict[str, str] = {
         "ancestors": _ANCESTORS,
         "insert": _INSERT,
         "adjust": _ADJUST,
-        "drop": _DROP,
-        "delete": _DELETE,
-        "delete_refs": _DELETE_REFS,
+        "drop": DROP,
+        "delete": DELETE,
+        "delete_refs": DELETE_REFS,
+        "reap": REAP,
     }.items()
 }
 SCRIPTS.update(fenced_scripts(SCRIPTS))  # lease-checked save/writes: checkpoint/lease/redis.py

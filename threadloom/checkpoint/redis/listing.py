@@ -22,8 +22,13 @@ if TYPE_CHECKING:
 __all__ = ["list_thread"]
 
 
-def list_thread(planner: RedisPlanner, thread_id: str, op: ops.ListCheckpoints) -> Plan:
-    """Newest first within one thread, paging through the index until enough match."""
+def list_thread(
+    planner: RedisPlanner, thread_id: str, op: ops.ListCheckpoints, touch: bool = True
+) -> Plan:
+    """Newest first within one thread, paging through the index until enough match.
+
+    ``touch``: re-arm the thread's TTL (a read of that thread); False for a
+    listing across threads, which must not keep every thread alive."""
     hi, inclusive = _upper_bound(op.before, op.after)
     ns = op.checkpoint_ns
     if ns is not None:
@@ -37,7 +42,7 @@ def list_thread(planner: RedisPlanner, thread_id: str, op: ops.ListCheckpoints) 
     page = op.limit if op.limit is not None and not op.filter else 64
     rows: list[CheckpointRow] = []
     while True:
-        (flat,) = yield [planner.lua("range", thread_id, zset, high, low, page)]
+        (flat,) = yield [planner.lua("range", thread_id, zset, high, low, page, touch=touch)]
         for member, packed in zip(flat[::2], flat[1::2]):
             if not packed:
                 continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from contextvars import ContextVar
@@ -61,6 +62,49 @@ def redis_error(exc: BaseException, target: str) -> StorageError:
     err = StorageError(msg)
     err.__cause__ = exc
     return err
+
+
+_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def split_options(saver_cls: type, client_cls: type, options: dict[str, Any]) -> tuple[dict, dict]:
+    """``from_conn_string``'s keywords as (saver options, redis-py client options).
+
+    Saver options are the keyword parameters of the saver's constructors;
+    anything else must be a keyword of ``client_cls`` (``socket_timeout``,
+    ``retry``, ``client_name``, ...), checked here because redis-py itself
+    only fails on an unknown one at the first command."""
+    ours: set[str] = set()
+    for klass in saver_cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            params = inspect.signature(init).parameters.values()
+            ours.update(p.name for p in params if p.kind is p.KEYWORD_ONLY)
+    ours -= {"self", "client", "options", "_owned"}
+    theirs = set(inspect.signature(client_cls.__init__).parameters) - {"self", "connection_pool"}
+    unknown = sorted(set(options) - ours - theirs)
+    if unknown:
+        raise ConfigError(
+            f"{saver_cls.__name__}.from_conn_string: unknown option(s) {', '.join(unknown)}: "
+            f"neither a saver option ({', '.join(sorted(ours))}) nor a {client_cls.__module__}.Redis keyword"
+        )
+    saver = {k: v for k, v in options.items() if k in ours}
+    return saver, {k: v for k, v in options.items() if k not in ours}
+
+
+def open_client(factory: Any, url: str, options: dict[str, Any]) -> Any:
+    """``factory.from_url(url, **options)`` with a ConfigError for a bad URL
+    (the message shows the scheme only: a URL may carry a password)."""
+    if not isinstance(url, str) or not url.startswith(_SCHEMES):
+        if not isinstance(url, str):
+            got = f"a {type(url).__name__}"
+        else:
+            got = f"scheme {url.partition('://')[0]!r}" if "://" in url else "no scheme"
+        raise ConfigError(f"Redis URL must start with {', '.join(_SCHEMES)}; got {got}")
+    try:
+        return factory.from_url(url, **options)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"bad Redis URL or option for {factory.__module__}: {exc}") from exc
 
 
 def _evalsha_args(call: Call) -> tuple[Any, ...]:
@@ -150,9 +194,18 @@ class RedisSaver(_RedisSaverBase):
     @classmethod
     @contextmanager
     def from_conn_string(cls, url: str, **options: Any) -> Iterator[RedisSaver]:
-        """Open a client for ``url`` (``redis://``, ``rediss://``, ``unix://``), close it on exit."""
-        client = redis.Redis.from_url(url)
-        saver = cls(client, _owned=True, **options)
+        """Open a client for ``url`` (``redis://``, ``rediss://``, ``unix://``), close it on exit.
+
+        ``options``: the saver's own (``key_prefix``, ``ttl``, ``serde``, ...) and
+        any ``redis.Redis`` keyword (``socket_timeout=5``, ``retry=...``), which
+        go to the client; an unknown name or a bad URL raises ``ConfigError``."""
+        mine, theirs = split_options(cls, redis.Redis, options)
+        client = open_client(redis.Redis, url, theirs)
+        try:
+            saver = cls(client, _owned=True, **mine)
+        except BaseException:
+            client.close()
+            raise
         try:
             yield saver
         finally:
@@ -233,9 +286,14 @@ class AsyncRedisSaver(_RedisSaverBase):
     @classmethod
     @asynccontextmanager
     async def from_conn_string(cls, url: str, **options: Any) -> AsyncIterator[AsyncRedisSaver]:
-        """Async twin of :meth:`RedisSaver.from_conn_string`."""
-        client = aredis.Redis.from_url(url)
-        saver = cls(client, _owned=True, **options)
+        """Async twin of :meth:`RedisSaver.from_conn_string` (same options)."""
+        mine, theirs = split_options(cls, aredis.Redis, options)
+        client = open_client(aredis.Redis, url, theirs)
+        try:
+            saver = cls(client, _owned=True, **mine)
+        except BaseException:
+            await client.aclose()
+            raise
         try:
             yield saver
         finally:
