@@ -9,7 +9,15 @@ from typing import Any
 from bench.harness import Config, per_call_median
 from bench.sides import SAVER_KINDS, Side, pg_url
 
-__all__ = ["WARMUP", "invoke", "median_invoke", "saver_matrix", "thread"]
+__all__ = [
+    "WARMUP",
+    "agent_loop",
+    "chain",
+    "invoke",
+    "median_invoke",
+    "saver_matrix",
+    "thread",
+]
 
 WARMUP = 10  # untimed invokes first: imports, caches, table creation
 
@@ -64,3 +72,37 @@ def median_invoke(
             for i in range(WARMUP):
                 one(-1 - i)
             return per_call_median(one, calls), last[0]
+
+
+def chain(side: Side, schema: Any, node: Callable[[Any], Any], n: int) -> Any:
+    """A builder of START -> node_0 -> ... -> node_{n-1} -> END on ``schema``,
+    every node running ``node``: the superstep chain and LangGraph's
+    ``sequential`` shape differ only in state and node."""
+    builder = side.get("StateGraph")(schema)
+    prev = side.get("START")
+    for i in range(n):
+        builder.add_node(f"node_{i}", node)
+        builder.add_edge(prev, f"node_{i}")
+        prev = f"node_{i}"
+    builder.add_edge(prev, side.get("END"))
+    return builder
+
+
+def agent_loop(
+    side: Side,
+    schema: Any,
+    agent: Callable[[Any], Any],
+    tools: Callable[[Any], Any],
+    wants_tool: Callable[[Any], bool],
+) -> Any:
+    """A builder of START -> agent -> (tools -> agent)* -> END: after ``agent``,
+    ``tools`` runs while ``wants_tool(state)``; the conversation workload and
+    LangGraph's ``react_agent`` shape differ only in state, nodes and test."""
+    end = side.get("END")
+    builder = side.get("StateGraph")(schema)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(side.get("START"), "agent")
+    builder.add_conditional_edges("agent", lambda s: "tools" if wants_tool(s) else end)
+    builder.add_edge("tools", "agent")
+    return builder

@@ -28,7 +28,7 @@ from typing import Annotated, Any, TypedDict
 
 from bench.harness import Case, Config, MetricSpec, Outcome, median_seconds, na_reason
 from bench.sides import NotAvailable, Side, pg_url
-from bench.workloads.common import invoke, thread
+from bench.workloads.common import agent_loop, invoke, thread
 
 __all__ = ["cases", "growth_exponent", "stored_bytes"]
 
@@ -78,14 +78,7 @@ def build_agent(side: Side):
     def tools(s: dict[str, Any]) -> dict[str, Any]:
         return {"pending_tool": None, "tool_result": f"lookup result for turn {s['turn']}"}
 
-    end = side.get("END")
-    builder = side.get("StateGraph")(state)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", tools)
-    builder.add_edge(side.get("START"), "agent")
-    builder.add_conditional_edges("agent", lambda s: "tools" if s.get("pending_tool") else end)
-    builder.add_edge("tools", "agent")
-    return builder
+    return agent_loop(side, state, agent, tools, lambda s: bool(s.get("pending_tool")))
 
 
 _OPTIONAL_SAVES = ("put_step", "put_steps")

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Annotated, Any, TypedDict
 
 from bench.sides import Side
+from bench.workloads.common import agent_loop, chain
 
 __all__ = ["fanout_to_subgraph", "react_agent", "sequential", "wide_state"]
 
@@ -23,14 +24,7 @@ def _noop(state: Any) -> None:
 
 def sequential(side: Side, n: int):
     """A chain of ``n`` no-op nodes on MessagesState."""
-    builder = side.get("StateGraph")(side.get("MessagesState"))
-    prev = side.get("START")
-    for i in range(n):
-        builder.add_node(f"node_{i}", _noop)
-        builder.add_edge(prev, f"node_{i}")
-        prev = f"node_{i}"
-    builder.add_edge(prev, side.get("END"))
-    return builder
+    return chain(side, side.get("MessagesState"), _noop, n)
 
 
 def _last_wins(x: Any, y: Any) -> Any:
@@ -200,13 +194,6 @@ def react_agent(side: Side, n_tools: int):
             ]
         }
 
-    end = side.get("END")
-    builder = side.get("StateGraph")(state)
-    builder.add_node("agent", agent)
-    builder.add_node("tools", tools)
-    builder.add_edge(side.get("START"), "agent")
-    builder.add_conditional_edges(
-        "agent", lambda s: "tools" if getattr(s["messages"][-1], "tool_calls", None) else end
+    return agent_loop(
+        side, state, agent, tools, lambda s: bool(getattr(s["messages"][-1], "tool_calls", None))
     )
-    builder.add_edge("tools", "agent")
-    return builder

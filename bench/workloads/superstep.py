@@ -13,7 +13,7 @@ from typing import TypedDict
 from bench import floor
 from bench.harness import Case, Config, MetricSpec, Outcome
 from bench.sides import Side
-from bench.workloads.common import WARMUP, median_invoke, saver_matrix
+from bench.workloads.common import WARMUP, chain, median_invoke, saver_matrix
 
 __all__ = ["NODES", "WARMUP", "build_chain", "cases"]
 
@@ -30,14 +30,7 @@ def _bump(state: ChainState) -> dict[str, int]:
 
 def build_chain(side: Side, n: int = NODES):
     """START -> node_0 -> ... -> node_{n-1} -> END; each node adds 1 to ``count``."""
-    builder = side.get("StateGraph")(ChainState)
-    prev = side.get("START")
-    for i in range(n):
-        builder.add_node(f"node_{i}", _bump)
-        builder.add_edge(prev, f"node_{i}")
-        prev = f"node_{i}"
-    builder.add_edge(prev, side.get("END"))
-    return builder
+    return chain(side, ChainState, _bump, n)
 
 
 def _run(kind: str, durability: str):
