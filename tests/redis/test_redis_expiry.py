@@ -204,3 +204,41 @@ async def test_from_conn_string_typed_errors(url, options, match) -> None:
     with pytest.raises(ConfigError, match=match):
         async with AsyncRedisSaver.from_conn_string(url, **options):
             pass
+
+
+# -- upgrading a store written under a prefix with ':' ------------------------------------
+
+
+def old_saver(client: redis.Redis, prefix: str, ttl: int | None) -> RedisSaver:
+    """A saver writing as versions before the ':' check did (same layout, any prefix)."""
+    saver = RedisSaver(client, ttl=ttl)
+    layout = KeyLayout.__new__(KeyLayout)
+    layout.prefix = prefix
+    saver.layout = saver.planner.layout = layout
+    return saver
+
+
+def test_move_prefix_makes_an_old_store_readable(redis_client, key_prefix) -> None:
+    from threadloom.checkpoint.redis.upgrade import move_prefix
+
+    old, new = f"{key_prefix}:tenant", f"{key_prefix}-tenant"
+    writer = old_saver(redis_client, old, ttl=600)
+    configs = put_steps(writer, "user:1", 3)
+    put_steps(writer, "t2", 1)
+    before = [t.checkpoint for t in writer.list(cfg("user:1"))]
+    with pytest.raises(ConfigError):
+        RedisSaver(redis_client, key_prefix=old)
+    with pytest.raises(ConfigError, match="prefix"):
+        move_prefix(redis_client, old, f"{key_prefix}:bad")
+    moved = move_prefix(redis_client, old, new)
+    assert moved == 8 + 8 + 1  # two threads and the index
+    assert not [k for p in writer.layout.patterns() for k in redis_client.scan_iter(match=p)]
+    saver = RedisSaver(redis_client, key_prefix=new, ttl=600)
+    assert saver.get_tuple(cfg("user:1")).config == configs[-1]
+    assert [t.checkpoint for t in saver.list(cfg("user:1"))] == before
+    assert {t.config["configurable"]["thread_id"] for t in saver.list(None)} == {"user:1", "t2"}
+    assert all(0 < t <= 600 for t in ttls(redis_client, saver, "t2").values())
+    with pytest.raises(ConfigError, match="exist already"):
+        move_prefix(redis_client, old, new)
+    for t in ("user:1", "t2"):
+        saver.delete_thread(t)
