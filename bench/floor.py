@@ -93,7 +93,7 @@ def _pg_floor(n: int) -> float:
 
 def _run(kind: str) -> Callable[[Side, Config], Outcome]:
     def fn(side: Side, cfg: Config) -> Outcome:
-        n = cfg.share(400, 30)
+        n = cfg.share(600, 30)
         if kind == "postgres":
             return Outcome({FLOOR_METRIC: _pg_floor(n)})
         with tempfile.TemporaryDirectory(dir=cfg.workdir) as tmp:
