@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from tests.redis.test_redis_saver import cfg, put_steps
-from threadloom.checkpoint.base import empty_checkpoint
+from threadloom.checkpoint.base import PruneReport, empty_checkpoint
 from threadloom.checkpoint.redis import AsyncRedisSaver, RedisSaver
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner
 from threadloom.checkpoint.redis.index import live_threads
@@ -242,3 +242,65 @@ def test_move_prefix_makes_an_old_store_readable(redis_client, key_prefix) -> No
         move_prefix(redis_client, old, new)
     for t in ("user:1", "t2"):
         saver.delete_thread(t)
+
+
+# -- 6. set_thread_ttl / sweep_expired ------------------------------------------------------
+
+
+def test_set_thread_ttl_wins_over_ttl_and_is_kept_by_later_writes(saver, redis_client) -> None:
+    put_steps(saver, "short", 2)
+    put_one(saver, "other")
+    saver.set_thread_ttl("short", 20)
+    assert all(0 < t <= 20 for t in ttls(redis_client, saver, "short").values())
+    put_steps(saver, "short", 1)  # new keys and re-armed ones: the thread's own TTL
+    assert saver.get_tuple(cfg("short")) is not None
+    assert all(0 < t <= 20 for t in ttls(redis_client, saver, "short").values())
+    assert all(t > 200 for t in ttls(redis_client, saver, "other").values())
+    for k in saver.layout.thread_keys("short"):
+        redis_client.expire(k, 5)
+    assert len(list(saver.list(None))) == 4  # a listing across threads re-arms nothing
+    assert all(0 < t <= 5 for t in ttls(redis_client, saver, "short").values())
+    saver.set_thread_ttl("short", None)  # never
+    put_steps(saver, "short", 1)
+    left = ttls(redis_client, saver, "short")
+    assert len(left) == 8 and set(left.values()) == {-1}
+    saver.delete_thread("short")  # the setting goes with the thread
+    assert ttls(redis_client, saver, "short") == {}
+    put_one(saver, "short")
+    assert all(t > 200 for t in ttls(redis_client, saver, "short").values())
+
+
+def test_set_thread_ttl_without_saver_ttl(redis_client, key_prefix) -> None:
+    saver = RedisSaver(redis_client, key_prefix=key_prefix)
+    saver.set_thread_ttl("b", 30)
+    put_steps(saver, "a", 1)
+    put_steps(saver, "b", 1)
+    assert set(ttls(redis_client, saver, "a").values()) == {-1}
+    assert all(0 < t <= 30 for t in ttls(redis_client, saver, "b").values())
+    for bad in (0, -1, True, "60"):
+        with pytest.raises(ConfigError, match="seconds"):
+            saver.set_thread_ttl("b", bad)
+    with pytest.raises(ConfigError, match="thread id"):
+        saver.set_thread_ttl("", 5)
+    saver.delete_thread("a")
+    saver.delete_thread("b")
+
+
+def test_sweep_expired_drops_expired_ids_from_the_index(saver, redis_client) -> None:
+    put_one(saver, "gone")
+    put_one(saver, "kept")
+    expire_now(redis_client, saver, "gone")
+    assert saver.sweep_expired() == PruneReport()
+    assert redis_client.smembers(saver.layout.threads()) == {b"kept"}
+
+
+async def test_async_set_thread_ttl_and_sweep(redis_url, redis_client, key_prefix) -> None:
+    async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        await saver.aput(cfg("t"), empty_checkpoint(), {"step": 0}, {})
+        await saver.aput(cfg("gone"), empty_checkpoint(), {"step": 0}, {})
+        await saver.aset_thread_ttl("t", 40)
+        assert all(0 < t <= 40 for t in ttls(redis_client, saver, "t").values())
+        expire_now(redis_client, saver, "gone")
+        assert await saver.asweep_expired() == PruneReport()
+        assert redis_client.smembers(saver.layout.threads()) == {b"t"}
+        await saver.adelete_thread("t")

@@ -51,7 +51,9 @@ for _, f in ipairs(fields) do
         redis.call('HDEL', WI, f)
     end
 end
-return {n, redis.call('ZCARD', IDS)}
+local left = redis.call('ZCARD', IDS)
+if left == 0 then redis.call('HDEL', WI, OWN_TTL) end  -- set_thread_ttl goes with the thread
+return {n, left}
 """
 
 # DELETE_REFS: ARGV ttl, mode ('thread' | 'ns' | 'keys'), ns, field*

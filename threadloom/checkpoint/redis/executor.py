@@ -98,10 +98,10 @@ class RedisPlanner:
     def lua(self, name: str, thread_id: str, *args: Any, touch: bool = True) -> Call:
         """A call of the Lua script ``name`` over ``thread_id``'s keys (TTL first).
 
-        ``touch=False`` sends TTL 0: a script that would re-arm the thread's
+        ``touch=False`` sends TTL -1: a script that would re-arm the thread's
         expiry leaves it alone (a listing across threads keeps none alive)."""
         keys = tuple(self.layout.thread_keys(thread_id))
-        return Call((self.ttl if touch else 0, *args), name, keys)
+        return Call((self.ttl if touch else -1, *args), name, keys)
 
     def key(self, thread_id: str, part: str) -> str:
         return f"{self.layout.tag(thread_id)}:{part}"

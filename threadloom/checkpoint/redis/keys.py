@@ -18,7 +18,8 @@ Layout (``T`` = ``{prefix:thread}``; ``\\0`` separates parts of a member or fiel
     T:blob  HASH   content hash -> packed blob (tag, data, children)
     T:rc    HASH   content hash -> references held (refs + manifests)
     T:w     HASH   "ns\\0checkpoint_id\\0task_id" -> packed pending writes of one task
-    T:wi    HASH   "ns\\0checkpoint_id" -> its task ids joined by "\\1"
+    T:wi    HASH   "ns\\0checkpoint_id" -> its task ids joined by "\\1";
+                   "\\0ttl" -> the thread's own TTL (set_thread_ttl), if any
 
 Eight keys per thread, whatever its length: a TTL refresh, a delete or a
 copy touches a fixed, declared set of keys (every Lua script names all of
@@ -127,7 +128,9 @@ class KeyLayout:
 
 # -- Lua scripts ----------------------------------------------------------------
 # KEYS = KeyLayout.thread_keys(thread) (8 keys, declared); ARGV[1] = ttl seconds
-# (0 = none). Hashes are 16 raw bytes; "packed" values are opaque msgpack.
+# (0 = none, -1 = re-arm nothing: a read across threads). Hashes are 16 raw
+# bytes; "packed" values are opaque msgpack. WI's field OWN_TTL holds a thread's
+# own TTL (set_thread_ttl: seconds, -1 = never), which wins over ARGV[1].
 
 _PRELUDE = """
 local CK, IDS, ROW, REF, BLOB, RC, W, WI = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
@@ -137,8 +140,12 @@ local function nxt()
     pos = pos + 1
     return ARGV[pos]
 end
+local OWN_TTL = '\\0ttl'
 local function touch()
     local ttl = tonumber(ARGV[1])
+    if ttl < 0 then return end
+    local own = redis.call('HGET', WI, OWN_TTL)
+    if own then ttl = tonumber(own) end
     if ttl > 0 then
         for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
     end
@@ -324,6 +331,16 @@ touch()
 return pre
 """
 
+# SET_TTL: ARGV ttl, own seconds (-1 = never): set_thread_ttl, from now on
+_SET_TTL = """
+local own = tonumber(ARGV[2])
+redis.call('HSET', WI, OWN_TTL, own)
+for i = 1, 8 do
+    if own > 0 then redis.call('EXPIRE', KEYS[i], own) else redis.call('PERSIST', KEYS[i]) end
+end
+return 1
+"""
+
 # ADJUST: ARGV ttl, (hash, delta)*. Counts only blobs that exist, so BLOB does;
 # an RC this creates takes BLOB's remaining expiry (no re-arm: pruning an idle
 # thread must not keep it alive)
@@ -357,6 +374,7 @@ SCRIPTS: dict[str, str] = {
         "delete": DELETE,
         "delete_refs": DELETE_REFS,
         "reap": REAP,
+        "set_ttl": _SET_TTL,
     }.items()
 }
 SCRIPTS.update(fenced_scripts(SCRIPTS))  # lease-checked save/writes: checkpoint/lease/redis.py

@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError, RedisError
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
+from threadloom.checkpoint.redis.threadttl import AsyncThreadTTL, SyncThreadTTL
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import in_thread, run_sync
 from threadloom.checkpoint.storage.core import StorageSaver
@@ -145,7 +146,8 @@ class _RedisSaverBase(StorageSaver):
         key_prefix: every key starts with ``{key_prefix:``; separate prefixes
             isolate apps, tenants or test runs in one database.
         ttl: seconds a thread lives after its last write or read (None = forever).
-            Every write and every checkpoint read re-arms it on all the thread's keys.
+            Every write and every checkpoint read re-arms it on all the thread's keys;
+            ``set_thread_ttl`` gives one thread its own.
         serde, delta, compact_every, cache_bytes: see
             :class:`~threadloom.checkpoint.storage.core.StorageSaver`.
     """
@@ -188,7 +190,7 @@ class _RedisSaverBase(StorageSaver):
         return scope if scope is not None else Scope()
 
 
-class RedisSaver(_RedisSaverBase):
+class RedisSaver(SyncThreadTTL, _RedisSaverBase):
     """Checkpoints in Redis (sync client). See :class:`_RedisSaverBase` for options."""
 
     @classmethod
@@ -280,7 +282,7 @@ class RedisSaver(_RedisSaverBase):
             yield item
 
 
-class AsyncRedisSaver(_RedisSaverBase):
+class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
     """Checkpoints in Redis from asyncio code (``redis.asyncio.Redis`` client)."""
 
     @classmethod

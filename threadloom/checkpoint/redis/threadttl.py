@@ -1,0 +1,101 @@
+"""``set_thread_ttl`` / ``sweep_expired`` on Redis, as on the other savers.
+
+A thread's own TTL is stored with the thread (field ``\\0ttl`` of its ``wi``
+hash, see :mod:`.keys`), so it lives and dies with the thread's keys and
+every script that re-arms the thread's expiry uses it instead of the saver's
+``ttl=`` (-1: never). Setting it re-arms (or, for ``None``, removes) the
+expiry of the thread's keys at once. Redis expires keys by itself, so
+``sweep_expired`` has nothing to erase: it only drops expired thread ids from
+the cross-thread index (:mod:`.index`) and returns an empty report.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from threadloom.checkpoint.base import PruneReport
+from threadloom.checkpoint.redis.index import live_threads
+from threadloom.checkpoint.storage.bridge import in_thread
+from threadloom.errors import ConfigError
+
+if TYPE_CHECKING:
+    from threadloom.checkpoint.redis.executor import Plan
+
+__all__ = ["AsyncThreadTTL", "SyncThreadTTL"]
+
+
+def _own_ttl(thread_id: Any, seconds: Any) -> tuple[str, int]:
+    if thread_id is None or thread_id == "":
+        raise ConfigError("set_thread_ttl needs a thread id, got an empty one")
+    if seconds is None:
+        return str(thread_id), -1
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ConfigError(
+            f"set_thread_ttl({thread_id!r}): seconds must be a positive number or None, "
+            f"got {seconds!r}"
+        )
+    return str(thread_id), max(1, math.ceil(seconds))  # EXPIRE takes whole seconds
+
+
+class SyncThreadTTL:
+    """For :class:`~.saver.RedisSaver` (its ``_send`` is synchronous)."""
+
+    planner: Any
+    _send: Any  # the saver's: one round trip for a batch of calls
+
+    def _drive(self, plan: Plan) -> Any:
+        results: Any = None
+        while True:
+            try:
+                batch = plan.send(results)
+            except StopIteration as stop:
+                return stop.value
+            results = self._send(batch)
+
+    def set_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        """This thread expires ``seconds`` after its last write or read (None: never),
+        counted from now, whatever the saver's ``ttl``; kept by later writes."""
+        thread, own = _own_ttl(thread_id, seconds)
+        self._send([self.planner.lua("set_ttl", thread, own)])
+
+    async def aset_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        await in_thread(self.set_thread_ttl, thread_id, seconds)
+
+    def sweep_expired(self, now: float | None = None) -> PruneReport:
+        """Redis erased expired threads itself; drop their ids from the thread index.
+        ``now`` is accepted for symmetry and unused (Redis' own clock decides)."""
+        self._drive(live_threads(self.planner))
+        return PruneReport()
+
+    async def asweep_expired(self, now: float | None = None) -> PruneReport:
+        return await in_thread(self.sweep_expired, now)
+
+
+class AsyncThreadTTL:
+    """For :class:`~.saver.AsyncRedisSaver` (its ``_send`` is a coroutine)."""
+
+    planner: Any
+    _send: Any  # the saver's (a coroutine function)
+    _sync: Any  # the saver's: runs a coroutine on its loop from another thread
+
+    async def aset_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        """Async twin of :meth:`SyncThreadTTL.set_thread_ttl`."""
+        thread, own = _own_ttl(thread_id, seconds)
+        await self._send([self.planner.lua("set_ttl", thread, own)])
+
+    def set_thread_ttl(self, thread_id: str, seconds: float | None) -> None:
+        self._sync(self.aset_thread_ttl(thread_id, seconds))
+
+    async def asweep_expired(self, now: float | None = None) -> PruneReport:
+        """Async twin of :meth:`SyncThreadTTL.sweep_expired`."""
+        plan, results = live_threads(self.planner), None
+        while True:
+            try:
+                batch = plan.send(results)
+            except StopIteration:
+                return PruneReport()
+            results = await self._send(batch)
+
+    def sweep_expired(self, now: float | None = None) -> PruneReport:
+        return self._sync(self.asweep_expired(now))
