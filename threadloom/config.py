@@ -1,12 +1,20 @@
-"""Access to the running task's config and stream writer from inside a node."""
+"""Access to the running task's config, store and stream writer from inside a node."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from threadloom.pregel.context import current_task
+from threadloom.pregel.context import TaskScope, current_task
 
+# get_store is importable but not yet in __all__: tests/runtime/test_exports.py pins the list
 __all__ = ["get_config", "get_stream_writer"]
+
+
+def _scope(what: str) -> TaskScope:
+    scope = current_task()
+    if scope is None:
+        raise RuntimeError(f"Called {what} outside of a runnable context")
+    return scope
 
 
 def get_config() -> dict[str, Any]:
@@ -15,10 +23,19 @@ def get_config() -> dict[str, Any]:
     Raises:
         RuntimeError: called outside a running node.
     """
-    scope = current_task()
-    if scope is None:
-        raise RuntimeError("Called get_config outside of a runnable context")
-    return scope.config()
+    return _scope("get_config").config()
+
+
+def get_store() -> Any:
+    """The store given to ``compile(store=...)`` (None when the graph has none).
+
+    A subgraph sees its parent's store. Any object with LangGraph's ``BaseStore``
+    API works; threadloom ships no store of its own.
+
+    Raises:
+        RuntimeError: called outside a running node.
+    """
+    return _scope("get_store").store
 
 
 def _noop(_: Any) -> None:
@@ -26,8 +43,11 @@ def _noop(_: Any) -> None:
 
 
 def get_stream_writer() -> Any:
-    """A callable that emits ``custom`` stream events (a no-op when nobody streams them)."""
-    scope = current_task()
-    if scope is None or scope.custom is None:
-        return _noop
-    return scope.custom
+    """A callable that emits ``custom`` stream events (a no-op when nobody streams them).
+
+    Raises:
+        RuntimeError: called outside a running node (as LangGraph: there is no run to
+            stream to, so a silent no-op would hide the mistake).
+    """
+    scope = _scope("get_stream_writer")
+    return scope.custom if scope.custom is not None else _noop

@@ -37,6 +37,7 @@ class RunOptions:
     custom: Any
     child_sink: StreamSink | None
     replay: Any = None
+    store: Any = None  # compile(store=...): nodes read it as runtime.store / get_store()
     cache_writes: list[Any] = field(default_factory=list)
 
 
@@ -152,6 +153,10 @@ def prepare(
         custom=_custom_writer(modes, put, parent),
         child_sink=own_sink if kw.get("subgraphs") else parent_sink,
         replay=parent.replay if parent is not None else None,
+        # a subgraph uses its parent's store (as LangGraph), its own only when the parent has none
+        store=parent.store
+        if parent is not None and parent.store is not None
+        else getattr(graph, "store", None),
     )
     if opts.replay is not None and not run.checkpoint_id:
         # loading from before the replay point: the child decides resume/new input itself
@@ -173,6 +178,7 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
         stream=o.child_sink,
         custom=o.custom,
         cache=o.cache,
+        store=o.store,
         channels=loop.channels,
         replay=loop.replay,
     )
