@@ -8,21 +8,28 @@ expired thread erases what is left of it first, so old history never returns.
 
 The clock lives in one small row per thread (see :mod:`.ttl`). The hot path
 stays cheap: the saver caches each thread's deadline and touches its row at
-most once per ``ttl_touch_every`` seconds (a thread may therefore expire up to
-that much before ``ttl`` after its very last access).
+most once per ``ttl_touch_every`` seconds and per 1/100 of the thread's own TTL
+(a thread may therefore expire up to that much before its TTL after its very
+last access; the second bound keeps a short ``set_thread_ttl`` thread alive
+while it is in use). The clock row belongs to the thread: ``delete_thread`` and
+``prune(strategy="delete")`` drop it, and ``copy_thread`` reads it (an expired
+source copies nothing).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.storage import ttl as t
+from threadloom.checkpoint.storage.retention import guard_flow
 from threadloom.errors import ConfigError
 
 __all__ = ["ThreadTTL"]
+
+Flow = Generator[Any, Any, Any]
 
 _CACHE_MAX = 100_000
 
@@ -49,7 +56,9 @@ class ThreadTTL:
             forever). With None, only threads given their own TTL through
             :meth:`set_thread_ttl` on this saver expire.
         ttl_touch_every: how often (seconds) a thread's clock row is refreshed
-            at most (default ``min(60, ttl / 100)``).
+            at most (default ``min(60, ttl / 100)``; must be below ``ttl``). A
+            thread is also refreshed once per 1/100 of its own TTL, whatever
+            :meth:`set_thread_ttl` gave it.
         clock: ``() -> seconds`` (default ``time.time``); injectable for tests.
     """
 
@@ -66,6 +75,11 @@ class ThreadTTL:
         every = _seconds(ttl_touch_every, "ttl_touch_every")
         if every is None:
             every = min(60.0, self.ttl / 100) if self.ttl is not None else 60.0
+        elif self.ttl is not None and every >= self.ttl:
+            raise ConfigError(
+                f"ttl_touch_every ({every:g} s) must be below ttl ({self.ttl:g} s): a thread"
+                " in use would expire between two refreshes of its clock"
+            )
         self.ttl_touch_every = every
         self.clock = clock or time.time
         self._ttl_on = self.ttl is not None
@@ -74,8 +88,16 @@ class ThreadTTL:
     # -- the clock --------------------------------------------------------------
 
     def _fresh(self, thread_id: str, now: float) -> bool:
+        """Whether the cached deadline may stand in for the clock row. The row is
+        refreshed once per ``ttl_touch_every`` and once per 1/100 of the thread's
+        own TTL (``deadline - synced``): a thread given a TTL shorter than
+        ``ttl_touch_every`` by :meth:`set_thread_ttl` must not expire in use."""
         entry = self._deadlines.get(thread_id)
-        return entry is not None and now < entry[0] and now - entry[1] < self.ttl_touch_every
+        if entry is None:
+            return False
+        until, synced = entry
+        age = now - synced
+        return now < until and age < self.ttl_touch_every and age * 100 < until - synced
 
     def _remember(self, thread_id: str, now: float, until: float | None) -> bool:
         if until is None:
@@ -215,6 +237,64 @@ class ThreadTTL:
             for thread_id in _step_threads(steps):
                 await self._aalive(thread_id, write=True)
         return await super().aput_steps(steps)  # type: ignore[misc]
+
+    # -- retention: the clock row lives and dies with the thread ----------------
+    # (StorageSaver builds these flows for the sync and async methods and for
+    # FencedSaver, so each override covers all three)
+
+    def _delete_thread_flow(self, thread_id: str, force: bool = False) -> Flow:
+        flow = super()._delete_thread_flow(thread_id, force)  # type: ignore[misc]
+        return self._dropping_clocks(flow, [str(thread_id)])
+
+    def _prune_flow(
+        self,
+        thread_ids: Sequence[str],
+        strategy: str,
+        keep_last: int | None,
+        before: str | None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> Flow:
+        args = (thread_ids, strategy, keep_last, before, dry_run, force)
+        flow = super()._prune_flow(*args)  # type: ignore[misc]
+        if strategy != "delete" or dry_run:
+            return flow
+        ids = [thread_ids] if isinstance(thread_ids, str) else thread_ids
+        return self._dropping_clocks(flow, [str(tid) for tid in ids])
+
+    def _dropping_clocks(self, flow: Flow, thread_ids: list[str]) -> Flow:
+        """``flow`` (which erases the threads), then their clock rows: a new thread
+        reusing the id must start with no clock and no ``set_thread_ttl`` override
+        of the erased one (a left "never expires" would be inherited)."""
+        result = yield from flow
+        for thread_id in dict.fromkeys(thread_ids):
+            yield t.DropClock(thread_id)
+            self._deadlines.pop(thread_id, None)
+        return result
+
+    def _copy_thread_flow(self, source: str, target: str, force: bool = False) -> Flow:
+        if not self._ttl_on:  # no clock is checked on this saver (as for reads)
+            return super()._copy_thread_flow(source, target, force)  # type: ignore[misc]
+        return self._copy_live_flow(str(source), str(target), force)
+
+    def _copy_live_flow(self, source: str, target: str, force: bool) -> Flow:
+        """``copy_thread`` under TTL. An expired source (not yet swept) reads as
+        gone, so it copies nothing, as a source without checkpoints would: its
+        old history must not come back under another id. Its clock is read, not
+        touched (copying is not a use of the source). Copying writes the target:
+        like any write it restarts the target's clock, erasing first what is
+        left of an expired target."""
+        if source == target:  # the plain flow raises its ConfigError
+            return (yield from super()._copy_thread_flow(source, target, force))  # type: ignore[misc]
+        yield from guard_flow("copy_thread (target)", [target], force)
+        now = self.clock()
+        peek = self._peek(source, now)
+        if peek is not None and (yield from peek) is None:
+            return None
+        self._deadlines.pop(target, None)
+        yield from self._clock_flow(target, now, True)
+        # guarded above, in the same transaction
+        return (yield from super()._copy_thread_flow(source, target, True))  # type: ignore[misc]
 
     # -- operator API -----------------------------------------------------------
 
