@@ -21,7 +21,7 @@ from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
 from threadloom.graph.branch import BranchWriter, fresh_reader, injected_params
 from threadloom.graph.draw import DrawableGraph, graph_of
-from threadloom.graph.runtime import CONTEXT_KEY, with_runtime
+from threadloom.graph.runtime import CONTEXT_KEY, coerce_context, with_runtime
 from threadloom.graph.schema import (
     ROOT,
     channels_for,
@@ -50,11 +50,20 @@ class CompiledStateGraph(Pregel):
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """As :meth:`Pregel.stream`; ``context=`` is handed to nodes as ``runtime.context``."""
-        return super().stream(input, _with_context(config, kwargs), **kwargs)
+        return super().stream(input, self._with_context(config, kwargs), **kwargs)
 
     def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`stream`."""
-        return super().astream(input, _with_context(config, kwargs), **kwargs)
+        return super().astream(input, self._with_context(config, kwargs), **kwargs)
+
+    def _with_context(self, config: Any, kwargs: dict[str, Any]) -> Any:
+        """Carry ``context=`` in the config, as an instance of ``context_schema``."""
+        context = coerce_context(self.builder.context_schema, kwargs.pop("context", None))
+        if context is None:
+            return config
+        config = dict(config or {})
+        config["configurable"] = {**(config.get("configurable") or {}), CONTEXT_KEY: context}
+        return config
 
     def get_graph(self, config: Any = None, *, xray: bool | int = False) -> DrawableGraph:
         """Nodes and edges as declared (``.draw_mermaid()`` renders them).
@@ -153,15 +162,6 @@ class CompiledStateGraph(Pregel):
 def _start_input(values: dict[str, Any]) -> Any:
     """The START node's output: the graph input (the state it also read is for branches)."""
     return values.get(START)
-
-
-def _with_context(config: Any, kwargs: dict[str, Any]) -> Any:
-    context = kwargs.pop("context", None)
-    if context is None:
-        return config
-    config = dict(config or {})
-    config["configurable"] = {**(config.get("configurable") or {}), CONTEXT_KEY: context}
-    return config
 
 
 def _bound(action: Any) -> Any:

@@ -7,12 +7,15 @@ it is never stored in checkpoints.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["CONTEXT_KEY", "Runtime", "current_runtime", "with_runtime"]
+from threadloom.errors import ConfigError
+
+__all__ = ["CONTEXT_KEY", "Runtime", "coerce_context", "current_runtime", "with_runtime"]
 
 CONTEXT_KEY = "__threadloom_context"
 """Key in ``config["configurable"]`` that carries the run's context object."""
@@ -28,6 +31,31 @@ class Runtime(Generic[C]):
     store: Any = None
     stream_writer: Callable[[Any], None] = lambda _chunk: None
     previous: Any = None
+
+
+def coerce_context(schema: Any, context: Any) -> Any:
+    """``context={"user": "d"}`` -> ``Ctx(user="d")`` when ``context_schema`` is a class.
+
+    As LangGraph: a dict becomes the dataclass or pydantic model it describes, so
+    nodes read ``runtime.context.user`` whichever form the caller passed; anything
+    else (an instance, a dict for a TypedDict schema, no schema) passes unchanged.
+
+    Raises:
+        ConfigError: the dict does not fit the schema (missing/unknown/invalid field).
+    """
+    if context is None or schema is None or not isinstance(context, dict):
+        return context
+    is_class = isinstance(schema, type) and (
+        dataclasses.is_dataclass(schema) or hasattr(schema, "model_fields")
+    )
+    if not is_class:
+        return context
+    try:
+        return schema(**context)
+    except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        raise ConfigError(
+            f"context {context!r} does not fit context_schema {schema.__qualname__}: {exc}"
+        ) from exc
 
 
 def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
