@@ -83,21 +83,15 @@ class ThreadTTL:
         self.ttl_touch_every = every
         self.clock = clock or time.time
         self._ttl_on = self.ttl is not None
-        self._deadlines: dict[str, tuple[float, float]] = {}  # thread -> (deadline, synced)
+        self._deadlines: dict[str, tuple[float, float]] = {}  # thread -> (deadline, refresh at)
 
     # -- the clock --------------------------------------------------------------
 
     def _fresh(self, thread_id: str, now: float) -> bool:
-        """Whether the cached deadline may stand in for the clock row. The row is
-        refreshed once per ``ttl_touch_every`` and once per 1/100 of the thread's
-        own TTL (``deadline - synced``): a thread given a TTL shorter than
-        ``ttl_touch_every`` by :meth:`set_thread_ttl` must not expire in use."""
+        """Whether the cached deadline may stand in for the clock row (until the
+        entry's refresh time, see :meth:`_remember`)."""
         entry = self._deadlines.get(thread_id)
-        if entry is None:
-            return False
-        until, synced = entry
-        age = now - synced
-        return now < until and age < self.ttl_touch_every and age * 100 < until - synced
+        return entry is not None and now < entry[1]
 
     def _remember(self, thread_id: str, now: float, until: float | None) -> bool:
         if until is None:
@@ -107,7 +101,10 @@ class ThreadTTL:
             return True
         if len(self._deadlines) >= _CACHE_MAX:
             self._deadlines.clear()
-        self._deadlines[thread_id] = (until, now)
+        # refresh once per ttl_touch_every and once per 1/100 of the thread's own
+        # TTL (until - now): a thread given a TTL shorter than ttl_touch_every by
+        # set_thread_ttl must not expire while in use. Always <= until.
+        self._deadlines[thread_id] = (until, now + min(self.ttl_touch_every, (until - now) / 100))
         return True
 
     def _clock_flow(self, thread_id: str, now: float, write: bool) -> Any:
