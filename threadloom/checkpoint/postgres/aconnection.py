@@ -27,6 +27,7 @@ from threadloom.checkpoint.postgres.connection import (
 )
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.postgres.pool import connect_kwargs
+from threadloom.checkpoint.postgres.settle import settle
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
@@ -62,6 +63,9 @@ class AsyncPgConnector(ConnectorBase):
             stack = AsyncExitStack()
             try:
                 conn = await stack.enter_async_context(self._connection())
+                stack.push_async_callback(
+                    self._asettle, conn, tx, conn._pipeline
+                )  # before it is given back
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
@@ -69,6 +73,7 @@ class AsyncPgConnector(ConnectorBase):
                     stack.push_async_callback(arollback_if_open, conn)
                 if pipelined:
                     await stack.enter_async_context(conn.pipeline())
+                    tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
                     if tx.snapshot:
@@ -87,6 +92,10 @@ class AsyncPgConnector(ConnectorBase):
                 tx.stack = stack
                 await self._discard(tx, exc)
                 raise
+
+    async def _asettle(self, conn: AsyncConnection, tx: Tx, before: Any) -> None:
+        if settle(conn, tx, before):
+            await conn.close()
 
     async def _discard(self, tx: Tx, exc: BaseException) -> None:
         conn, stack = tx.conn, tx.stack

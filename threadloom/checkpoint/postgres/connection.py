@@ -51,6 +51,7 @@ from threadloom.checkpoint.postgres.health import (
 )
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.postgres.pool import connect_kwargs
+from threadloom.checkpoint.postgres.settle import settle
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 from threadloom.errors import StorageError
@@ -288,6 +289,7 @@ class PgConnector(ConnectorBase):
             stack = ExitStack()
             try:
                 conn = stack.enter_context(self._connection())
+                stack.callback(self._settle, conn, tx, conn._pipeline)  # before it is given back
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
@@ -295,6 +297,7 @@ class PgConnector(ConnectorBase):
                     stack.callback(rollback_if_open, conn)
                 if pipelined:
                     stack.enter_context(conn.pipeline())
+                    tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     stack.enter_context(conn.transaction())
                     if tx.snapshot:
@@ -313,6 +316,10 @@ class PgConnector(ConnectorBase):
                 tx.stack = stack
                 self._discard(tx, exc)
                 raise
+
+    def _settle(self, conn: Connection, tx: Tx, before: Any) -> None:
+        if settle(conn, tx, before):
+            conn.close()
 
     def _discard(self, tx: Tx, exc: BaseException) -> None:
         """Leave a failed transaction; a dead connection we own is closed."""

@@ -47,3 +47,4 @@ class Tx:
     generic: bool = False  # generic plans asked for (see generic.py)
     seen: Any = None  # checkpoint rows a torn-prone read found (seenrows.py)
     absorbed: Any = None  # counts a put_writes insert already added (optimistic.py)
+    pipeline: Any = None  # the pipeline this transaction entered (ConnectorBase.settle)
