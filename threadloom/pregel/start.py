@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from threadloom.constants import INPUT, INTERRUPT, NULL_TASK_ID, RESUME
-from threadloom.errors import CheckpointerRequiredError, EmptyInputError, UnknownInterruptError
+from threadloom.constants import END, INPUT, INTERRUPT, NULL_TASK_ID, RESUME, START
+from threadloom.errors import (
+    CheckpointerRequiredError,
+    EmptyInputError,
+    InvalidUpdateError,
+    UnknownInterruptError,
+)
 from threadloom.pregel.io import map_command, map_input
 from threadloom.pregel.replay import ReplayState
 from threadloom.pregel.task import PregelTaskWrites
@@ -138,6 +143,41 @@ def _replay_point(loop: Any) -> str:
     return loop.checkpoint["id"]
 
 
+def _is_fresh_command(loop: Any, inp: Any, mode: StartMode) -> bool:
+    """A ``Command`` without ``resume`` as the first input of a root run on a new thread."""
+    return (
+        isinstance(inp, Command)
+        and inp.resume is None
+        and not mode.resuming
+        and not loop.is_nested
+        and not loop.checkpoint["channel_versions"]
+    )
+
+
+def _start_fresh_command(loop: Any, cmd: Command) -> None:
+    """A new thread started by a Command: its update is the input, its goto the next step.
+
+    LangGraph hands such a Command to the START node as well, which applies the
+    update a second time and also runs START's edges next to ``goto``. Here the
+    update (already applied, as the ``input`` checkpoint's writes) counts once, then
+    the run goes where ``goto`` says, or on from START when there is no goto (an
+    empty input to the START node, so its edges and branches fire on the updated
+    state). A raw Pregel graph needs no such kick: the update triggers its nodes.
+    """
+    gotos = cmd.goto if isinstance(cmd.goto, (list, tuple)) else [cmd.goto]
+    unknown = [g for g in gotos if isinstance(g, str) and g != END and g not in loop.graph.nodes]
+    if unknown:
+        raise InvalidUpdateError(
+            f"Command(goto={unknown[0]!r}) starts thread {loop.o.run.thread_id!r} at a node "
+            f"that is not in the graph; nodes: {sorted(n for n in loop.graph.nodes if n != START)}"
+        )
+    if not cmd.goto and loop.graph.input_channels == START:
+        _apply(loop, [PregelTaskWrites((), INPUT, [(START, {})], [])])
+    loop.put_checkpoint({"source": "input"}, hold=True)
+    if cmd.goto and all(g == END for g in gotos):
+        loop.emit_values(True)  # goto=END seeds the state: the run's output is that state
+
+
 def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
     """Apply the run's input to ``loop``; return the channels updated so far.
 
@@ -154,13 +194,17 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
     if mode.time_travel:
         loop.pending_writes = [w for w in loop.pending_writes if w[1] != RESUME]
     inp = loop.input
-    carried = _command_writes(loop, inp, mode.forks) if isinstance(inp, Command) else []
+    fresh = _is_fresh_command(loop, inp, mode)
+    carried = _command_writes(loop, inp, mode.forks or fresh) if isinstance(inp, Command) else []
     null_writes = [w[1:] for w in (*loop.pending_writes, *carried) if w[0] == NULL_TASK_ID]
     if null_writes:
         more = _apply(loop, [PregelTaskWrites((), INPUT, null_writes, [])])
         if updated_channels is not None:
             updated_channels.update(more)
-    if mode.resuming:
+    if fresh:
+        _start_fresh_command(loop, inp)
+        updated_channels = None  # every node is checked for triggers
+    elif mode.resuming:
         seen_all = loop.checkpoint["versions_seen"]  # per-node dicts are replaced (writes.py)
         versions = loop.checkpoint["channel_versions"]
         seen_all[INTERRUPT] = {
