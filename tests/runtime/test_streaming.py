@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
+import pytest
+
+from tests.runtime import support
 from threadloom.channels import LastValue
 from threadloom.config import get_stream_writer
 from threadloom.pregel import NodeBuilder, Pregel
@@ -124,18 +128,22 @@ def test_astream_modes():
     ]
 
 
-def test_stopping_early_closes_cleanly_and_keeps_saved_steps(saver):
+def _chain(saver) -> Pregel:
     nodes = {
         f"n{i}": NodeBuilder().subscribe_only(f"c{i}").do(lambda x: x + "!").write_to(f"c{i + 1}")
         for i in range(4)
     }
-    app = Pregel(
+    return Pregel(
         nodes=nodes,
         channels={f"c{i}": LastValue(str) for i in range(5)},
         input_channels="c0",
         output_channels="c4",
         checkpointer=saver,
     )
+
+
+def test_stopping_early_closes_cleanly_and_keeps_saved_steps(saver):
+    app = _chain(saver)
     cfg = {"configurable": {"thread_id": "early"}}
     stream = app.stream("x", cfg, stream_mode="updates", durability="sync")
     assert next(stream) == {"n0": {"c1": "x!"}}
@@ -143,10 +151,46 @@ def test_stopping_early_closes_cleanly_and_keeps_saved_steps(saver):
     assert [t.metadata["step"] for t in saver.list(cfg)][0] in (0, 1)
     assert app.invoke(None, cfg) == "x!!!!"
 
-    async def go():
-        agen = app.astream("y", {"configurable": {"thread_id": "early2"}}, stream_mode="updates")
-        first = await agen.__anext__()
-        await agen.aclose()
-        return first
 
-    assert asyncio.run(go()) == {"n0": {"c1": "y!"}}
+@contextlib.asynccontextmanager
+async def _async_saver(kind: str):
+    if kind == "asqlite":
+        from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(":memory:") as s:
+            yield s
+        return
+    s = support.saver("threadloom", kind)
+    try:
+        yield s
+    finally:
+        getattr(s, "close", lambda: None)()
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "asqlite"])
+def test_leaving_astream_early_keeps_the_streamed_step(kind, durability):
+    """The step a caller saw streamed is stored once it leaves (as in LangGraph,
+    every durability): aclose() stores it before returning; after a bare
+    ``break`` a new run on the thread waits for the dropped stream's closing
+    (no ThreadBusyError) and resumes after that step."""
+
+    async def go():
+        async with _async_saver(kind) as saver:
+            app = _chain(saver)
+            cfg = {"configurable": {"thread_id": "closed"}}
+            agen = app.astream("y", cfg, stream_mode="updates", durability=durability)
+            assert await agen.__anext__() == {"n0": {"c1": "y!"}}
+            await agen.aclose()
+            state = await app.aget_state(cfg)
+            assert (state.values, state.next) == ({"c0": "y", "c1": "y!"}, ("n1",))
+            assert await app.ainvoke(None, cfg) == "y!!!!"
+
+            cfg = {"configurable": {"thread_id": "dropped"}}
+            async for chunk in app.astream("z", cfg, stream_mode="updates", durability=durability):
+                assert chunk == {"n0": {"c1": "z!"}}
+                break
+            assert await app.ainvoke(None, cfg) == "z!!!!"
+            assert [t.metadata["step"] async for t in saver.alist(cfg)][-1] in (-1, 0)
+
+    asyncio.run(go())

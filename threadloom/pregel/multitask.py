@@ -26,11 +26,13 @@ import asyncio
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import (
     DEFAULT_TTL,
@@ -107,14 +109,24 @@ def _busy(spec: _Spec, info: lo.LeaseInfo | None, waited: bool) -> ThreadBusyErr
 
 
 def _acquire(spec: _Spec) -> Lease:
-    """Take the lease per the strategy, or raise ThreadBusyError."""
+    """Take the lease per the strategy, or raise ThreadBusyError.
+
+    A holder that is a run of this process with no step left (its stream is
+    closing, or was dropped by its caller) is waited for first, whatever the
+    strategy (up to ``spec.timeout``): it is releasing, not writing (see
+    :mod:`threadloom.checkpoint.lease.local`)."""
     lease = Lease(spec.saver, spec.thread_id, spec.holder, spec.ttl)
     info = lease.try_acquire()
     if info is None:
         return lease
+    deadline = time.monotonic() + spec.timeout
+    ending = local.finishing(info.token)
+    if ending is not None and local.wait(ending, spec.timeout):
+        info = lease.try_acquire()
+        if info is None:
+            return lease
     if spec.strategy == "reject":
         raise _busy(spec, info, False)
-    deadline = time.monotonic() + spec.timeout
     delay = _POLL_MIN
     while True:
         if spec.strategy in ("interrupt", "rollback"):
@@ -133,9 +145,14 @@ async def _aacquire(spec: _Spec) -> Lease:
     info = await lease.atry_acquire()
     if info is None:
         return lease
+    deadline = time.monotonic() + spec.timeout
+    ending = local.finishing(info.token)
+    if ending is not None and await local.await_release(ending, spec.timeout):
+        info = await lease.atry_acquire()
+        if info is None:
+            return lease
     if spec.strategy == "reject":
         raise _busy(spec, info, False)
-    deadline = time.monotonic() + spec.timeout
     delay = _POLL_MIN
     while True:
         if spec.strategy in ("interrupt", "rollback"):
@@ -182,48 +199,87 @@ def stream(
             _no_backend(spec, explicit)
         yield from inner(graph, input, config, kwargs)
         return
+    held = local.Holding()
     lease = _acquire(spec)
     try:
+        local.hold(held, lease.token)
         fenced = FencedSaver(spec.saver, lease)
         lease.start_renewal()
-        gen = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
+        run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
         try:
-            yield from gen
+            try:
+                for chunk in run:  # noqa: UP028 (yield from would close run before ending is set)
+                    yield chunk
+            finally:
+                held.ending = True  # no further step: save what is owed, then release
+                run.close()
         except LeaseLostError:
             if lease.stop == "rollback" and not lease.lost:
                 spec.saver._run(fenced.rollback_flow(), True)
             raise
     finally:
-        lease.halt()
-        _release(lease)
+        try:
+            lease.halt()
+            _release(lease)
+        finally:
+            local.drop(held)
 
 
-async def astream(
+def astream(
     graph: Any, input: Any, config: Any, kwargs: dict[str, Any], inner: Callable[..., Any]
 ) -> AsyncIterator[Any]:
-    """Async twin of :func:`stream`."""
+    """Async twin of :func:`stream`. The generator is weakly known to its lease
+    record (lease/local.py): once the caller drops it, a new run on the thread
+    waits for its closing instead of being refused."""
+    held = local.Holding()
+    gen = _astream(graph, input, config, kwargs, inner, held)
+    held.gen = weakref.ref(gen)
+    return gen
+
+
+async def _astream(
+    graph: Any,
+    input: Any,
+    config: Any,
+    kwargs: dict[str, Any],
+    inner: Callable[..., Any],
+    held: local.Holding,
+) -> AsyncIterator[Any]:
+    """Leaving early (``break``, ``aclose()``) closes the driver before the lease
+    goes: its last saves run under the lease. Left to the loop's finalizer, they
+    ran after the release, found the lease gone and stored nothing."""
     explicit = kwargs.get("multitask_strategy") is not None
     spec = _spec(graph, config, kwargs)
     if spec is None or await alease_backend(spec.saver) is None:
         if spec is not None:
             _no_backend(spec, explicit)
-        async for chunk in inner(graph, input, config, kwargs):
-            yield chunk
+        async with aclosing(inner(graph, input, config, kwargs)) as run:
+            async for chunk in run:
+                yield chunk
         return
     lease = await _aacquire(spec)
     try:
+        local.hold(held, lease.token, asyncio.get_running_loop())
         fenced = FencedSaver(spec.saver, lease)
         lease.astart_renewal()
+        run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
         try:
-            async for chunk in inner(graph.copy(checkpointer=fenced), input, config, kwargs):
-                yield chunk
+            try:
+                async for chunk in run:
+                    yield chunk
+            finally:
+                held.ending = True  # no further step: save what is owed, then release
+                await run.aclose()
         except LeaseLostError:
             if lease.stop == "rollback" and not lease.lost:
                 await spec.saver._arun(fenced.rollback_flow(), True)
             raise
     finally:
-        await lease.ahalt()
-        await _arelease(lease)
+        try:
+            await lease.ahalt()
+            await _arelease(lease)
+        finally:
+            local.drop(held)
 
 
 @contextmanager

@@ -1,0 +1,122 @@
+"""This process's own run leases, so an acquire can wait for a local run that is only finishing.
+
+``async for chunk in graph.astream(...): break`` drops the stream generator
+without closing it. asyncio's async-generator finalizer then schedules its
+``aclose()`` as a task: only when that task runs does the run save what it
+owes and release the thread's lease. A run started right after the ``break``,
+in the same task, used to find the thread held and (``multitask_strategy=
+"reject"``) raise ``ThreadBusyError``, although nothing could write the thread
+any more. LangGraph, with no leases, lets that run in.
+
+Every lease a root run of this process holds is recorded here by its token,
+with two ways to tell that its run will take no further step:
+
+* ``gen``: a weak reference to the run's async stream generator; dead once the
+  caller dropped it (no one can iterate it again, it can only be closed);
+* ``ending``: the run stopped iterating its driver (it finished, failed or was
+  closed) and is saving its last state and releasing.
+
+An acquire that finds its thread held under the token of such a holder waits
+(bounded) for that release and tries once more. Any other holder, a stream
+still referenced and not closed, a concurrent ``invoke``, a run of another
+process, is answered by the strategy as before: one writer per thread holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import weakref
+from typing import Any
+
+__all__ = ["Holding", "finishing", "hold", "drop", "wait", "await_release"]
+
+_HELD: dict[str, Holding] = {}
+_LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
+_FAST_TURNS = 8  # loop turns first: a dropped generator's aclose() is already scheduled
+_POLL_MAX = 0.05
+
+
+class Holding:
+    """One lease held by a root run of this process."""
+
+    __slots__ = ("token", "loop", "gen", "ending", "released", "_event")
+
+    def __init__(self) -> None:
+        self.token = ""
+        self.loop: asyncio.AbstractEventLoop | None = None  # the async run's loop
+        self.gen: weakref.ref[Any] | None = None  # the async run's stream generator
+        self.ending = False
+        self.released = False
+        self._event: threading.Event | None = None  # made by a sync waiter only (~5 us)
+
+    def finishing(self) -> bool:
+        """True once the run can take no further step (closing, or dropped)."""
+        return self.ending or (self.gen is not None and self.gen() is None)
+
+
+def hold(holding: Holding, token: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """Record that ``holding``'s run now holds the lease ``token``."""
+    holding.token = token
+    holding.loop = loop
+    _HELD[token] = holding
+
+
+def drop(holding: Holding) -> None:
+    """The run released its lease (or gave up on it): wake whoever waits."""
+    _HELD.pop(holding.token, None)
+    with _LOCK:
+        holding.released = True
+        event = holding._event
+    if event is not None:
+        event.set()
+
+
+def finishing(token: str) -> Holding | None:
+    """The local holder of ``token`` if its run only has its release left, else None."""
+    holding = _HELD.get(token)
+    if holding is None or not holding.finishing():
+        return None
+    return holding
+
+
+def wait(holding: Holding, timeout: float) -> bool:
+    """Block until ``holding`` released, at most ``timeout`` seconds. False at
+    once when the holder's event loop is this thread's running loop: blocking
+    it would keep the holder's ``aclose()`` from ever running."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if holding.loop is not None and holding.loop is running:
+        return False
+    with _LOCK:
+        if holding.released:
+            return True
+        if holding._event is None:
+            holding._event = threading.Event()
+        event = holding._event
+    return event.wait(max(0.0, timeout))
+
+
+async def await_release(holding: Holding, timeout: float) -> bool:
+    """Async twin of :func:`wait`: lets the loop run (the holder's ``aclose()``
+    task usually sits on this very loop) until the release, at most ``timeout``."""
+    deadline = time.monotonic() + max(0.0, timeout)
+    turns, delay = 0, 0.001
+    while not holding.released:
+        if time.monotonic() >= deadline:
+            return False
+        if turns < _FAST_TURNS:
+            turns += 1
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(delay)
+            delay = min(_POLL_MAX, delay * 2)
+    return True
+
+
+if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases
+    os.register_at_fork(after_in_child=_HELD.clear)
