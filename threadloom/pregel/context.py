@@ -129,6 +129,7 @@ class TaskScope:
             if self.run.thread_id is not None:
                 configurable[CONFIG_KEY_THREAD_ID] = self.run.thread_id
             metadata = dict(base.get("metadata") or {})
+            self._propagate(metadata, base.get("configurable") or {})
             metadata.update(task.proc.metadata)
             metadata.update(
                 {
@@ -143,11 +144,36 @@ class TaskScope:
                 **base,
                 "configurable": configurable,
                 "metadata": metadata,
-                "tags": list(task.proc.tags),
-                "run_name": task.name,
+                "tags": [*(base.get("tags") or ()), *task.proc.tags],  # the caller's first
+                "callbacks": base.get("callbacks"),  # the key set LangGraph's nodes see
                 "recursion_limit": self.run.recursion_limit,
             }
         return self._config
+
+    def _propagate(self, metadata: dict[str, Any], configurable: Mapping[str, Any]) -> None:
+        """Run coordinates a tracer reads from metadata (``thread_id``, ...), as LangGraph.
+
+        LangGraph copies them when a run starts, unless the metadata has them
+        already: a subgraph's ``checkpoint_ns`` is the calling task's namespace,
+        and a deeper subgraph keeps the one its caller's metadata carries.
+        """
+        source = dict(configurable)
+        if self.run.parent is not None:
+            source[CONFIG_KEY_CHECKPOINT_NS] = self.run.checkpoint_ns
+        for key in _PROPAGATE_TO_METADATA:
+            if key not in metadata and (value := source.get(key)):
+                metadata[key] = value
+
+
+_PROPAGATE_TO_METADATA = (
+    CONFIG_KEY_THREAD_ID,
+    CONFIG_KEY_CHECKPOINT_ID,
+    CONFIG_KEY_CHECKPOINT_NS,
+    "task_id",
+    "run_id",
+    "assistant_id",
+    "graph_id",
+)
 
 
 def current_task() -> TaskScope | None:
