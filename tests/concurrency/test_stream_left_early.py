@@ -97,9 +97,7 @@ async def test_a_sync_run_on_the_dropped_streams_loop_is_refused():
         break
     with pytest.raises(ThreadBusyError):
         app.invoke({"x": ["B"]}, CFG)
-    for _ in range(20):  # the loop's finalizer closes the stream
-        await asyncio.sleep(0)
-    assert app.invoke(None, CFG) == {"x": ["a", "b"]}
+    assert await app.ainvoke(None, CFG) == {"x": ["a", "b"]}  # waits for the closing
 
 
 async def test_holding_is_finishing_once_dropped_or_ending():
