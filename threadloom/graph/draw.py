@@ -173,6 +173,11 @@ def _flat_graph(builder: StateGraph) -> DrawableGraph:
         elif spec.ends:
             for end in spec.ends:
                 graph.add_edge(name, end, conditional=True)
+    # a node that edges lead to but that leads nowhere ends the run: draw that edge
+    # (as LangGraph does), so the picture shows where runs finish
+    sources = {e.source for e in graph.edges}
+    for node in sorted({e.target for e in graph.edges} - sources - {END}):
+        graph.add_edge(node, END)
     if any(e.target == END for e in graph.edges):
         graph.nodes[END] = Node(END, END)
     return graph
