@@ -96,3 +96,34 @@ def test_get_store_and_writer_outside_a_run() -> None:
         ]
 
     h.run_parity(sc)
+
+
+@pytest.mark.parametrize("how", ["runtime", "get_store"])
+def test_store_in_update_state_routers(how: str) -> None:
+    """update_state(as_node=...) runs the node's routing function, which sees the store.
+
+    Not a parity test: LangGraph raises there (a ValueError for a ``runtime``
+    parameter, a KeyError from ``get_store()``).
+    """
+    from threadloom.checkpoint.memory import InMemorySaver
+    from threadloom.config import get_store
+    from threadloom.graph import START, StateGraph
+
+    st = InMemoryStore()
+    st.put(("u",), "route", {"to": "b"})
+
+    def by_runtime(state, runtime):
+        return runtime.store.get(("u",), "route").value["to"]
+
+    def by_getter(state):
+        return get_store().get(("u",), "route").value["to"]
+
+    g = StateGraph(S)
+    for n in "abc":
+        g.add_node(n, lambda s, n=n: {"x": [n]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", by_runtime if how == "runtime" else by_getter, ["b", "c"])
+    app = g.compile(checkpointer=InMemorySaver(), store=st)
+    app.update_state(CFG, {"x": ["u"]}, as_node="a")
+    assert app.get_state(CFG).next == ("b",)
+    assert app.invoke(None, CFG) == {"x": ["u", "b"]}

@@ -30,7 +30,9 @@ __all__ = ["RunWriters", "arun_writers", "run_writers"]
 class _UpdateScope:
     """Stands in for the runtime's TaskScope while an update's writers run."""
 
-    def __init__(self, task: PregelExecutableTask, run: RunContext, saver: Any, st: Any) -> None:
+    def __init__(
+        self, task: PregelExecutableTask, run: RunContext, saver: Any, st: Any, store: Any = None
+    ) -> None:
         self.task = task
         self.run = run
         self.checkpointer = saver
@@ -40,7 +42,7 @@ class _UpdateScope:
         self.stream = None
         self.custom = None
         self.cache = None
-        self.store = None
+        self.store = store  # routing functions may read runtime.store, as in a run
         self.replaying = False
         self._st = st
 
@@ -147,4 +149,4 @@ def _scope(request: RunWriters) -> _UpdateScope:
         checkpoint_map={},
         recursion_limit=DEFAULT_RECURSION_LIMIT,
     )
-    return _UpdateScope(executable, run, saver, st)
+    return _UpdateScope(executable, run, saver, st, getattr(graph, "store", None))
