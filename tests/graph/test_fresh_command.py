@@ -80,3 +80,21 @@ def test_fresh_command_unknown_goto() -> None:
     app = _app(InMemorySaver())
     with pytest.raises(InvalidUpdateError, match="nope"):
         app.invoke(Command(goto="nope"), cfg("t"))
+
+
+def test_fresh_command_streams_values_like_a_dict_input() -> None:
+    app = _app(InMemorySaver())
+    by_cmd = list(app.stream(Command(update={"x": ["u"]}), cfg("c"), stream_mode="values"))
+    by_dict = list(app.stream({"x": ["u"]}, cfg("d"), stream_mode="values"))
+    assert by_cmd == by_dict == [{"x": ["u"]}, {"x": ["u", "a"]}]
+
+
+def test_fresh_command_interrupt_before_goto() -> None:
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"x": ["a"]})
+    g.add_node("b", lambda s: {"x": ["b"]})
+    g.add_edge(START, "a")
+    app = g.compile(checkpointer=InMemorySaver(), interrupt_before=["b"])
+    assert app.invoke(Command(update={"x": ["u"]}, goto="b"), cfg("t")) == {"x": ["u"]}
+    assert app.get_state(cfg("t")).next == ("b",)
+    assert app.invoke(None, cfg("t")) == {"x": ["u", "b"]}

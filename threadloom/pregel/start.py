@@ -174,8 +174,9 @@ def _start_fresh_command(loop: Any, cmd: Command) -> None:
     if not cmd.goto and loop.graph.input_channels == START:
         _apply(loop, [PregelTaskWrites((), INPUT, [(START, {})], [])])
     loop.put_checkpoint({"source": "input"}, hold=True)
-    if cmd.goto and all(g == END for g in gotos):
-        loop.emit_values(True)  # goto=END seeds the state: the run's output is that state
+    # the state as of the input, as the START step's values event after a dict input:
+    # the output of a run that goto=END or interrupt_before stops at once
+    loop.emit_values(True)
 
 
 def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
