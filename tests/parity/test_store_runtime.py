@@ -78,10 +78,12 @@ def test_store_reaches_nodes(sub: bool) -> None:
     assert out == {"x": [1, 1, 2, 3] if sub else [1, 2, 3]}
 
 
-async def test_store_async_nodes() -> None:
+@pytest.mark.parametrize("sub", [False, True], ids=["root", "subgraph"])
+async def test_store_async_nodes(sub: bool) -> None:
     async def sc(lib, saver, durability):
         a, b, _, d = _nodes(lib)
-        app = _chain(lib, [a, b, d], checkpointer=saver, store=InMemoryStore())
+        nodes = [a, _chain(lib, [b, d])] if sub else [a, b, d]
+        app = _chain(lib, nodes, checkpointer=saver, store=InMemoryStore())
         return [("run", await app.ainvoke({"x": []}, CFG))]
 
     await h.arun_parity(sc)
