@@ -8,7 +8,7 @@ this module only awaits.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Generator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -20,6 +20,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen
 from threadloom.checkpoint.postgres.connection import (
     BEGIN_SNAPSHOT,
+    DISCARD,
+    SEND,
     SNAPSHOT_SQL,
     ConnectorBase,
     is_dead,
@@ -154,24 +156,31 @@ class AsyncPgConnector(ConnectorBase):
         try:
             results = (await self._send(tx.conn, [*queued, *batch]))[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
-            if self.refused(tx, exc):
-                await self._discard(tx, exc)
-                raise OptimisticConflict(frozenset(tx.locked)) from exc
-            if not self.retryable(exc, tx):
-                raise self.error(exc) from exc
-            await self._discard(tx, exc)
-            try:
-                await self._open(tx)
-                for done, expected in tx.log:
-                    self.check_replay(expected, await self._send(tx.conn, done))
-                results = await self._send(tx.conn, batch)
-            except (psycopg.Error, PoolTimeout) as exc2:
-                if self.refused(tx, exc2):  # the replayed optimistic write was refused
-                    await self._discard(tx, exc2)
-                    raise OptimisticConflict(frozenset(tx.locked)) from exc2
-                raise self.error(exc2) from exc2
+            results = await self._run_steps(tx, self.recover(tx, batch, exc))
         tx.log.append((batch, results))
         return results
+
+    async def _run_steps(
+        self, tx: Tx, steps: Generator[tuple[str, Any], Any, list[Any]]
+    ) -> list[Any]:
+        """Run :meth:`~ConnectorBase.recover`'s steps (the sync twin's ``_run_steps``)."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step, arg = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            reply = error = None
+            try:
+                if step == SEND:
+                    reply = await self._send(tx.conn, arg)
+                elif step == DISCARD:
+                    await self._discard(tx, arg)
+                else:
+                    await self._open(tx)
+            except (psycopg.Error, PoolTimeout) as exc:
+                error = exc
 
     @staticmethod
     async def _send(conn: AsyncConnection, batch: Sequence[Stmt]) -> list[Any]:

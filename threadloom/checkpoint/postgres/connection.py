@@ -32,7 +32,7 @@ retried blindly.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -59,6 +59,7 @@ from threadloom.errors import StorageError
 __all__ = ["PgConnector", "ConnectorBase", "is_dead"]
 
 RETRY_STATES = {"40P01", "40001"}  # deadlock_detected, serialization_failure
+SEND, DISCARD, OPEN = "send", "discard", "open"  # the steps of ConnectorBase.recover
 
 
 def in_caller_transaction(conn: Any) -> bool:
@@ -202,6 +203,37 @@ class ConnectorBase:
         if not tx.optimistic:
             return False
         return getattr(exc, "sqlstate", None) in RETRY_STATES or is_conflict(exc)
+
+    def recover(
+        self, tx: Tx, batch: Sequence[Stmt], exc: BaseException
+    ) -> Generator[tuple[str, Any], Any, list[Any]]:
+        """What follows a failed send of ``batch`` (``exc``), for both twins: the
+        steps to run, yielded as ``(SEND, statements)`` (send back the results),
+        ``(DISCARD, exc)`` and ``(OPEN, None)``; a psycopg error of a step is
+        thrown back in. Returns ``batch``'s results after a replay.
+
+        An optimistic transaction the server refused, at the first send or
+        while replaying, is left and raises
+        :class:`~threadloom.checkpoint.storage.drive.OptimisticConflict` (the
+        driver reruns the flow pessimistically). A lost connection or a
+        transaction the server aborted is reopened and what it ran replayed,
+        once; anything else is a StorageError."""
+        replaying = False
+        while True:
+            if self.refused(tx, exc):
+                yield DISCARD, exc
+                raise OptimisticConflict(frozenset(tx.locked)) from exc
+            if replaying or not self.retryable(exc, tx):
+                raise self.error(exc) from exc
+            yield DISCARD, exc
+            replaying = True
+            try:
+                yield OPEN, None
+                for done, expected in tx.log:
+                    self.check_replay(expected, (yield SEND, done))
+                return (yield SEND, batch)
+            except (psycopg.Error, PoolTimeout) as again:
+                exc = again
 
     def check_replay(self, expected: list[Any], got: list[Any]) -> None:
         if expected != got:
@@ -384,24 +416,29 @@ class PgConnector(ConnectorBase):
         try:
             results = self._send(tx.conn, [*queued, *batch])[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
-            if self.refused(tx, exc):
-                self._discard(tx, exc)
-                raise OptimisticConflict(frozenset(tx.locked)) from exc
-            if not self.retryable(exc, tx):
-                raise self.error(exc) from exc
-            self._discard(tx, exc)
-            try:
-                self._open(tx)
-                for done, expected in tx.log:
-                    self.check_replay(expected, self._send(tx.conn, done))
-                results = self._send(tx.conn, batch)
-            except (psycopg.Error, PoolTimeout) as exc2:
-                if self.refused(tx, exc2):  # the replayed optimistic write was refused
-                    self._discard(tx, exc2)
-                    raise OptimisticConflict(frozenset(tx.locked)) from exc2
-                raise self.error(exc2) from exc2
+            results = self._run_steps(tx, self.recover(tx, batch, exc))
         tx.log.append((batch, results))
         return results
+
+    def _run_steps(self, tx: Tx, steps: Generator[tuple[str, Any], Any, list[Any]]) -> list[Any]:
+        """Run :meth:`~ConnectorBase.recover`'s steps."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step, arg = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as done:
+                return done.value
+            reply = error = None
+            try:
+                if step == SEND:
+                    reply = self._send(tx.conn, arg)
+                elif step == DISCARD:
+                    self._discard(tx, arg)
+                else:
+                    self._open(tx)
+            except (psycopg.Error, PoolTimeout) as exc:
+                error = exc
 
     @staticmethod
     def _send(conn: Connection, batch: Sequence[Stmt]) -> list[Any]:
