@@ -139,6 +139,29 @@ def test_put_writes_sends_no_separate_count_adjustment(pair, monkeypatch) -> Non
     assert sorted(counts(url, fast).values()) == [1, 1, 1]  # BIG (the ref) and the two
 
 
+def test_a_pessimistic_put_writes_counts_in_its_writes_insert_too(pair, monkeypatch) -> None:
+    """The pessimistic plan (a caller's transaction, a refused optimistic one's
+    rerun): after its read found no row, new count rows are created at their
+    final count and the writes insert counts the rest; the adjustment's lock
+    and update statements are gone (6 statements -> 4)."""
+    _, slow, url = pair
+    parent = put(slow, config("t"), cp(1, BIG))
+    sent: list[list[str]] = []
+    prepare = PgExecutor._prepare
+
+    def spy(self: PgExecutor, op: ops.Op) -> Any:
+        batch, decode = prepare(self, op)
+        sent.append([s.sql for s in batch])
+        return batch, decode
+
+    monkeypatch.setattr(PgExecutor, "_prepare", spy)
+    slow.put_writes(parent, [("doc", BIG + "a"), ("x", BIG + "b"), ("doc2", BIG)], "task")
+    stmts = [s for batch in sent for s in batch]
+    assert len(stmts) == 4  # thread lock, the task's row read, blob insert, writes insert
+    assert not any(s.lstrip().startswith("UPDATE") for s in stmts)
+    assert sorted(counts(url, slow).values()) == [1, 1, 2]  # BIG held by the ref and the row
+
+
 def _held_writes(sql: SQL, held: dict[bytes, int]) -> tuple[str, tuple[Any, ...]]:
     hashes = sorted(held)
     row = ("t", "", b"\x01c", b"\x01k", "", b"", b"".join(h * held[h] for h in hashes))

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from threadloom.checkpoint.lease.postgres import PLANNERS as LEASE_PLANNERS
-from threadloom.checkpoint.postgres import generic, optimistic, seenrows
+from threadloom.checkpoint.postgres import generic, optimistic, seenrows, writecounts
 from threadloom.checkpoint.postgres.blobplans import adjust, drop, insert_blobs, load_blobs
 from threadloom.checkpoint.postgres.idpack import (
     pack_id,
@@ -101,7 +101,10 @@ class PgExecutor:
                     batch = generic.batch(tx, self._thread_lock(op, batch) + batch, op)
                 return batch, lambda r: answer
             head = optimistic.flush(tx, plan, self.sql)
-        batch, decode = plan(op, self.sql)
+        counted = None
+        if tx is not None and tx.write and not tx.optimistic:
+            counted = writecounts.pessimistic(op, self.sql, tx, adjust)
+        batch, decode = counted if counted is not None else plan(op, self.sql)
         if not batch and not head:
             return [], decode
         lock = self._thread_lock(op, batch) + head
