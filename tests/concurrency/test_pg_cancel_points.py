@@ -81,7 +81,9 @@ async def test_a_cancel_at_any_await_of_the_acquire_frees_the_thread(conn, reque
                 break
             assert got == "cancelled", (n, got)
             await _free(saver, thread)
-        assert n >= 3  # at least the batch's reply and the commit's reply were cut off
+        # at least one reply was cut off; how many waits really suspend depends on
+        # whether the server's reply is already there (the box's load), so no more
+        assert n >= 2
 
 
 @pytest.mark.parametrize("conn", CONNS)
@@ -147,17 +149,23 @@ async def test_a_cancel_after_the_commit_reached_the_server(conn, request, monke
                 monkeypatch.setattr(Lease, "_give_back", nothing)
             else:
                 monkeypatch.setattr(Lease, "_give_back", GIVE_BACK)
-            thread = f"t-{give_back}"
             seen: list[bool] = []
+            for attempt in range(20):  # the reply may already be there: no suspension
+                thread = f"t-{give_back}-{attempt}"
 
-            def at_commit(i: int, thread: str = thread, seen: list[bool] = seen) -> bool:
-                if i == last:
-                    seen.append(_committed(url, schema, thread))
-                return i == last
+                def at_commit(i: int, thread: str = thread, seen: list[bool] = seen) -> bool:
+                    if i == last:
+                        seen.append(_committed(url, schema, thread))
+                    return i == last
 
-            lease = Lease(saver, thread, "run-A", 60.0)
-            call = CancelAt(lease.atry_acquire(), at_commit)
-            assert await outcome(call) == "cancelled"
+                lease = Lease(saver, thread, "run-A", 60.0)
+                call = CancelAt(lease.atry_acquire(), at_commit)
+                got = await outcome(call)
+                if call.hit:
+                    break
+                assert got == "done"
+                await lease.arelease()
+            assert got == "cancelled", got
             assert seen == [True]  # committed on the server, the reply not read yet
             info = await saver._arun(lo.read_flow(thread), False)
             if give_back:
