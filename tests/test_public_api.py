@@ -43,7 +43,7 @@ PATHS = {
         "EmptyInputError",
         "ParentCommand",
     ],
-    "threadloom.config": ["get_stream_writer", "get_config"],
+    "threadloom.config": ["get_stream_writer", "get_config", "get_store"],
     "threadloom.constants": ["START", "END"],
     "threadloom.checkpoint.base": [
         "BaseCheckpointSaver",

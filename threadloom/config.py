@@ -6,8 +6,7 @@ from typing import Any
 
 from threadloom.pregel.context import TaskScope, current_task
 
-# get_store is importable but not yet in __all__: tests/runtime/test_exports.py pins the list
-__all__ = ["get_config", "get_stream_writer"]
+__all__ = ["get_config", "get_store", "get_stream_writer"]
 
 
 def _scope(what: str) -> TaskScope:

@@ -48,4 +48,4 @@ def test_cache_and_config_exports():
         "Namespace",
         "SqliteCache",
     ]
-    assert sorted(threadloom.config.__all__) == ["get_config", "get_stream_writer"]
+    assert sorted(threadloom.config.__all__) == ["get_config", "get_store", "get_stream_writer"]
