@@ -134,3 +134,47 @@ async def test_a_sync_wait_ends_with_the_release_on_another_thread():
         assert await asyncio.to_thread(local.wait, h, 10)
     finally:
         timer.join()
+
+
+class _PausingSaver(InMemorySaver):
+    """Pauses the first write of the thread that armed it until ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed: int | None = None
+        self.paused, self.go = threading.Event(), threading.Event()
+
+    def _run(self, flow, write=False):
+        if write and self.armed == threading.get_ident():
+            self.armed = None
+            self.paused.set()
+            assert self.go.wait(20)
+        return super()._run(flow, write)
+
+
+def test_a_run_on_another_thread_waits_for_a_closing_sync_stream(monkeypatch):
+    """A sync stream being closed is saving its last step: a run started on
+    another thread meanwhile waits for its release instead of being refused."""
+    saver = _PausingSaver()
+    app = _two_steps(saver)
+    real_wait = local.wait
+
+    def wait(holding, timeout):
+        saver.go.set()  # the other run waits for us: let our closing save go on
+        return real_wait(holding, timeout)
+
+    monkeypatch.setattr(local, "wait", wait)
+    stream = app.stream({"x": []}, CFG, stream_mode="updates", durability="exit")
+    assert next(stream) == {"a": {"x": ["a"]}}
+    result: list = []
+
+    def run_b():
+        assert saver.paused.wait(20)
+        result.append(app.invoke({"x": ["B"]}, CFG))
+
+    other = threading.Thread(target=run_b)
+    saver.armed = threading.get_ident()
+    other.start()
+    stream.close()  # its "exit" save pauses until the other run waits for it
+    other.join(20)
+    assert saver.go.is_set() and result == [{"x": ["a", "B", "a", "b"]}]
