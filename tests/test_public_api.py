@@ -21,6 +21,7 @@ PATHS = {
     "threadloom.graph": ["StateGraph", "START", "END", "add_messages", "MessagesState"],
     "threadloom.graph.state": ["StateGraph", "CompiledStateGraph"],
     "threadloom.graph.message": ["add_messages", "MessagesState", "RemoveMessage"],
+    "threadloom.managed": ["RemainingSteps", "IsLastStep"],
     "threadloom.types": [
         "Send",
         "Command",

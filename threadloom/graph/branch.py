@@ -186,9 +186,16 @@ def _own_writes_applied(task: Any, fields: dict[str, Any], keys: list[str]) -> A
 
 
 def fresh_reader(
-    fields: dict[str, Any], keys: list[str], mapper: Callable[[Any], Any] | None, merge_output: bool
+    fields: dict[str, Any],
+    keys: list[str],
+    managed: dict[str, Any],
+    mapper: Callable[[Any], Any] | None,
+    merge_output: bool,
 ) -> Callable[[Any], Any]:
-    """Reads the state a branch decides on: the step's state plus the node's own writes."""
+    """Reads the state a branch decides on: the step's state plus the node's own writes.
+
+    ``managed`` keys (``RemainingSteps``...) are computed for the task's step.
+    """
     from threadloom.graph.schema import ROOT
 
     select: Any = ROOT if keys == [ROOT] else keys
@@ -202,6 +209,9 @@ def fresh_reader(
             state = runtime_read(select, fresh=True)
         else:
             state = _own_writes_applied(scope.task, fields, keys)
+        if managed and isinstance(state, dict):
+            window = scope.task.scratchpad
+            state.update({k: m.get(window) for k, m in managed.items()})
         if mapper is not None and isinstance(state, dict):
             state = mapper(state)
         if merge_output and isinstance(state, dict) and isinstance(output, dict):

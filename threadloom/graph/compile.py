@@ -78,7 +78,7 @@ class CompiledStateGraph(Pregel):
         """Add the Pregel node for ``key`` (``START`` is the hidden input node)."""
         fields = self.builder.fields
         if key == START:
-            input_keys = list(self.builder.schemas[self.builder.input_schema])
+            input_keys = [k for k in self.builder.schemas[self.builder.input_schema] if k in fields]
             updater = _update_mapper(START, input_keys, strict=False)
             # Reads the state too (LangGraph reads only __start__): a branch on START
             # then routes on the state plus the input, as LangGraph's fresh read does.
@@ -97,19 +97,25 @@ class CompiledStateGraph(Pregel):
             )
             return
         assert spec is not None
+        managed = self.builder.managed
         schema_keys = list(self.builder.schemas[spec.input_schema])
         single = schema_keys == [ROOT]
         channel = BRANCH_TO.format(key)
         self.channels[channel] = _trigger_channel(spec.defer)
-        self.nodes[key] = PregelNode(
+        self.nodes[key] = node = PregelNode(
             triggers=[channel],
-            channels=ROOT if single else schema_keys,
+            channels=ROOT if single else [k for k in schema_keys if k not in managed],
             mapper=_mapper_for(spec.input_schema, single),
             writers=[
                 ChannelWrite(
                     [
                         ChannelWriteTupleEntry(
-                            _update_mapper(key, list(fields), strict=not _is_graph(spec.runnable))
+                            _update_mapper(
+                                key,
+                                list(fields),
+                                strict=not _is_graph(spec.runnable),
+                                dropped=frozenset(managed),
+                            )
                         ),
                         ChannelWriteTupleEntry(_control_writes, static=_static_ends(spec.ends)),
                     ]
@@ -121,6 +127,8 @@ class CompiledStateGraph(Pregel):
             bound=_bound(spec.runnable),
             handle_command=False,
         )
+        # managed keys (RemainingSteps...) are computed from the task's step when it is planned
+        node.managed = {k: managed[k] for k in schema_keys if k in managed} or None
 
     def attach_edge(self, starts: str | Sequence[str], end: str) -> None:
         """A plain edge writes ``branch:to:<end>``; a join fills ``join:<a>+<b>:<end>``."""
@@ -148,10 +156,11 @@ class CompiledStateGraph(Pregel):
         schema = branch.input_schema or (
             builder.nodes[start].input_schema if start in builder.nodes else builder.state_schema
         )
-        keys = list(builder.schemas[schema])
+        keys = [k for k in builder.schemas[schema] if k not in builder.managed]
         reader = fresh_reader(
             builder.fields,
             keys,
+            {k: builder.managed[k] for k in builder.schemas[schema] if k in builder.managed},
             _mapper_for(schema, keys == [ROOT]),
             merge_output=branch.input_schema is None,
         )
@@ -238,18 +247,21 @@ def _object_updates(value: Any, keys: Sequence[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def _update_mapper(node: str, keys: list[str], *, strict: bool) -> Any:
+def _update_mapper(
+    node: str, keys: list[str], *, strict: bool, dropped: frozenset[str] = frozenset()
+) -> Any:
     """The writer that turns what ``node`` returned into state-key writes.
 
     ``strict`` (function nodes): a key the state does not declare raises
     :class:`InvalidUpdateError` naming the node and the key. The START node and
     subgraph nodes filter to the known keys instead, as LangGraph does.
+    ``dropped`` keys (managed values, read-only) are declared but never written.
     """
     allowed = frozenset(keys)
     root = keys == [ROOT]
 
     def check(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        unknown = [k for k, _ in pairs if k not in allowed]
+        unknown = [k for k, _ in pairs if k not in allowed and k not in dropped]
         if unknown and strict and not root:
             raise InvalidUpdateError(
                 f"node {node!r} returned unknown state key(s) {sorted(set(unknown))}; "
@@ -310,7 +322,7 @@ def compile_state_graph(
     channels = channels_for(builder.fields)
     from threadloom.channels import EphemeralValue
 
-    output_keys = list(builder.schemas[builder.output_schema])
+    output_keys = [k for k in builder.schemas[builder.output_schema] if k not in builder.managed]
     compiled = CompiledStateGraph(
         builder=builder,
         nodes={},

@@ -6,6 +6,8 @@ annotations. Each annotated field becomes one channel named after the field:
 - ``Annotated[T, reducer]`` (``reducer(old, new) -> merged``) ->
   ``BinaryOperatorAggregate`` so parallel writes are folded, not rejected;
 - ``Annotated[T, SomeChannel(...)]`` or ``Annotated[T, SomeChannelClass]`` -> that channel;
+- ``RemainingSteps``/``IsLastStep`` (:mod:`threadloom.managed`) -> no channel: the value is
+  computed for each step and never stored;
 - anything else -> ``LastValue`` (one write per step).
 
 A schema without annotations (``StateGraph(list)``) is a single ``__root__`` channel.
@@ -62,6 +64,8 @@ class FieldSpec:
     reducer: Callable[[Any, Any], Any] | None = None
     channel: Any = None
     """An explicit channel instance or class from ``Annotated`` metadata."""
+    managed: Any = None
+    """A :class:`~threadloom.managed.ManagedValue` class: the key has no channel."""
 
 
 def is_pydantic_model(cls: Any) -> bool:
@@ -160,9 +164,14 @@ def _reducer_arity_ok(fn: Callable[..., Any]) -> bool:
 
 
 def _field_spec(name: str, annotation: Any) -> FieldSpec:
+    from threadloom.managed.base import is_managed_value
+
     bare = strip_annotated(annotation)
     inner = _unwrap(annotation)
     metadata = getattr(inner, "__metadata__", ())
+    last = (get_origin(metadata[-1]) or metadata[-1]) if metadata else None
+    if is_managed_value(last):
+        return FieldSpec(name, annotation, bare, managed=last)
     for item in metadata:
         if _is_channel(item):
             return FieldSpec(name, annotation, bare, channel=item)

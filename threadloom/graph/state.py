@@ -110,20 +110,27 @@ class StateGraph:
         self.branches: defaultdict[str, dict[str, BranchSpec]] = defaultdict(dict)
         self.schemas: dict[Any, dict[str, FieldSpec]] = {}
         self.fields: dict[str, FieldSpec] = {}
+        self.managed: dict[str, Any] = {}
+        """Managed keys (``RemainingSteps``...) -> their manager; they have no channel."""
         self.compiled = False
         self.state_schema = state_schema
         self.context_schema = context_schema
         self.input_schema = input_schema or state_schema
         self.output_schema = output_schema or state_schema
-        for schema in (self.state_schema, self.input_schema, self.output_schema):
-            self._add_schema(schema)
+        self._add_schema(self.state_schema)
+        self._add_schema(self.input_schema, allow_managed=False)
+        self._add_schema(self.output_schema, allow_managed=False)
 
     @property
     def _all_edges(self) -> set[tuple[str, str]]:
         return self.edges | {(s, end) for starts, end in self.waiting_edges for s in starts}
 
-    def _add_schema(self, schema: Any) -> None:
-        """Register a schema's keys; a key declared twice must merge the same way."""
+    def _add_schema(self, schema: Any, *, allow_managed: bool = True) -> None:
+        """Register a schema's keys; a key declared twice must merge the same way.
+
+        A distinct input/output schema may not declare managed keys: a caller
+        cannot set them and a result never holds them (LangGraph refuses too).
+        """
         if schema in self.schemas:
             return
         try:
@@ -132,8 +139,18 @@ class StateGraph:
             raise
         except ValueError as exc:  # bad reducer, unresolvable annotation
             raise InvalidGraphError(str(exc)) from exc
+        managed = {k: s.managed for k, s in specs.items() if s.managed is not None}
+        if managed and not allow_managed:
+            raise InvalidGraphError(
+                f"managed state keys {sorted(managed)} in {getattr(schema, '__name__', schema)!s}: "
+                "an input or output schema may not declare them (only the state schema or a "
+                "node's input_schema)"
+            )
         self.schemas[schema] = specs
+        self.managed.update(managed)
         for key, spec in specs.items():
+            if spec.managed is not None:
+                continue
             known = self.fields.get(key)
             if known is None or (known.reducer is None and known.channel is None):
                 self.fields[key] = spec

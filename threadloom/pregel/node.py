@@ -8,7 +8,7 @@ A node is: the channels it subscribes to (``triggers``), the channels it reads
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry
@@ -59,6 +59,9 @@ class PregelNode:
     into writes (``update`` pairs, ``goto`` -> ``branch:to:<node>`` / Sends)
     instead of passing it to the writers.
     """
+
+    managed: Mapping[str, Any] | None = None
+    """Managed input keys -> manager (``threadloom.managed``), added to a pull task's input."""
 
     def __init__(
         self,
@@ -131,8 +134,11 @@ class PregelNode:
             "timeout": self.timeout,
             "handle_command": self.handle_command,
         }
+        managed = update.pop("managed", self.managed)
         attrs.update(update)
-        return PregelNode(**attrs)
+        node = PregelNode(**attrs)
+        node.managed = managed
+        return node
 
     def __repr__(self) -> str:
         return f"PregelNode(triggers={self.triggers!r}, channels={self.channels!r})"

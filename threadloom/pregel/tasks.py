@@ -279,6 +279,8 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
         return None
     if not plan.for_execution:
         return PregelTask(tid, name, path)
+    if proc.managed is not None:  # RemainingSteps...: from this step (plan.step/stop)
+        value.update({k: m.get(plan) for k, m in proc.managed.items()})
     if proc.mapper is not None:
         value = proc.mapper(value)
     return _executable(plan, proc, name, value, tid, path, triggers, node_ns)
