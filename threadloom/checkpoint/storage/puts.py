@@ -68,11 +68,12 @@ def _encode_values(
     new_versions: Mapping[str, Any],
     prev: State | None,
     changed: Mapping[str, Any] | None,
+    seen: dict[int, Any] | None = None,
 ) -> _Encoded:
     """Small values inline (carried from the parent when unchanged), large ones
     as refs + blobs. A channel not in ``new_versions`` is re-encoded only when
     its version differs from the parent's (``changed``: a copy/fork put) and its
-    value is given."""
+    value is given. ``seen``: bytes this step's writes gave the same objects."""
     iv: dict[str, list[Any]] = {}
     fresh: dict[str, list[Any]] = {}
     refs: list[RefRow] = []
@@ -101,10 +102,14 @@ def _encode_values(
         kind = type(value)  # a list, or a dict holding one, may be split: codec.encode
         plain = kind is not list and not (kind is dict and delta and holds_list(value))
         if plain:  # what codec.encode does with it, without its call and result tuple
-            try:
-                tag, data = tagged = dumps(value)
-            except SerializationError as exc:
-                raise exc.under(channel) from None
+            hit = seen.get(id(value)) if seen else None
+            if hit is not None and hit[0] is value:  # the object a write of this step held
+                tag, data = tagged = hit[1]
+            else:
+                try:
+                    tag, data = tagged = dumps(value)
+                except SerializationError as exc:
+                    raise exc.under(channel) from None
             if len(data) <= inline_max:
                 iv[channel] = fresh[channel] = [packed, *tagged]
                 continue
@@ -143,9 +148,11 @@ def put_flow(
     metadata: Mapping[str, Any],
     new_versions: Mapping[str, Any],
     retry: bool = True,
+    seen: dict[int, Any] | None = None,
 ) -> Flow:
     """Store a checkpoint: a record (diff against the parent when possible),
-    refs and blobs for changed large values only."""
+    refs and blobs for changed large values only. ``seen``: what the writes
+    before it in the same flow serialized, by object (``step.put_step_flow``)."""
     thread_id, ns, parent_id = target(config)
     prev: State | None = codec.states.get((thread_id, ns, parent_id)) if parent_id else None
     if prev is None and parent_id is not None:  # not the process's last put: read it
@@ -162,6 +169,7 @@ def put_flow(
         new_versions,
         prev,
         changes[0] if changes is not None else None,
+        seen,
     )
     depth = prev.depth + 1 if prev is not None and prev.depth + 1 < codec.keyframe_every else 0
     state = State(cv, vs, iv, depth, raw=raw)
@@ -178,7 +186,7 @@ def put_flow(
     result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, needs)
     if result.stale and retry:  # cached bases were deleted by someone else: start over
         codec.forget_thread(thread_id)
-        return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False))
+        return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False, seen))
     new = result.new_blobs
     if new:
         all_held = all(result.inserted_refs)
@@ -192,7 +200,20 @@ def put_flow(
             else:
                 codec.lists.pop((thread_id, ns, channel))
     codec.states.put((thread_id, ns, cid), state)
+    if prev is not None:  # no longer the tip: see _retire
+        _retire(prev)
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+
+def _retire(prev: State) -> None:
+    """Drop what only a put of the parent's next child reads (its table index, its
+    versions as given), keeping what readers use: the run's next put builds on
+    the new state, and a fork from this one (time travel) rebuilds both
+    (``tables.open_tables``, ``state.raw_versions``). Why: the states cache
+    holds thousands of states, and these containers of each one only made the
+    garbage collector's passes longer (bench chain: ~20% less collector work per
+    step); freed now, while they are still in the CPU cache."""
+    prev.index = prev.raw = None
 
 
 def _iv_changes(
@@ -256,8 +277,10 @@ def put_writes_flow(
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
+    seen: dict[int, Any] | None = None,
 ) -> Flow:
-    """Merge a task's writes into its row (LangGraph's upsert / first-wins rules)."""
+    """Merge a task's writes into its row (LangGraph's upsert / first-wins rules).
+    ``seen``: filled with the bytes of the values serialized (``merge_writes``)."""
     thread_id, ns, checkpoint_id = target(config)
     if checkpoint_id is None:
         raise ConfigError(
@@ -271,7 +294,7 @@ def put_writes_flow(
         # built as if none existed and sent ``strict`` (the executor writes
         # nothing when one does, e.g. written by another process); inline here,
         # not a sub-flow: every step's put_writes takes this path
-        row, blobs = merge_writes(codec.serde, codec.inline_max, None, key, task_path, writes)
+        row, blobs = merge_writes(codec.serde, codec.inline_max, None, key, task_path, writes, seen)
         add = codec.writes_add_refs and bool(row.hashes)  # type: ignore[union-attr]
         if len(blobs) > 1 and len({b[0] for b in blobs}) < len(blobs):
             blobs = list({b.hash: b for b in blobs}.values())  # one value written twice: one blob
@@ -284,7 +307,9 @@ def put_writes_flow(
     for _ in range(_MERGE_ATTEMPTS):
         rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
         existing = next((r for r in rows if r.task_id == task_id), None)
-        row, blobs = merge_writes(codec.serde, codec.inline_max, existing, key, task_path, writes)
+        row, blobs = merge_writes(
+            codec.serde, codec.inline_max, existing, key, task_path, writes, seen
+        )
         if row is None:
             return
         by_hash = {b.hash: b for b in blobs}

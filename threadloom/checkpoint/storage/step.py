@@ -31,13 +31,23 @@ def put_step_flow(
 ) -> Flow:
     """Each task's writes (in order), then the checkpoint when given.
 
+    A channel that keeps the last value written (``LastValue``) holds the very
+    object its task wrote, so the checkpoint would serialize again what the
+    writes just did: values serialized for the writes are remembered by object
+    (``seen``, this flow only) and the checkpoint reuses their bytes. Only when
+    the serializer gives equal bytes for an unchanged object
+    (``codec.same_bytes``).
+
     Returns the checkpoint's config (what ``put`` returns), or None without one.
     """
+    seen: dict[int, Any] | None = None
+    if checkpoint is not None and writes and codec.same_bytes:
+        seen = {}
     for config, task_writes, task_id, task_path in writes:
-        yield from puts.put_writes_flow(codec, config, task_writes, task_id, task_path)
+        yield from puts.put_writes_flow(codec, config, task_writes, task_id, task_path, seen)
     if checkpoint is None:
         return None
-    return (yield from puts.put_flow(codec, *checkpoint))
+    return (yield from puts.put_flow(codec, *checkpoint, seen=seen))
 
 
 def put_steps_flow(

@@ -33,11 +33,12 @@ def open_tables(prev: State | None) -> tuple[Any, ...]:
         ni, vi, nstart, vstart = {}, {}, 0, 0
     else:
         nstart, vstart = len(prev.names), len(prev.versions)
-        if prev.index is None:
+        index = prev.index  # read once: a concurrent put of a child may drop it
+        if index is None:
             ni = {v: i for i, v in enumerate(prev.names)}
             vi = {table_key(v): i for i, v in enumerate(prev.versions)}
         else:
-            ni, vi = prev.index[0], dict(prev.index[1])
+            ni, vi = index[0], dict(index[1])
     new_names: list[Any] = []
     new_versions: list[Any] = []
     nadd: dict[Any, int] = {}

@@ -29,6 +29,7 @@ from typing import Any
 
 import ormsgpack
 
+from threadloom.checkpoint.serde.serializer import MsgpackSerializer
 from threadloom.checkpoint.storage.cache import LRU, Bounded
 from threadloom.checkpoint.storage.ops import KIND_BLOB, KIND_DICT, KIND_LIST, BlobRow, RefRow
 from threadloom.checkpoint.storage.reading import (
@@ -98,6 +99,11 @@ class ValueCodec(ValueReader):
         self.writes_add_refs = False
         self.tasks: Bounded[tuple[str, str, str, str], bool] = Bounded(4096)  # rows written
         self.fanout = 16  # segments per flat manifest (see _manifest)
+        # the serializer gives the same bytes for the same unchanged object (the
+        # default one, unencrypted: a cipher's random nonce would not, and equal
+        # ciphertexts would show equal values), so put_step may reuse a write's
+        # bytes for the channel value that is the very same object (step.py)
+        self.same_bytes = type(serde) is MsgpackSerializer and serde.cipher is None
 
     # -- writing ---------------------------------------------------------------
 

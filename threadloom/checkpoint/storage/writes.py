@@ -113,14 +113,17 @@ def merge_writes(
     key: tuple[str, str, str, str],
     task_path: str,
     writes: Sequence[tuple[str, Any]],
+    seen: dict[int, Any] | None = None,
 ) -> tuple[WriteRow | None, list[BlobRow]]:
-    """The task row after ``writes`` (None when nothing changes) and new blobs."""
+    """The task row after ``writes`` (None when nothing changes) and new blobs.
+    ``seen``: filled with ``id(value) -> (value, (tag, bytes))`` per serialized
+    value (see ``step.put_step_flow``)."""
     special = 0
     for channel, _ in writes:
         if channel in WRITES_IDX_MAP:
             special += 1
     if existing is None and not special:  # a task's first writes: idx = position, in order
-        return _first_writes(serde, inline_max, key, task_path, writes)
+        return _first_writes(serde, inline_max, key, task_path, writes, seen)
     upsert = special == len(writes)
     # idx -> (stored entry, blob hash or None)
     entries = {e[0]: _stored(e) for e in decode_entries(existing)} if existing is not None else {}
@@ -131,7 +134,7 @@ def merge_writes(
         if not upsert and idx in entries:
             continue
         n = len(blobs)
-        entry = _entry(serde, inline_max, idx, channel, value, blobs)
+        entry = _entry(serde, inline_max, idx, channel, value, blobs, seen)
         entries[idx] = (entry, blobs[n].hash if len(blobs) > n else None)
         changed = True
     if not changed:
@@ -162,6 +165,7 @@ def _first_writes(
     key: tuple[str, str, str, str],
     task_path: str,
     writes: Sequence[tuple[str, Any]],
+    seen: dict[int, Any] | None = None,
 ) -> tuple[WriteRow, list[BlobRow]]:
     """:func:`merge_writes` into no row with no special channel among the
     writes: every write is kept at its position (its index), so the entries
@@ -171,21 +175,29 @@ def _first_writes(
     hashes = b""
     for idx, (channel, value) in enumerate(writes):
         n = len(blobs)
-        ordered.append(_entry(serde, inline_max, idx, channel, value, blobs))
+        ordered.append(_entry(serde, inline_max, idx, channel, value, blobs, seen))
         if len(blobs) > n:
             hashes += blobs[n].hash  # in entry order
     return _new(WriteRow, (*key, task_path or "", ormsgpack.packb(ordered), hashes)), blobs
 
 
 def _entry(
-    serde: Any, inline_max: int, idx: int, channel: str, value: Any, blobs: list[BlobRow]
+    serde: Any,
+    inline_max: int,
+    idx: int,
+    channel: str,
+    value: Any,
+    blobs: list[BlobRow],
+    seen: dict[int, Any] | None = None,
 ) -> list[Any]:
     """One stored write (see the module doc); a large value becomes a blob
     (appended to ``blobs``) and the entry is ``[idx, channel]``."""
     try:
-        tag, data = serde.dumps_typed(value)
+        tag, data = tagged = serde.dumps_typed(value)
     except SerializationError as exc:
         raise exc.under(channel) from None
+    if seen is not None and value is not None:  # (None costs nothing to serialize)
+        seen[id(value)] = (value, tagged)
     stored: Any = [channel[_CUT:]] if channel.startswith(_BRANCH) else channel
     if len(data) > inline_max:
         h = blob_hash(tag, data)
