@@ -271,3 +271,22 @@ def test_router_in_update_state_as_node() -> None:
         return [("seen", seen), ("next", app.get_state(CFG).next)]
 
     h.run_parity(sc)
+
+
+def test_langgraph_managed_annotations_work_in_threadloom() -> None:
+    """A state class written with langgraph.managed (e.g. from a LangGraph package) runs."""
+    from langgraph.managed import IsLastStep, RemainingSteps
+
+    from threadloom.graph import END, START, StateGraph
+
+    S = TypedDict(  # noqa: UP013 (same shape as _state, LangGraph's managers)
+        "S",
+        {"log": Annotated[list, operator.add], "rs": RemainingSteps, "last": IsLastStep},
+    )
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"log": [[s["rs"], s["last"]]]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: END if s["rs"] < 3 else "a")
+    app = g.compile()
+    assert app.invoke({"log": []}, {"recursion_limit": 4}) == {"log": [[3, False], [2, False]]}
+    assert "rs" not in app.channels

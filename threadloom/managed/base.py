@@ -42,5 +42,17 @@ ManagedValueSpec = type[ManagedValue]
 
 
 def is_managed_value(value: Any) -> bool:
-    """Whether an ``Annotated`` extra names a managed value class."""
-    return inspect.isclass(value) and issubclass(value, ManagedValue)
+    """Whether an ``Annotated`` extra names a managed value class.
+
+    LangGraph's own managers (``langgraph.managed.RemainingSteps`` in a state
+    class imported from a LangGraph package) count too, recognised by their base
+    class without importing LangGraph: their ``get`` only reads ``step``/``stop``.
+    """
+    if not inspect.isclass(value):
+        return False
+    if issubclass(value, ManagedValue):
+        return True
+    return any(
+        b.__name__ == "ManagedValue" and b.__module__ == "langgraph.managed.base"
+        for b in value.__mro__[1:]
+    )
