@@ -89,6 +89,18 @@ async def test_an_open_stream_keeps_the_thread():
     assert await app.ainvoke(None, CFG) == {"x": ["a", "b"]}
 
 
+async def test_a_dropped_wrapper_of_the_stream_counts_as_dropped():
+    app = _two_steps(InMemorySaver())
+
+    async def wrapper():
+        async for chunk in app.astream({"x": []}, CFG, stream_mode="updates"):
+            yield chunk
+
+    async for _ in wrapper():
+        break
+    assert await app.ainvoke({"x": ["B"]}, CFG) == {"x": ["a", "B", "a", "b"]}
+
+
 async def test_a_sync_run_on_the_dropped_streams_loop_is_refused():
     """Blocking the loop would keep the dropped stream's closing from running:
     a sync call there is answered at once, as before."""

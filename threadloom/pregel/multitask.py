@@ -146,7 +146,7 @@ async def _aacquire(spec: _Spec) -> Lease:
     if info is None:
         return lease
     deadline = time.monotonic() + spec.timeout
-    ending = local.finishing(info.token)
+    ending = await local.afinishing(info.token)
     if ending is not None and await local.await_release(ending, spec.timeout):
         info = await lease.atry_acquire()
         if info is None:

@@ -31,7 +31,7 @@ import time
 import weakref
 from typing import Any
 
-__all__ = ["Holding", "finishing", "hold", "drop", "wait", "await_release"]
+__all__ = ["Holding", "afinishing", "await_release", "drop", "finishing", "hold", "wait"]
 
 _HELD: dict[str, Holding] = {}
 _LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
@@ -80,6 +80,22 @@ def finishing(token: str) -> Holding | None:
     if holding is None or not holding.finishing():
         return None
     return holding
+
+
+async def afinishing(token: str) -> Holding | None:
+    """:func:`finishing`, once the loop has had a few turns when the holder is a
+    live run on this very loop: a dropped generator that wrapped the run's
+    stream (``async for c in graph.astream(...): yield c``) is closed by the
+    loop's finalizer in a task of its own, which only then drops the stream."""
+    holding = _HELD.get(token)
+    if holding is None:
+        return None
+    if not holding.finishing() and holding.loop is asyncio.get_running_loop():
+        for _ in range(_FAST_TURNS):
+            await asyncio.sleep(0)
+            if holding.finishing():
+                break
+    return holding if holding.finishing() else None
 
 
 def wait(holding: Holding, timeout: float) -> bool:
