@@ -85,13 +85,19 @@ def _request_stop(op: lo.RequestStop) -> Plan:
 
 
 def _check(op: lo.CheckLease) -> Plan:
-    live = yield from _live(op.thread_id)
-    if live is None or live.token != op.token:
+    """Every saving step runs this (the fence): the row is read as is, without
+    the :class:`LeaseInfo` that :func:`_live` builds for callers that want it."""
+    row = yield Stmt(_SELECT, (op.thread_id,), "lease")
+    if row is None:
         return None
-    if live.expires_in_ms > op.ttl_ms * 2 // 3:  # renewed recently: spare the UPDATE
-        return live.stop
-    yield Stmt(_EXTEND, (op.thread_id, _now() + op.ttl_ms), "unlease")
-    return live.stop
+    now = _now()
+    left = row[2] - now
+    if left <= 0 or row[1] != op.token:
+        return None
+    if int(left) > op.ttl_ms * 2 // 3:  # renewed recently: spare the UPDATE
+        return row[3]
+    yield Stmt(_EXTEND, (op.thread_id, now + op.ttl_ms), "unlease")
+    return row[3]
 
 
 def _read(op: lo.ReadLease) -> Plan:
