@@ -137,8 +137,21 @@ from threadloom.graph import message as _msg  # noqa: E402
 _IDS = st.sampled_from(["1", "2", "3", "4"])
 
 
+def _one_kind(messages, inputs):
+    """Inputs holding a langchain message: the result's dicts are converted (session 8)."""
+    lc = pytest.importorskip("langchain_core.messages")
+    if not any(isinstance(m, lc.BaseMessage) for m in inputs):
+        return messages
+    return [lc.convert_to_messages([m])[0] if isinstance(m, dict) else m for m in messages]
+
+
 def _reference(left, right):
     """Every item coerced one by one (the reducer before the fast path)."""
+    inputs = _msg._as_list(left) + _msg._as_list(right)
+    return _one_kind(_merged_one_by_one(left, right), inputs)
+
+
+def _merged_one_by_one(left, right):
     left_list = [_msg._with_id(_msg._coerce(m)) for m in _msg._as_list(left)]
     right_list = [_msg._with_id(_msg._coerce(m)) for m in _msg._as_list(right)]
     for idx in range(len(right_list) - 1, -1, -1):

@@ -3,7 +3,9 @@
 Messages are plain dicts (``{"role": "user", "content": "hi", "id": "..."}``) so
 threadloom needs no LLM library. When the caller uses langchain_core message
 objects they are kept as they are (duck-typed: ``.id`` and ``.type``), so the
-same state works with either; langchain_core is never imported here.
+same state works with either; langchain_core is never imported here. A list
+holding a langchain object gets its dicts (and tuples, strings) converted to
+langchain messages, as LangGraph does, so one history is one kind.
 
 Merging by id is what makes conversations editable: a message whose id is
 already present replaces the old one, ``RemoveMessage(id)`` deletes it and
@@ -12,6 +14,7 @@ already present replaces the old one, ``RemoveMessage(id)`` deletes it and
 
 from __future__ import annotations
 
+import sys
 import uuid
 from typing import Annotated, Any, TypedDict
 
@@ -140,20 +143,58 @@ def _is_plain(message: Any) -> bool:
     return plain
 
 
-def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int]]:
-    """Each item coerced and given an id, and each id's position."""
+_DICTS, _OBJECTS = 1, 2
+"""Kinds of messages a list holds (bits): plain dicts, message objects."""
+
+
+def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int], int]:
+    """Each item coerced and given an id, each id's position, and the kinds seen.
+
+    The kinds cost nothing on the fast path: every item not coerced is an
+    object, so counting the coerced ones (dicts, tuples, strings, markers,
+    chunks) is enough; which of those are dicts :func:`_as_langchain` checks
+    item by item, in the rare mixed case only.
+    """
     out: list[Any] = []
     position: dict[str | None, int] = {}
     plain = _PLAIN
+    coerced = 0
     for i, m in enumerate(items):
         if plain.get(type(m)) and (mid := m.id) is not None:  # (declared field: never missing)
             out.append(m)
         else:
-            m = _with_id(m if _is_plain(m) else _coerce(m))
+            if _is_plain(m):
+                m = _with_id(m)
+            else:
+                m = _with_id(_coerce(m))
+                coerced += 1
             out.append(m)
             mid = _get_id(m)
         position[mid] = i
-    return out, position
+    objects = len(out) - coerced
+    return out, position, (_OBJECTS if objects else 0) | (_DICTS if coerced else 0)
+
+
+def _kind(message: Any) -> int:
+    if isinstance(message, dict):
+        return 0 if _is_remove(message) else _DICTS  # a marker never stays in the list
+    return _OBJECTS
+
+
+def _langchain_involved(*sources: list[Any]) -> bool:
+    """Whether the inputs hold a langchain_core message (scanned only when mixed)."""
+    lc = sys.modules.get("langchain_core.messages")  # loaded if one of its objects exists
+    return lc is not None and any(isinstance(m, lc.BaseMessage) for src in sources for m in src)
+
+
+def _as_langchain(messages: list[Any]) -> list[Any]:
+    """The dicts (and tuples, strings coerced to dicts) as langchain messages, ids kept."""
+    from langchain_core.messages import convert_to_messages
+
+    return [
+        convert_to_messages([m])[0] if isinstance(m, dict) and not _is_remove(m) else m
+        for m in messages
+    ]
 
 
 def add_messages(left: Messages, right: Messages) -> list[AnyMessage]:
@@ -167,8 +208,17 @@ def add_messages(left: Messages, right: Messages) -> list[AnyMessage]:
         ValueError: a ``RemoveMessage`` names an id that is not in the list.
         TypeError: an item is not something a message can be made from.
     """
-    merged, position = _prepared(_as_list(left))
+    left_list = _as_list(left)
+    merged, position, left_kinds = _prepared(left_list)
     right_list = [_with_id(_coerce(m)) for m in _as_list(right)]
+    kinds = left_kinds
+    for m in right_list:
+        kinds |= _kind(m)
+    # one kind per history: with a langchain message among the inputs, dicts convert
+    if kinds == _DICTS | _OBJECTS and _langchain_involved(right_list, left_list):
+        right_list = _as_langchain(right_list)
+        if left_kinds & _DICTS:
+            merged = _as_langchain(merged)  # same ids: ``position`` still holds
     for idx in range(len(right_list) - 1, -1, -1):
         m = right_list[idx]
         if _is_remove(m) and _get_id(m) == REMOVE_ALL_MESSAGES:
