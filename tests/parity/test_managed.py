@@ -290,3 +290,12 @@ def test_langgraph_managed_annotations_work_in_threadloom() -> None:
     app = g.compile()
     assert app.invoke({"log": []}, {"recursion_limit": 4}) == {"log": [[3, False], [2, False]]}
     assert "rs" not in app.channels
+
+
+def test_tasks_stream_shows_the_computed_input() -> None:
+    def sc(lib, saver, durability):
+        app = _loop(lib, saver, lambda s: lib.END if s["remaining_steps"] < 3 else "agent")
+        chunks = app.stream({"log": []}, {**CFG, "recursion_limit": 4}, stream_mode="tasks")
+        return [("tasks", [{k: v for k, v in c.items() if k != "id"} for c in chunks])]
+
+    h.run_parity(sc)
