@@ -252,11 +252,13 @@ class ThreadTTL:
         dry_run: bool = False,
         force: bool = False,
     ) -> Flow:
-        args = (thread_ids, strategy, keep_last, before, dry_run, force)
-        flow = super()._prune_flow(*args)  # type: ignore[misc]
+        # the ids once, as a list: a generator read by the base flow would leave
+        # none for the clock rows (a reused id then inherited "never expires")
+        ids = thread_ids if isinstance(thread_ids, (str, bytes)) else list(thread_ids)
+        args = (ids, strategy, keep_last, before, dry_run, force)
+        flow = super()._prune_flow(*args)  # type: ignore[misc]  # refuses a bare str
         if strategy != "delete" or dry_run:
             return flow
-        ids = [thread_ids] if isinstance(thread_ids, str) else thread_ids
         return self._dropping_clocks(flow, [str(tid) for tid in ids])
 
     def _dropping_clocks(self, flow: Flow, thread_ids: list[str]) -> Flow:
