@@ -10,7 +10,7 @@ from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stmt import LOCK_SLOT, Stmt
 from threadloom.checkpoint.storage import ops
 
-__all__ = ["NEW_COUNTS", "insert_blobs"]
+__all__ = ["LOCK_EXISTING", "NEW_COUNTS", "insert_blobs"]
 
 
 def insert_blobs(
@@ -18,6 +18,7 @@ def insert_blobs(
     sql: SQL,
     holds: dict[bytes, int] | None = None,
     setting: str | None = None,
+    lock_existing: bool = False,
 ) -> list[Stmt]:
     """Insert the blobs that are new with their count rows, then count each new
     manifest's hold on its children (its segments): the flow cannot, not
@@ -38,7 +39,8 @@ def insert_blobs(
     in :data:`NEW_COUNTS`, so the refs insert (which must insert every ref, or
     the transaction is refused) does not add it again: one row version per new
     blob instead of an insert and an update. ``setting``: the one that
-    receives those ids instead (a put_writes': :data:`.writecounts.NEW_WRITE_COUNTS`)."""
+    receives those ids instead (a put_writes': :data:`.writecounts.NEW_WRITE_COUNTS`).
+    ``lock_existing``: lock the blobs found already there (:data:`LOCK_EXISTING`)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
@@ -58,7 +60,8 @@ def insert_blobs(
             f"set_config('{setting or NEW_COUNTS}',"
             " coalesce((SELECT string_agg(id::text, ',') FROM cnt), ''), true)"
         )
-    counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
+    conflict = LOCK_EXISTING if lock_existing else "ON CONFLICT (hash) DO NOTHING"
+    counted = f"""{head} WHERE {LOCK_SLOT} {conflict} RETURNING hash, id, children
             ), cnt AS ({count})"""
     if not any(b.children for b in unique):
         return [Stmt(f"{counted} SELECT {', '.join(kept)}", rows)]
@@ -66,6 +69,17 @@ def insert_blobs(
     keep = f"SELECT {kids}, {', '.join(kept)} FROM ins WHERE children <> ''"
     return [Stmt(f"{counted} {keep}", rows), Stmt(_count_kids(sql), ())]
 
+
+LOCK_EXISTING = "ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash WHERE false"
+"""The conflict clause of a blob insert whose transaction cannot be refused (a
+pessimistic put_writes): a blob already there is locked, not skipped (``WHERE
+false`` updates nothing but locks every conflicting row), waiting for a
+transaction that holds it, e.g. a delete that has counted it down; if that one
+deleted the row, the insert inserts it afresh instead (Postgres retries the
+insert). With ``DO NOTHING`` the insert saw the doomed row, did nothing, and the
+write row went in holding a blob the delete then removed: every later read of
+the thread raised CorruptBlobError. ``RETURNING`` still lists only the rows
+inserted. Locks are taken in the insert's hash order, as every other lock."""
 
 NEW_COUNTS = "threadloom.new_counts"
 """The count rows a put's blob insert created at their final count (ids)."""

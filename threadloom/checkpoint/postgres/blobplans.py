@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from threadloom.checkpoint.postgres.blobinsert import LOCK_EXISTING
 from threadloom.checkpoint.postgres.blobpack import pack, unpack
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stmt import Stmt
@@ -53,12 +54,20 @@ def guarded(stmt: str, before: str, guard: str) -> str:
 
 
 def insert_blobs(
-    blobs: tuple[BlobRow, ...], sql: SQL, guard: str = "", gparams: tuple[Any, ...] = ()
+    blobs: tuple[BlobRow, ...],
+    sql: SQL,
+    guard: str = "",
+    gparams: tuple[Any, ...] = (),
+    lock_existing: bool = False,
 ) -> list[Stmt]:
+    """Insert the new blobs (count rows at 0); ``lock_existing``: lock those
+    already there instead of skipping them (:data:`.blobinsert.LOCK_EXISTING`)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
     stmt = guarded(sql.insert_blobs, "ON CONFLICT", guard)
+    if lock_existing:
+        stmt = stmt.replace("ON CONFLICT (hash) DO NOTHING", LOCK_EXISTING, 1)
     rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
     return [Stmt(stmt, (*columns(rows, 4), *gparams), "all")]
 

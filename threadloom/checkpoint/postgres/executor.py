@@ -330,7 +330,9 @@ def _writes(results: list[Any]) -> list[WriteRow]:
 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
-    batch = insert_blobs(op.blobs, sql)
+    """Blobs (those already there locked: the flow's AdjustRefcounts after
+    ignores a blob deleted meanwhile, and the row would hold a missing one)."""
+    batch = insert_blobs(op.blobs, sql, lock_existing=True)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
         batch.append(Stmt(sql.upsert_writes, columns(map(packed_write, unique), 7)))

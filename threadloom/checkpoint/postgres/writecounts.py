@@ -24,10 +24,15 @@ statements (plan mode, blob insert, writes insert), 4 -> 2 without.
 The pessimistic plan (a caller's transaction, or the rerun of a refused
 optimistic one) does the same after its ``LoadWrites`` found no row
 (:func:`pessimistic`): read under the thread's lock, which the transaction
-holds to its end, so the row is known to be new and nothing is refused; a held
-blob missing is ignored, as the adjustment it replaces ignored it. Per call of
-the bench's shape: 6 statements -> 4 (the adjustment's lock and update), and
-no count row updated (2 row versions fewer).
+holds to its end, so the row is known to be new. Nothing reruns a pessimistic
+transaction, so its blob insert locks every sent blob it finds already there
+(:data:`.blobinsert.LOCK_EXISTING`): another thread's delete that has counted
+such a blob down either commits first (the insert then creates it afresh) or
+waits for this transaction. Every held blob is therefore there for the writes
+insert; if one is not, the statement fails (:data:`MISSING`, a StorageError)
+instead of storing a row that holds a missing blob. Per call of the bench's
+shape: 6 statements -> 4 (the adjustment's lock and update), and no count row
+updated (2 row versions fewer).
 """
 
 from __future__ import annotations
@@ -118,8 +123,8 @@ def pessimistic(op: ops.Op, sql: SQL, tx: Tx, adjust: Any) -> tuple[list[Stmt], 
     """The pessimistic plan of a put_writes' ``SaveWrites`` whose row the flow
     read and found absent (``expected`` None; the read held the thread's lock):
     new count rows created at their final count and the other held blobs
-    counted by the writes insert, as in the optimistic plan, but refusing
-    nothing. The ``AdjustRefcounts`` right after plans only what these did not
+    counted by the writes insert, as in the optimistic plan; the blobs found
+    there are locked by their insert instead of re-checked by a rerun. The ``AdjustRefcounts`` right after plans only what these did not
     count (``adjust``: its plain plan). None: plan ``op`` as usual."""
     absorbed, tx.absorbed = tx.absorbed, None  # only for the op right after
     if type(op) is ops.AdjustRefcounts:
@@ -133,7 +138,7 @@ def pessimistic(op: ops.Op, sql: SQL, tx: Tx, adjust: Any) -> tuple[list[Stmt], 
     if counts is None:
         return None
     hashes = sorted(counts)
-    batch = insert_blobs(op.blobs, sql, counts, NEW_WRITE_COUNTS)
+    batch = insert_blobs(op.blobs, sql, counts, NEW_WRITE_COUNTS, lock_existing=True)
     params = (
         hashes,
         hashes,
@@ -148,14 +153,23 @@ def pessimistic(op: ops.Op, sql: SQL, tx: Tx, adjust: Any) -> tuple[list[Stmt], 
     return batch, lambda r: new
 
 
+MISSING = (
+    "('threadloom: pending-write row not stored (a held blob missing, or the row there):'"
+    " || pg_backend_pid())::int"
+)
+"""Fails a pessimistic writes insert whose held blobs are not all there or
+whose row exists (a StorageError; never expected: its blob insert locked or
+re-created each blob, and the flow read the row under the thread's lock)."""
+
 _texts: dict[str, str] = {}
 
 
 def _counted_text(sql: SQL) -> str:
-    """:func:`text` failing nothing (its check's ELSE is 0), built once per schema."""
+    """:func:`text` failing with :data:`MISSING` (not a refusal: nothing reruns
+    a pessimistic transaction), built once per schema."""
     stmt = _texts.get(sql.upsert_writes)
     if stmt is None:
         if len(_texts) >= 64:
             _texts.clear()
-        stmt = _texts[sql.upsert_writes] = text(sql, LOCK_SLOT, "0")
+        stmt = _texts[sql.upsert_writes] = text(sql, LOCK_SLOT, MISSING)
     return stmt
