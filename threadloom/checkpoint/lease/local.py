@@ -17,7 +17,12 @@ with two ways to tell that its run will take no further step:
   closed) and is saving its last state and releasing.
 
 An acquire that finds its thread held under the token of such a holder waits
-(bounded) for that release and tries once more. Any other holder, a stream
+(bounded) for that release and tries once more, unless the holder is an async
+run whose event loop stopped or closed (``loop.run_until_complete(main())``
+where ``main`` left its stream early): its ``aclose()`` task would only run if
+that loop ran again, so the waiter is answered at once (a closed loop's entry is
+forgotten). The loop is known by a weak reference, so the record never keeps a
+caller's loop alive. Any other holder, a stream
 still referenced and not closed, a concurrent ``invoke``, a run of another
 process, is answered by the strategy as before: one writer per thread holds.
 """
@@ -29,6 +34,7 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Holding", "afinishing", "await_release", "drop", "finishing", "hold", "wait"]
@@ -42,11 +48,11 @@ _POLL_MAX = 0.05
 class Holding:
     """One lease held by a root run of this process."""
 
-    __slots__ = ("token", "loop", "gen", "ending", "released", "_event")
+    __slots__ = ("token", "_loop", "gen", "ending", "released", "_event")
 
     def __init__(self) -> None:
         self.token = ""
-        self.loop: asyncio.AbstractEventLoop | None = None  # the async run's loop
+        self._loop: Callable[[], asyncio.AbstractEventLoop | None] | None = None  # async runs
         self.gen: weakref.ref[Any] | None = None  # the async run's stream generator
         self.ending = False
         self.released = False
@@ -56,11 +62,29 @@ class Holding:
         """True once the run can take no further step (closing, or dropped)."""
         return self.ending or (self.gen is not None and self.gen() is None)
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The async run's event loop (None for a sync run, or once collected)."""
+        return None if self._loop is None else self._loop()
+
+    def stranded(self) -> bool:
+        """True when an async run's loop is collected, closed or not running:
+        nothing will run its ``aclose()`` task (if ever) before that loop runs
+        again, so waiting for its release would only burn the timeout."""
+        if self._loop is None:
+            return False
+        loop = self._loop()
+        return loop is None or loop.is_closed() or not loop.is_running()
+
 
 def hold(holding: Holding, token: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
     """Record that ``holding``'s run now holds the lease ``token``."""
     holding.token = token
-    holding.loop = loop
+    if loop is not None:
+        try:
+            holding._loop = weakref.ref(loop)
+        except TypeError:  # a loop class without weak references
+            holding._loop = lambda: loop
     _HELD[token] = holding
 
 
@@ -77,9 +101,20 @@ def drop(holding: Holding) -> None:
 def finishing(token: str) -> Holding | None:
     """The local holder of ``token`` if its run only has its release left, else None."""
     holding = _HELD.get(token)
-    if holding is None or not holding.finishing():
+    if holding is None or not holding.finishing() or _stranded(holding):
         return None
     return holding
+
+
+def _stranded(holding: Holding) -> bool:
+    """:meth:`Holding.stranded`; an entry whose loop is gone or closed can never
+    be released by its run, so it leaves the registry too."""
+    if not holding.stranded():
+        return False
+    loop = holding.loop
+    if loop is None or loop.is_closed():
+        _HELD.pop(holding.token, None)
+    return True
 
 
 async def afinishing(token: str) -> Holding | None:
@@ -88,7 +123,7 @@ async def afinishing(token: str) -> Holding | None:
     stream (``async for c in graph.astream(...): yield c``) is closed by the
     loop's finalizer in a task of its own, which only then drops the stream."""
     holding = _HELD.get(token)
-    if holding is None:
+    if holding is None or _stranded(holding):
         return None
     if not holding.finishing() and holding.loop is asyncio.get_running_loop():
         for _ in range(_FAST_TURNS):
@@ -100,13 +135,15 @@ async def afinishing(token: str) -> Holding | None:
 
 def wait(holding: Holding, timeout: float) -> bool:
     """Block until ``holding`` released, at most ``timeout`` seconds. False at
-    once when the holder's event loop is this thread's running loop: blocking
-    it would keep the holder's ``aclose()`` from ever running."""
+    once when the holder's event loop is this thread's running loop (blocking
+    it would keep the holder's ``aclose()`` from ever running), or as soon as
+    that loop is not running (then nothing runs it)."""
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
-    if holding.loop is not None and holding.loop is running:
+    loop = holding.loop
+    if loop is not None and loop is running:
         return False
     with _LOCK:
         if holding.released:
@@ -114,7 +151,16 @@ def wait(holding: Holding, timeout: float) -> bool:
         if holding._event is None:
             holding._event = threading.Event()
         event = holding._event
-    return event.wait(max(0.0, timeout))
+    if holding._loop is None:  # a sync run: its release sets the event
+        return event.wait(max(0.0, timeout))
+    deadline = time.monotonic() + max(0.0, timeout)
+    while not _stranded(holding):  # the loop (another thread's) may stop meanwhile
+        left = deadline - time.monotonic()
+        if event.wait(max(0.0, min(left, _POLL_MAX))):
+            return True
+        if left <= _POLL_MAX:
+            return False
+    return holding.released
 
 
 async def await_release(holding: Holding, timeout: float) -> bool:
@@ -123,7 +169,7 @@ async def await_release(holding: Holding, timeout: float) -> bool:
     deadline = time.monotonic() + max(0.0, timeout)
     turns, delay = 0, 0.001
     while not holding.released:
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or _stranded(holding):
             return False
         if turns < _FAST_TURNS:
             turns += 1
