@@ -123,3 +123,59 @@ def test_the_work_s_error_reaches_the_caller() -> None:
         loop.call_soon_threadsafe(loop.stop)
         runner.join(5)
         loop.close()
+
+
+def test_a_loop_that_stops_before_running_the_call_gives_an_error_not_a_hang() -> None:
+    """Review finding (session 8): the saver's loop stopped after the is_running()
+    check but before it ran the hand-over (shutting down): the caller blocked forever."""
+    import time
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("ran")
+
+    def stopping() -> None:  # the loop runs this, then stops
+        time.sleep(0.3)
+        loop.stop()
+
+    loop.call_soon_threadsafe(stopping)
+    time.sleep(0.05)  # inside stopping(): is_running() is True
+    try:
+        with pytest.raises(StorageError, match="stopped before it ran the call"):
+            run_sync(work(), loop, "AsyncXSaver")
+        assert ran == []
+    finally:
+        runner.join(5)
+        loop.close()
+
+
+def test_in_thread_waits_for_its_worker_even_when_shutdown_cancels_every_task() -> None:
+    """Review finding (session 8): asyncio.run's shutdown cancels every task; the
+    worker's future was one, so the cancelled caller went on while fn still ran."""
+    import time
+
+    from threadloom.checkpoint.storage.bridge import in_thread
+
+    finished = threading.Event()
+    seen: list[bool] = []
+
+    def slow() -> None:
+        time.sleep(0.3)
+        finished.set()
+
+    async def caller() -> None:
+        try:
+            await in_thread(slow)
+        finally:
+            seen.append(finished.is_set())
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(caller())
+        await asyncio.sleep(0.05)  # main returns: asyncio.run cancels the rest
+
+    asyncio.run(main())
+    assert seen == [True]

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
+import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -32,7 +34,12 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     thread leased to nobody until the lease expires. The sync savers' ``a*``
     methods go through here so a ``CancelledError`` means the work is over.
     """
-    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    # a plain future, not a Task: shutdown code that cancels every task (asyncio.run
+    # leaving ``main``) must not cancel the waiting below (to_thread is a coroutine,
+    # so ensure_future would make it one)
+    loop = asyncio.get_running_loop()
+    call = functools.partial(contextvars.copy_context().run, fn, *args)
+    work = loop.run_in_executor(None, call)
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -88,7 +95,7 @@ def run_sync(
     started: list[asyncio.Task[Any]] = []
     try:
         loop.call_soon_threadsafe(_start, coro, loop, future, started)
-        return future.result()
+        return _result(future, loop, coro, started, saver)
     except BaseException as exc:
         if isinstance(exc, Exception) or future.done():
             raise
@@ -96,8 +103,37 @@ def run_sync(
         # let it end before the caller reacts (a lease acquire still running there
         # would otherwise commit after the caller gave its lease back)
         loop.call_soon_threadsafe(_stop, coro, future, started)
-        concurrent.futures.wait([future])
+        while not concurrent.futures.wait([future], _SLICE).done and loop.is_running():
+            pass
         raise
+
+
+_SLICE = 0.25  # seconds between looks at whether the saver's loop still runs
+
+
+def _result(
+    future: concurrent.futures.Future[Any],
+    loop: asyncio.AbstractEventLoop,
+    coro: Coroutine[Any, Any, Any],
+    started: list[asyncio.Task[Any]],
+    saver: str,
+) -> Any:
+    """Wait for the work's outcome, unless the saver's loop stops first (closed
+    while shutting down): nothing would ever run it, and waiting would hang."""
+    while True:
+        try:
+            return future.result(_SLICE)
+        except concurrent.futures.TimeoutError:
+            if loop.is_running() or future.done():
+                continue
+        if not started and future.cancel():  # ``_start`` will close it if ever run
+            coro.close()
+            raise StorageError(
+                f"{saver}'s event loop stopped before it ran the call: nothing was done"
+            ) from None
+        raise StorageError(
+            f"{saver}'s event loop stopped while it ran the call: its outcome is unknown"
+        ) from None
 
 
 def _start(
@@ -107,12 +143,17 @@ def _start(
     started: list[asyncio.Task[Any]],
 ) -> None:
     """On the loop: run ``coro`` as a task whose outcome completes ``future``."""
+    if future.cancelled():  # the caller gave up: the loop had stopped (``_result``)
+        coro.close()
+        return
     task = loop.create_task(coro)
     started.append(task)
     task.add_done_callback(lambda done: _settle(done, future))
 
 
 def _settle(task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+    if future.done():  # the caller already gave up on it
+        return
     if task.cancelled():
         _cancel(future)
     elif (exc := task.exception()) is not None:
@@ -131,7 +172,7 @@ def _stop(
     cut the hand-over itself): close the coroutine unrun and end the waiting."""
     if started:
         started[0].cancel()
-    else:
+    elif not future.done():
         coro.close()
         _cancel(future)
 
