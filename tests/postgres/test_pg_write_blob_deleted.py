@@ -15,6 +15,7 @@ stored.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -27,7 +28,7 @@ import pytest
 
 from tests.postgres.conftest import drop_schema
 from threadloom.checkpoint.base import empty_checkpoint
-from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver
 
 pytestmark = pytest.mark.postgres
 
@@ -97,17 +98,37 @@ class Race:
             ("B",),
         ).fetchall()
 
-    def write_a(self) -> tuple[threading.Thread, list[BaseException]]:
-        conn = psycopg.connect(self.url)
-        writer = PostgresSaver(conn, schema=self.schema)
+    def write_a(self, use_async: bool = False) -> tuple[threading.Thread, list[BaseException]]:
+        if use_async:
+            thread, errors, pid = self._awrite_a()
+        else:
+            conn = psycopg.connect(self.url)
+            writer = PostgresSaver(conn, schema=self.schema)
+            pid = conn.info.backend_pid
 
-        def run() -> None:
-            with conn, conn.transaction():
-                writer.put_writes(self.cfg_a, self.writes, "ta")
+            def run() -> None:
+                with conn, conn.transaction():
+                    writer.put_writes(self.cfg_a, self.writes, "ta")
 
-        thread, errors = start(run)
-        wait_locked(self.url, conn.info.backend_pid)
+            thread, errors = start(run)
+        wait_locked(self.url, pid)
         return thread, errors
+
+    def _awrite_a(self) -> tuple[threading.Thread, list[BaseException], int]:
+        """A's write on AsyncPostgresSaver, its own loop in a thread."""
+        opened, pids = threading.Event(), []
+
+        async def write() -> None:
+            async with await psycopg.AsyncConnection.connect(self.url) as conn:
+                writer = AsyncPostgresSaver(conn, schema=self.schema)
+                pids.append(conn.info.backend_pid)
+                opened.set()
+                async with conn.transaction():
+                    await writer.aput_writes(self.cfg_a, self.writes, "ta")
+
+        thread, errors = start(lambda: asyncio.run(write()))
+        assert opened.wait(5), errors
+        return thread, errors, pids[0]
 
     def check(self) -> None:
         """A's pending write reads back, its blob is there, counted once."""
@@ -123,16 +144,19 @@ class Race:
         self.auto.close()
 
 
-def put_writes_while_delete_holds(race: Race, finish: Any) -> None:
+def put_writes_while_delete_holds(race: Race, finish: Any, use_async: bool = False) -> None:
     """Start A's write while X is locked, then ``finish`` the delete."""
-    thread, errors = race.write_a()
+    thread, errors = race.write_a(use_async)
     finish()
     thread.join(10)
     assert not thread.is_alive() and not errors, errors
 
 
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("merged", [False, True], ids=["new-row", "merged-row"])
-def test_blob_deleted_while_write_waits(pg_url: str, schema: str, merged: bool) -> None:
+def test_blob_deleted_while_write_waits(
+    pg_url: str, schema: str, merged: bool, use_async: bool
+) -> None:
     """The delete by hand: lock X, then (the write waiting) drop its count row
     and X itself, as a delete whose count reached 0 does."""
     race = Race(pg_url, schema, merged)
@@ -147,7 +171,7 @@ def test_blob_deleted_while_write_waits(pg_url: str, schema: str, merged: bool) 
             other.execute(f"DELETE FROM {s}.checkpoint_blobs WHERE hash = %s", (race.hash,))
             other.commit()
 
-        put_writes_while_delete_holds(race, finish)
+        put_writes_while_delete_holds(race, finish, use_async)
     race.check()
 
 
