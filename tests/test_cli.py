@@ -205,3 +205,9 @@ def test_prepare_db_replaces_only_demo_files_or_forced(tmp_path: Path) -> None:
     assert not is_demo_db(foreign)
     prepare_db(foreign, force=True)
     assert is_demo_db(foreign) and _snapshot(foreign)[1] == set()
+
+
+def test_demo_db_in_a_missing_directory_is_a_refusal_not_a_traceback(tmp_path: Path) -> None:
+    """Review finding (session 8): a bare sqlite3.OperationalError traceback."""
+    with pytest.raises(DemoFileRefused, match="cannot be created"):
+        prepare_db(str(tmp_path / "missing" / "x.db"))

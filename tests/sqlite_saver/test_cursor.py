@@ -61,3 +61,22 @@ def test_no_statement_left_pending_after_a_save(tmp_path: os.PathLike) -> None:
 def test_an_op_without_a_plan_is_a_storage_error() -> None:
     with pytest.raises(StorageError, match="no plan for object"):
         queries.plan(object())  # type: ignore[arg-type]
+
+
+def test_a_closed_connection_is_a_storage_error() -> None:
+    """Review finding (session 8): every call raised a bare sqlite3.ProgrammingError."""
+    import asyncio
+
+    saver = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    saver.setup()
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
+    saver.conn.close()
+    with pytest.raises(StorageError, match="cannot be used"):
+        saver.get_tuple(cfg)
+    with pytest.raises(StorageError, match="cannot be used"):
+        list(saver.list(cfg))
+    with pytest.raises(StorageError, match="cannot be used"):
+        saver.put(cfg, empty_checkpoint(), {"step": 1}, {})
+    with pytest.raises(StorageError, match="cannot be used"):
+        asyncio.run(saver.aget_tuple(cfg))

@@ -67,7 +67,10 @@ def prepare_db(path: str, force: bool = False) -> None:
     # leftover -wal into the new file
     for suffix in ("", *_SIDE_FILES):
         Path(path + suffix).unlink(missing_ok=True)
-    conn = sqlite3.connect(path)
+    try:
+        conn = sqlite3.connect(path)
+    except sqlite3.Error as exc:  # e.g. its directory does not exist
+        raise DemoFileRefused(f"--db {path!r} cannot be created: {exc}") from None
     try:
         conn.execute(f"PRAGMA application_id = {DEMO_APPLICATION_ID}")
         conn.commit()

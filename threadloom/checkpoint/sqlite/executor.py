@@ -359,8 +359,10 @@ class _Transaction:
         ex.lock.acquire()
         try:
             self.nested, self.commit, self.rollback = ex._enter(self.write)
-        except BaseException:
+        except BaseException as exc:
             ex.lock.release()
+            if isinstance(exc, sqlite3.ProgrammingError):  # e.g. the connection was closed
+                raise StorageError(f"the saver's SQLite connection cannot be used: {exc}") from exc
             raise
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
