@@ -77,6 +77,9 @@ class Scope:
     guards: dict[str, str] = field(default_factory=dict)  # lease key -> guard token
     # a read's checkpoint rows by (thread, ns): its refs lookup checks they still exist
     seen: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    # False in retention flows (prune, also its dry run): listing a thread to
+    # prune, delete runs from or copy it must not keep it alive
+    touch: bool = True
 
 
 Plan = Generator[list[Call], list[Any], Any]
@@ -129,7 +132,8 @@ class RedisPlanner:
     def _ListCheckpoints(self, op: ops.ListCheckpoints, scope: Scope) -> Plan:
         if op.thread_id is not None:
             scope.thread = op.thread_id
-            rows = yield from list_thread(self, op.thread_id, op)
+            touch = scope.touch and not scope.write  # write flows that list: retention
+            rows = yield from list_thread(self, op.thread_id, op, touch=touch)
         else:
             rows = []
             for thread_id in (yield from self.threads()):  # re-arms no thread's TTL
@@ -286,8 +290,9 @@ class RedisPlanner:
             args += [ref_field(r), pack_values(list(r[4:])), r.hashes]
         for w in op.writes:
             args += [*write_args(w), w.hashes]
+        copy = source is not None and source != target  # else: retention rebasing rows
         pre, _ = yield [
-            self.lua("insert", target, *args),
+            self.lua("insert", target, *args, touch=copy),
             Call(("SADD", self.layout.threads(), target)),
         ]
         scope.held.update((target, h) for h in pre)
@@ -320,8 +325,11 @@ class RedisPlanner:
         ((deleted, left),) = yield [
             self.lua("delete", thread_id, op.checkpoint_ns or "", every, *ids)
         ]
-        if not left:
-            yield [Call(("SREM", self.layout.threads(), thread_id))]
+        if not left:  # as index.py: check again after the SREM, re-add if a put came back
+            key = self.layout.threads()
+            _, alive = yield [Call(("SREM", key, thread_id)), self.lua("reap", thread_id)]
+            if int(alive):
+                yield [Call(("SADD", key, thread_id))]
         return int(deleted)
 
     def _DeleteRefs(self, op: ops.DeleteRefs, scope: Scope) -> Plan:

@@ -19,7 +19,8 @@ Layout (``T`` = ``{prefix:thread}``; ``\\0`` separates parts of a member or fiel
     T:rc    HASH   content hash -> references held (refs + manifests)
     T:w     HASH   "ns\\0checkpoint_id\\0task_id" -> packed pending writes of one task
     T:wi    HASH   "ns\\0checkpoint_id" -> its task ids joined by "\\1";
-                   "\\0ttl" -> the thread's own TTL (set_thread_ttl), if any
+                   "ttl" -> the thread's own TTL (set_thread_ttl), if any: a field
+                   with no "\\0", so no namespace/checkpoint id can name it
 
 Eight keys per thread, whatever its length: a TTL refresh, a delete or a
 copy touches a fixed, declared set of keys (every Lua script names all of
@@ -140,7 +141,9 @@ local function nxt()
     pos = pos + 1
     return ARGV[pos]
 end
-local OWN_TTL = '\\0ttl'
+-- no '\\0' in it: every write-index field is ns .. '\\0' .. cid (the field
+-- '\\0ttl' of ce1d228, never released, was the index of a root checkpoint 'ttl')
+local OWN_TTL = 'ttl'
 local function touch()
     local ttl = tonumber(ARGV[1])
     if ttl < 0 then return end

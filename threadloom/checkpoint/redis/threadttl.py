@@ -1,6 +1,6 @@
 """``set_thread_ttl`` / ``sweep_expired`` on Redis, as on the other savers.
 
-A thread's own TTL is stored with the thread (field ``\\0ttl`` of its ``wi``
+A thread's own TTL is stored with the thread (field ``ttl`` of its ``wi``
 hash, see :mod:`.keys`), so it lives and dies with the thread's keys and
 every script that re-arms the thread's expiry uses it instead of the saver's
 ``ttl=`` (-1: never). Setting it re-arms (or, for ``None``, removes) the
@@ -16,25 +16,53 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.redis.index import live_threads
+from threadloom.checkpoint.storage import retention
 from threadloom.checkpoint.storage.bridge import in_thread
 from threadloom.errors import ConfigError
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.redis.executor import Plan
+    from threadloom.checkpoint.storage.drive import Flow
 
-__all__ = ["AsyncThreadTTL", "SyncThreadTTL"]
+__all__ = ["AsyncThreadTTL", "SyncThreadTTL", "untouched_prune"]
+
+# seconds from which a TTL means "never": EXPIRE refuses far larger values, and
+# an SQL saver's deadline that far out never arrives either
+_NEVER = 10**12  # ~31,700 years
+
+
+def untouched_prune(
+    saver: Any,
+    thread_ids: list[str],
+    strategy: str,
+    keep_last: int | None,
+    before: str | None,
+    dry_run: bool,
+    force: bool,
+) -> Flow:
+    """The core's prune flow, its listings re-arming no thread's TTL (a dry run
+    too): a cron job pruning idle threads must not keep them alive. A module
+    function with plain arguments, so a torn read can build it again (rereads.py)."""
+    saver._current().touch = False  # first step: inside the flow's transaction
+    return (
+        yield from retention.prune_flow(
+            saver.codec, thread_ids, strategy, keep_last, before, dry_run, True, force
+        )
+    )
 
 
 def _own_ttl(thread_id: Any, seconds: Any) -> tuple[str, int]:
     if thread_id is None or thread_id == "":
         raise ConfigError("set_thread_ttl needs a thread id, got an empty one")
-    if seconds is None:
+    if seconds is None or seconds == math.inf:  # inf: never, as on the SQL savers
         return str(thread_id), -1
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
         raise ConfigError(
             f"set_thread_ttl({thread_id!r}): seconds must be a positive number or None, "
             f"got {seconds!r}"
         )
+    if seconds >= _NEVER:
+        return str(thread_id), -1
     return str(thread_id), max(1, math.ceil(seconds))  # EXPIRE takes whole seconds
 
 

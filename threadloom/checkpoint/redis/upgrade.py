@@ -9,14 +9,19 @@ same), so the savers read the moved store as it was.
 Keys are copied with ``DUMP``/``RESTORE`` (which keeps each key's remaining
 TTL) and then deleted, because the new name hashes to another cluster slot,
 where ``RENAME`` is refused. Run it with no saver writing under either prefix.
+A marker key under the new prefix names the move until it is done, so a move
+that stopped midway is finished by running it again (and told apart from a
+prefix some saver already writes under, which is refused).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from threadloom.checkpoint.redis.keys import KeyLayout
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, StorageError
 
 __all__ = ["move_prefix"]
 
@@ -30,15 +35,41 @@ def move_prefix(client: Any, old: str, new: str) -> int:
 
     ``client``: a sync ``redis.Redis`` or ``RedisCluster`` with
     ``decode_responses=False``. ``new`` must be an allowed prefix (checked
-    first). Refuses, moving nothing, when a key under ``new`` exists. If
-    ``old`` plus ``:`` starts another prefix you used (``a:b`` and ``a``
+    first). Refuses, moving nothing, when a key under ``new`` exists that an
+    unfinished move from ``old`` did not put there. A move that stopped
+    midway (a lost connection: :class:`StorageError`) is finished by calling
+    it again: a key already at its new name is kept and its old copy dropped.
+    If ``old`` plus ``:`` starts another prefix you used (``a:b`` and ``a``
     with a thread ``b:...``), those keys were already shared and move too.
     """
     KeyLayout(new)  # raises ConfigError for a prefix the savers would refuse
     if not old or "{" in old or "}" in old:
         raise ConfigError(f"move_prefix: old prefix must be non-empty without braces, got {old!r}")
-    if any(client.scan_iter(match=f"{{{_glob(new)}[:}}]*", count=1000)):
-        raise ConfigError(f"move_prefix: keys under prefix {new!r} exist already; nothing moved")
+    try:
+        return _move(client, old, new)
+    except RedisError as exc:
+        raise StorageError(
+            f"move_prefix({old!r} -> {new!r}) stopped: {type(exc).__name__}: {exc}; "
+            "call it again to finish the move"
+        ) from exc
+
+
+def _move(client: Any, old: str, new: str) -> int:
+    """The marker ``{new}:moving-from`` (= ``old``) stays until every key moved,
+    so a second call knows the keys under ``new`` are this move's own."""
+    marker = f"{{{new}}}:moving-from".encode()
+    mark = client.get(marker)
+    if mark is None:
+        if any(client.scan_iter(match=f"{{{_glob(new)}[:}}]*", count=1000)):
+            raise ConfigError(
+                f"move_prefix: keys under prefix {new!r} exist already; nothing moved"
+            )
+        client.set(marker, old.encode())
+    elif mark != old.encode():
+        raise ConfigError(
+            f"move_prefix: prefix {new!r} holds an unfinished move from "
+            f"{mark.decode(errors='replace')!r}; finish that one first"
+        )
     threads, head = f"{{{old}}}:threads".encode(), f"{{{old}:".encode()
     moves: list[tuple[bytes, bytes]] = []
     for key in client.scan_iter(match=f"{{{_glob(old)}[:}}]*", count=1000):
@@ -47,9 +78,11 @@ def move_prefix(client: Any, old: str, new: str) -> int:
         elif key.startswith(head):
             moves.append((key, f"{{{new}:".encode() + key[len(head) :]))
     for key, target in moves:
-        dumped, left = client.dump(key), client.pttl(key)
-        if dumped is None or left == -2:  # expired meanwhile
-            continue
-        client.restore(target, max(left, 0), dumped)
+        if not client.exists(target):  # else moved by the stopped call: keep it
+            dumped, left = client.dump(key), client.pttl(key)
+            if dumped is None or left == -2:  # expired meanwhile
+                continue
+            client.restore(target, max(left, 0), dumped)
         client.delete(key)
+    client.delete(marker)
     return len(moves)
