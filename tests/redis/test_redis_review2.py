@@ -208,3 +208,12 @@ def test_infinite_thread_ttl_means_never(saver, redis_client) -> None:
 def test_bad_thread_ttl_is_a_config_error(saver, bad) -> None:
     with pytest.raises(ConfigError):
         saver.set_thread_ttl("t1", bad)
+
+
+def test_saver_ttl_reads_as_the_sql_savers(redis_client, key_prefix) -> None:
+    assert RedisSaver(redis_client, key_prefix=key_prefix, ttl=math.inf).ttl is None
+    assert RedisSaver(redis_client, key_prefix=key_prefix, ttl=0.5).ttl == 1  # rounded up
+    assert RedisSaver(redis_client, key_prefix=key_prefix, ttl="60").ttl == 60
+    for bad in (math.nan, -1, 0, True, "soon"):
+        with pytest.raises(ConfigError, match="ttl must be"):
+            RedisSaver(redis_client, key_prefix=key_prefix, ttl=bad)

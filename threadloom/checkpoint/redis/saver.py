@@ -24,7 +24,12 @@ from redis.exceptions import NoScriptError, RedisError
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
-from threadloom.checkpoint.redis.threadttl import AsyncThreadTTL, SyncThreadTTL, untouched_prune
+from threadloom.checkpoint.redis.threadttl import (
+    AsyncThreadTTL,
+    SyncThreadTTL,
+    saver_ttl,
+    untouched_prune,
+)
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import in_thread, run_sync
 from threadloom.checkpoint.storage.core import StorageSaver, _id_list
@@ -145,7 +150,8 @@ class _RedisSaverBase(StorageSaver):
             ``decode_responses=False``; not closed by the saver.
         key_prefix: every key starts with ``{key_prefix:``; separate prefixes
             isolate apps, tenants or test runs in one database.
-        ttl: seconds a thread lives after its last write or read (None = forever).
+        ttl: seconds a thread lives after its last write or read (None or inf =
+            forever; rounded up to whole seconds).
             Every write and every checkpoint read re-arms it on all the thread's keys;
             ``set_thread_ttl`` gives one thread its own.
         serde, delta, compact_every, cache_bytes: see
@@ -171,8 +177,7 @@ class _RedisSaverBase(StorageSaver):
         # row's blob references when asked (SaveWrites.add_refs)
         self.codec.strict_writes = self.codec.writes_add_refs = True
         check_client(client)
-        if ttl is not None and int(ttl) <= 0:
-            raise ConfigError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+        ttl = saver_ttl(ttl)
         self.client = client
         self.layout = KeyLayout(key_prefix)
         self.planner = RedisPlanner(self.layout, ttl)

@@ -24,11 +24,29 @@ if TYPE_CHECKING:
     from threadloom.checkpoint.redis.executor import Plan
     from threadloom.checkpoint.storage.drive import Flow
 
-__all__ = ["AsyncThreadTTL", "SyncThreadTTL", "untouched_prune"]
+__all__ = ["AsyncThreadTTL", "SyncThreadTTL", "saver_ttl", "untouched_prune"]
 
 # seconds from which a TTL means "never": EXPIRE refuses far larger values, and
 # an SQL saver's deadline that far out never arrives either
 _NEVER = 10**12  # ~31,700 years
+
+
+def saver_ttl(ttl: Any) -> int | None:
+    """The saver's ``ttl=`` in whole seconds (rounded up), None for never (None,
+    inf), as the SQL savers read it; anything else not above 0 is a ConfigError
+    (``int(ttl)`` raised OverflowError/ValueError for inf/NaN). Numeric strings
+    stay accepted, as before."""
+    if ttl is None:
+        return None
+    value = ttl
+    if isinstance(ttl, str):
+        try:
+            value = float(ttl)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
+    return None if value >= _NEVER else max(1, math.ceil(value))
 
 
 def untouched_prune(
