@@ -117,6 +117,9 @@ class TaskScope:
             task = self.task
             base = self.run.config
             configurable = dict(base.get("configurable") or {})
+            for key, value in base.items():  # an unknown top-level key: as LangGraph
+                if key not in _RUNNABLE_KEYS and _is_set(value):
+                    configurable[key] = value
             configurable.update(
                 {
                     CONFIG_KEY_CHECKPOINT_NS: task.checkpoint_ns,
@@ -140,15 +143,29 @@ class TaskScope:
                     "langgraph_checkpoint_ns": task.checkpoint_ns,
                 }
             )
-            self._config = {
-                **base,
-                "configurable": configurable,
-                "metadata": metadata,
-                "tags": [*(base.get("tags") or ()), *task.proc.tags],  # the caller's first
-                "callbacks": base.get("callbacks"),  # the key set LangGraph's nodes see
-                "recursion_limit": self.run.recursion_limit,
-            }
+            self._config = self._node_config(base, configurable, metadata)
         return self._config
+
+    def _node_config(
+        self, base: Mapping[str, Any], configurable: dict[str, Any], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The key set LangGraph's node sees: callbacks, configurable, metadata,
+        plus tags (the caller's, then the node's), a ``recursion_limit`` the
+        caller set and ``max_concurrency`` only when non-empty. No ``run_name``
+        or ``run_id``: a LangChain runnable called with this config must name
+        its trace run after itself, not after the caller's run."""
+        config: dict[str, Any] = {
+            "configurable": configurable,
+            "metadata": metadata,
+            "callbacks": base.get("callbacks"),
+        }
+        if tags := [*(base.get("tags") or ()), *self.task.proc.tags]:  # the caller's first
+            config["tags"] = tags
+        if base.get("recursion_limit") is not None:
+            config["recursion_limit"] = self.run.recursion_limit
+        if max_concurrency := base.get("max_concurrency"):
+            config["max_concurrency"] = max_concurrency
+        return config
 
     def _propagate(self, metadata: dict[str, Any], configurable: Mapping[str, Any]) -> None:
         """Run coordinates a tracer reads from metadata (``thread_id``, ...), as LangGraph.
@@ -163,6 +180,26 @@ class TaskScope:
         for key in _PROPAGATE_TO_METADATA:
             if key not in metadata and (value := source.get(key)):
                 metadata[key] = value
+
+
+# RunnableConfig's own keys; any other top-level key moves into configurable
+_RUNNABLE_KEYS = frozenset(
+    (
+        "tags",
+        "metadata",
+        "callbacks",
+        "run_name",
+        "max_concurrency",
+        "recursion_limit",
+        "configurable",
+        "run_id",
+    )
+)
+
+
+def _is_set(value: Any) -> bool:
+    """Not None, and not an empty list, tuple or dict (LangGraph skips those)."""
+    return len(value) > 0 if isinstance(value, (list, tuple, dict)) else value is not None
 
 
 _PROPAGATE_TO_METADATA = (
