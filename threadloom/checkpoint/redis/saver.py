@@ -24,15 +24,10 @@ from redis.exceptions import NoScriptError, RedisError
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
-from threadloom.checkpoint.redis.threadttl import (
-    AsyncThreadTTL,
-    SyncThreadTTL,
-    saver_ttl,
-    untouched_prune,
-)
+from threadloom.checkpoint.redis.threadttl import AsyncThreadTTL, SyncThreadTTL, saver_ttl
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import in_thread, run_sync
-from threadloom.checkpoint.storage.core import StorageSaver, _id_list
+from threadloom.checkpoint.storage.core import StorageSaver
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.errors import ConfigError, StorageError
 
@@ -193,18 +188,6 @@ class _RedisSaverBase(StorageSaver):
     def _current(self) -> Scope:
         scope = self._scope.get()
         return scope if scope is not None else Scope()
-
-    def _prune_flow(
-        self,
-        thread_ids: Sequence[str],
-        strategy: str,
-        keep_last: int | None,
-        before: str | None,
-        dry_run: bool = False,
-        force: bool = False,
-    ) -> Flow:
-        ids = _id_list(thread_ids, "thread_ids")  # listed now, before the flow runs
-        return untouched_prune(self, ids, strategy, keep_last, before, dry_run, force)
 
 
 class RedisSaver(SyncThreadTTL, _RedisSaverBase):

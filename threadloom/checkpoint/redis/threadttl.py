@@ -7,17 +7,22 @@ every script that re-arms the thread's expiry uses it instead of the saver's
 expiry of the thread's keys at once. Redis expires keys by itself, so
 ``sweep_expired`` has nothing to erase: it only drops expired thread ids from
 the cross-thread index (:mod:`.index`) and returns an empty report.
+
+Also here, as TTL semantics: both savers' ``prune`` re-arms no thread's TTL
+(:func:`untouched_prune`), and their ``ttl=`` is read by :func:`saver_ttl`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.redis.index import live_threads
 from threadloom.checkpoint.storage import retention
 from threadloom.checkpoint.storage.bridge import in_thread
+from threadloom.checkpoint.storage.core import _id_list
 from threadloom.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -84,7 +89,23 @@ def _own_ttl(thread_id: Any, seconds: Any) -> tuple[str, int]:
     return str(thread_id), max(1, math.ceil(seconds))  # EXPIRE takes whole seconds
 
 
-class SyncThreadTTL:
+class _PruneUntouched:
+    """Both savers' prune: see :func:`untouched_prune`."""
+
+    def _prune_flow(
+        self,
+        thread_ids: Sequence[str],
+        strategy: str,
+        keep_last: int | None,
+        before: str | None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> Flow:
+        ids = _id_list(thread_ids, "thread_ids")  # listed now, before the flow runs
+        return untouched_prune(self, ids, strategy, keep_last, before, dry_run, force)
+
+
+class SyncThreadTTL(_PruneUntouched):
     """For :class:`~.saver.RedisSaver` (its ``_send`` is synchronous)."""
 
     planner: Any
@@ -118,7 +139,7 @@ class SyncThreadTTL:
         return await in_thread(self.sweep_expired, now)
 
 
-class AsyncThreadTTL:
+class AsyncThreadTTL(_PruneUntouched):
     """For :class:`~.saver.AsyncRedisSaver` (its ``_send`` is a coroutine)."""
 
     planner: Any
