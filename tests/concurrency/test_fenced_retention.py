@@ -204,3 +204,19 @@ async def test_async_twins(kind, tmp_path, request):
             assert fenced.lease.lost
             await thief.arelease()
         assert (await fenced.astats("mine")) == (await saver.astats("mine"))
+
+
+@pytest.mark.parametrize("target", ["mine", "other"])
+async def test_prune_given_a_generator_prunes(target):
+    """Review finding (session 8): deciding whether the run's own thread was among
+    the ids read the generator, so the inner saver got none and pruned nothing."""
+    for asynchronous in (False, True):
+        saver = InMemorySaver()
+        _fill(saver)
+        fenced = _fenced(saver)
+        ids = (t for t in [target])
+        if asynchronous:
+            await fenced.aprune(ids, strategy="keep_latest")
+        else:
+            fenced.prune(ids, strategy="keep_latest")
+        assert len(_ids(saver, target)) == 1, asynchronous

@@ -132,6 +132,7 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
+        thread_ids = _listed(thread_ids)
         flow = self._prune_mine(thread_ids, dry_run, args)
         if flow is None:
             return self.inner.prune(thread_ids, dry_run=dry_run, force=force, **args)
@@ -180,6 +181,7 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
+        thread_ids = _listed(thread_ids)
         flow = self._prune_mine(thread_ids, dry_run, args)
         if flow is None:
             return await self.inner.aprune(thread_ids, dry_run=dry_run, force=force, **args)
@@ -190,3 +192,10 @@ class FencedRetention:
 
     async def aclose(self) -> None:
         """Does nothing, as :meth:`close`."""
+
+
+def _listed(ids: Sequence[Any]) -> Sequence[Any]:
+    """The ids once, as a list: a generator read to decide whether this run's own
+    thread is among them would reach the inner saver empty (nothing pruned). A
+    bare string stays one, for the inner saver to refuse."""
+    return ids if isinstance(ids, (str, bytes)) else list(ids)
