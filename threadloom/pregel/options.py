@@ -5,13 +5,14 @@ Shared by the sync and async drivers; nothing here does I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from threadloom.constants import NS_END, NS_SEP
 from threadloom.errors import ConfigError
 from threadloom.pregel.context import CURRENT, RunContext, TaskScope, parse_config
 from threadloom.pregel.loop import Loop
+from threadloom.pregel.messages import make_stream, with_stream
 from threadloom.pregel.stream import Emitter, StreamSink, normalize_modes
 
 __all__ = ["RunOptions", "make_scope", "prepare"]
@@ -158,6 +159,10 @@ def prepare(
         if parent is not None and parent.store is not None
         else getattr(graph, "store", None),
     )
+    if "messages" in modes:  # nodes' configs carry the stream (pregel/messages.py)
+        stream = make_stream(put, bool(kw.get("subgraphs")), tuple(ns.split(NS_SEP)) if ns else ())
+        callbacks = with_stream(run.config.get("callbacks"), stream)
+        opts.run = replace(run, config={**run.config, "callbacks": callbacks})
     if opts.replay is not None and not run.checkpoint_id:
         # loading from before the replay point: the child decides resume/new input itself
         opts.parent_resuming = None

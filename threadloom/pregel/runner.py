@@ -19,6 +19,7 @@ from threadloom.errors import GraphBubbleUp, ParentCommand
 from threadloom.pregel.context import CURRENT, TaskScope
 from threadloom.pregel.ids import recast_checkpoint_ns
 from threadloom.pregel.io import command_writes
+from threadloom.pregel.messages import aobserved, observed
 from threadloom.pregel.node import Style
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.write import ChannelWrite, assemble_writes
@@ -122,6 +123,13 @@ def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | N
 
 
 def _run_once(scope: TaskScope) -> None:
+    if scope.run.config.get("callbacks"):  # LangChain callbacks, or a "messages" stream
+        _finish(scope, observed(scope, lambda: _call_steps(scope)))
+    else:
+        _finish(scope, _call_steps(scope))
+
+
+def _call_steps(scope: TaskScope) -> Any:
     task = scope.task
     value = task.input
     for fn, style in task.proc.steps:
@@ -133,7 +141,7 @@ def _run_once(scope: TaskScope) -> None:
             value = fn(value, **_kwargs(style, scope))
         else:
             value = fn(value)
-    _finish(scope, value)
+    return value
 
 
 def run_task(scope: TaskScope) -> BaseException | None:
@@ -159,6 +167,13 @@ def run_task(scope: TaskScope) -> BaseException | None:
 
 
 async def _arun_once(scope: TaskScope) -> None:
+    if scope.run.config.get("callbacks"):
+        await _afinish(scope, await aobserved(scope, lambda: _acall_steps(scope)))
+    else:
+        await _afinish(scope, await _acall_steps(scope))
+
+
+async def _acall_steps(scope: TaskScope) -> Any:
     task = scope.task
     value = task.input
     loop = asyncio.get_running_loop()
@@ -174,7 +189,7 @@ async def _arun_once(scope: TaskScope) -> None:
             value = await POOL.run_async(
                 loop, lambda f=fn, v=value, s=style, c=ctx: c.run(f, v, **_kwargs(s, scope))
             )
-    await _afinish(scope, value)
+    return value
 
 
 async def arun_task(scope: TaskScope) -> BaseException | None:

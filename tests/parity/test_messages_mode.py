@@ -1,0 +1,156 @@
+"""Parity: ``stream_mode="messages"`` yields LLM token chunks and node-returned
+messages as ``(message, metadata)``, as LangGraph, with langchain_core's fake chat
+models (sync and async, mixed modes, subgraphs, config passed or not)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from tests.parity import helpers as h
+
+fake = pytest.importorskip("langchain_core.language_models.fake_chat_models")
+msgs = pytest.importorskip("langchain_core.messages")
+
+CFG = {"configurable": {"thread_id": "m1"}}
+
+
+class DictState(TypedDict):
+    messages: Annotated[list, operator.add]
+
+
+def _model(text: str, mid: str) -> Any:
+    return fake.GenericFakeChatModel(messages=iter([msgs.AIMessage(content=text, id=mid)]))
+
+
+def _shape(chunk: Any) -> Any:
+    """A message as (kind, content, id), its metadata as a sorted dict."""
+    if isinstance(chunk, tuple) and len(chunk) == 2 and isinstance(chunk[1], dict):
+        msg, meta = chunk
+        if isinstance(msg, msgs.BaseMessage):
+            return ((type(msg).__name__, msg.content, msg.id), dict(sorted(meta.items())))
+    if isinstance(chunk, tuple):
+        return tuple(_shape(c) for c in chunk)
+    return chunk
+
+
+def _chat_graph(lib: Any, saver: Any, pass_config: bool, tags: Any = None) -> Any:
+    llm = _model("hello there friend", "ai1")
+
+    def chat(state, config):
+        out = (
+            llm.invoke(state["messages"], config) if pass_config else llm.invoke(state["messages"])
+        )
+        return {"messages": [out]}
+
+    def plain(state):
+        return {"messages": [msgs.AIMessage(content="plain", id="ai2"), state["messages"][0]]}
+
+    g = lib.StateGraph(lib.MessagesState)
+    g.add_node("chat", chat, metadata={"tags": tags} if tags else None)
+    g.add_node("plain", plain)
+    g.add_edge(lib.START, "chat")
+    g.add_edge("chat", "plain")
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("pass_config", [False, True], ids=["no_config", "config"])
+@pytest.mark.parametrize("mode", ["messages", ["messages", "updates"]], ids=["one", "mixed"])
+def test_tokens_and_node_messages(pass_config: bool, mode: Any) -> None:
+    def sc(lib, saver, durability):
+        app = _chat_graph(lib, saver, pass_config)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        return [("chunks", [_shape(c) for c in app.stream(inp, CFG, stream_mode=mode)])]
+
+    h.run_parity(sc)
+
+
+async def test_tokens_async() -> None:
+    async def sc(lib, saver, durability):
+        llm = _model("a b c", "ai1")
+
+        async def chat(state):
+            return {"messages": [await llm.ainvoke(state["messages"])]}
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("chat", chat)
+        g.add_edge(lib.START, "chat")
+        app = g.compile(checkpointer=saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        mode = ["messages", "updates"]
+        return [("chunks", [_shape(c) async for c in app.astream(inp, CFG, stream_mode=mode)])]
+
+    await h.arun_parity(sc)
+
+
+def _parent_graph(lib: Any, saver: Any) -> Any:
+    llm = _model("x y", "ai-sub")
+
+    def chat(state):
+        return {"messages": [llm.invoke(state["messages"])]}
+
+    def quiet(state):
+        silent = _model("shh", "ai-quiet").with_config(tags=["nostream"])
+        return {"messages": [silent.invoke(state["messages"])]}
+
+    child = lib.StateGraph(lib.MessagesState)
+    child.add_node("chat", chat)
+    child.add_node("quiet", quiet)
+    child.add_edge(lib.START, "chat")
+    child.add_edge("chat", "quiet")
+
+    def after(state):
+        return lib.Command(update={"messages": [msgs.AIMessage(content="done", id="ai-p")]})
+
+    g = lib.StateGraph(lib.MessagesState)
+    g.add_node("inner", child.compile())
+    g.add_node("after", after)
+    g.add_edge(lib.START, "inner")
+    g.add_edge("inner", "after")
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("subgraphs", [False, True], ids=["root", "subgraphs"])
+def test_subgraph_messages(subgraphs: bool) -> None:
+    def sc(lib, saver, durability):
+        app = _parent_graph(lib, saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        kw = {"stream_mode": ["messages", "updates"], "subgraphs": subgraphs}
+        return [("chunks", [_shape(c) for c in app.stream(inp, CFG, **kw)])]
+
+    h.run_parity(sc)
+
+
+async def test_subgraph_messages_async() -> None:
+    async def sc(lib, saver, durability):
+        app = _parent_graph(lib, saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        kw = {"stream_mode": "messages", "subgraphs": True}
+        return [("chunks", [_shape(c) async for c in app.astream(inp, CFG, **kw)])]
+
+    await h.arun_parity(sc)
+
+
+def test_dict_messages_without_langchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without LangChain the stream is a plain object: node-returned messages,
+    dicts included, are still yielded once (threadloom only: LangGraph needs LangChain)."""
+    from threadloom.graph import START, StateGraph
+    from threadloom.pregel import messages as mm
+
+    monkeypatch.setattr(mm, "_HANDLER_CLS", [mm.MessagesStream])
+
+    said = {"role": "ai", "content": "yo", "id": "d1"}
+    g = StateGraph(DictState)
+    g.add_node("a", lambda s: {"messages": [said]})
+    g.add_node("b", lambda s: {"messages": [s["messages"][-1], {"role": "ai", "content": "x"}]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    out = list(
+        g.compile().stream(
+            {"messages": [{"role": "user", "content": "hi"}]}, stream_mode="messages"
+        )
+    )
+    assert [(m["content"], meta["langgraph_node"]) for m, meta in out] == [("yo", "a"), ("x", "b")]
+    assert out[0][1]["langgraph_step"] == 1 and out[0][1]["ls_integration"] == "langgraph"
