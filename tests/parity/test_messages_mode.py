@@ -154,3 +154,25 @@ def test_dict_messages_without_langchain(monkeypatch: pytest.MonkeyPatch) -> Non
     )
     assert [(m["content"], meta["langgraph_node"]) for m, meta in out] == [("yo", "a"), ("x", "b")]
     assert out[0][1]["langgraph_step"] == 1 and out[0][1]["ls_integration"] == "langgraph"
+
+
+def test_non_messages_not_streamed() -> None:
+    """A dict with a role but no content, or an object with id/content fields that is
+    no LangChain message, is not a message (LangGraph streams neither)."""
+    from pydantic import BaseModel
+
+    from threadloom.graph import START, StateGraph
+
+    class Doc(BaseModel):
+        id: str
+        content: str
+
+    g = StateGraph(DictState)
+    g.add_node("a", lambda s: {"messages": [{"role": "admin"}, Doc(id="1", content="c")]})
+    g.add_node("b", lambda s: {"messages": [{"role": "ai", "content": "ok", "id": "k"}]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    out = list(g.compile().stream({"messages": []}, stream_mode="messages"))
+    assert [(m, meta["langgraph_node"]) for m, meta in out] == [
+        ({"role": "ai", "content": "ok", "id": "k"}, "b")
+    ]

@@ -38,13 +38,12 @@ Put = Callable[[tuple[tuple[str, ...], str, Any]], None]
 
 
 def _is_message(value: Any) -> bool:
-    """A LangChain message (duck-typed: no import) or a message-shaped dict."""
+    """A LangChain message (only when LangChain is loaded: none exists otherwise) or a
+    message-shaped dict (a role or message type, and content)."""
     if isinstance(value, dict):
-        return value.get("role") in _ROLES or value.get("type") in _ROLES
-    cls = type(value)
-    return (
-        hasattr(cls, "model_fields") and "content" in cls.model_fields and "id" in cls.model_fields
-    )
+        return (value.get("role") in _ROLES or value.get("type") in _ROLES) and "content" in value
+    module = sys.modules.get("langchain_core.messages")
+    return module is not None and isinstance(value, module.BaseMessage)
 
 
 def _message_id(value: Any) -> Any:
