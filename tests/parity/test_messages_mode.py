@@ -176,3 +176,74 @@ def test_non_messages_not_streamed() -> None:
     assert [(m, meta["langgraph_node"]) for m, meta in out] == [
         ({"role": "ai", "content": "ok", "id": "k"}, "b")
     ]
+
+
+def test_whole_messages_tool_messages_and_echoed_input() -> None:
+    """Models that do not stream yield their whole message once; a ToolMessage a node
+    returns is yielded; the input the node echoes back is not."""
+
+    def sc(lib, saver, durability):
+        whole = fake.FakeMessagesListChatModel(responses=[msgs.AIMessage(content="w", id="w1")])
+        listed = fake.FakeListChatModel(responses=["r1"])
+
+        def node(state):
+            a, b = whole.invoke(state["messages"]), listed.invoke(state["messages"])
+            tool = msgs.ToolMessage(content="t", tool_call_id="c1", id="t1")
+            return {"messages": [a, b, tool, *state["messages"]]}
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("node", node)
+        g.add_edge(lib.START, "node")
+        app = g.compile(checkpointer=saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        out = [_shape(c) for c in app.stream(inp, CFG, stream_mode="messages")]
+        return [("chunks", [(m[0], m[2] if m[0] != "AIMessageChunk" else "<id>") for m, _ in out])]
+
+    h.run_parity(sc)
+
+
+def test_child_streamed_inside_a_node() -> None:
+    """A node streaming a child graph with mode "messages" gets the child's tokens; the
+    outer stream (subgraphs off) yields only what the node returns."""
+
+    def sc(lib, saver, durability):
+        inner = lib.StateGraph(lib.MessagesState)
+        llm = _model("p q", "ai-in")
+        inner.add_node("chat", lambda s: {"messages": [llm.invoke(s["messages"])]})
+        inner.add_edge(lib.START, "chat")
+        child = inner.compile()
+        seen: list[Any] = []
+
+        def node(state):
+            seen.extend(_shape(c) for c in child.stream(state, stream_mode="messages"))
+            return {"messages": [msgs.AIMessage(content="done", id="d")]}
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("node", node)
+        g.add_edge(lib.START, "node")
+        app = g.compile(checkpointer=saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        out = [_shape(c) for c in app.stream(inp, CFG, stream_mode="messages")]
+        return [("outer", out), ("inner", seen)]
+
+    h.run_parity(sc)
+
+
+def test_interrupt_and_resume() -> None:
+    def sc(lib, saver, durability):
+        def ask(state):
+            reply = _model("q1 q2", "ai-q").invoke(state["messages"])
+            answer = lib.interrupt("ok?")
+            return {"messages": [reply, msgs.HumanMessage(content=answer, id="ans")]}
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("ask", ask)
+        g.add_edge(lib.START, "ask")
+        app = g.compile(checkpointer=saver)
+        mode = ["messages", "updates"]
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        first = [_shape(c) for c in app.stream(inp, CFG, stream_mode=mode)]
+        resumed = [_shape(c) for c in app.stream(lib.Command(resume="yes"), CFG, stream_mode=mode)]
+        return [("first", first), ("resumed", resumed)]
+
+    h.run_parity(sc)
