@@ -9,8 +9,8 @@ callbacks) carries it. Two sources feed it:
   that the node did not receive, and that was not streamed already, is yielded
   once (dedup by id). Works without LangChain, for dict messages too.
 * chat models: when ``langchain_core`` is importable, the stream is also a
-  LangChain callback handler (built lazily, so threadloom never imports
-  LangChain by itself); a chat model called inside a node with the node's
+  LangChain callback handler (built on the first run streaming "messages": no
+  other path imports LangChain); a chat model called inside a node with the node's
   config, or with none (the runner publishes the config in LangChain's context
   variable), reports its token chunks to it.
 
