@@ -247,3 +247,27 @@ def test_interrupt_and_resume() -> None:
         return [("first", first), ("resumed", resumed)]
 
     h.run_parity(sc)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+async def test_model_called_in_a_router(use_async: bool) -> None:
+    """A routing function runs in its node's context: its model call streams too."""
+
+    async def sc(lib, saver, durability):
+        def route(state):
+            _model("r s", "rr").invoke(state["messages"])
+            return lib.END
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("node", lambda s: {"messages": [msgs.AIMessage(content="n", id="n1")]})
+        g.add_edge(lib.START, "node")
+        g.add_conditional_edges("node", route)
+        app = g.compile(checkpointer=saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        if use_async:
+            return [
+                ("chunks", [_shape(c) async for c in app.astream(inp, CFG, stream_mode="messages")])
+            ]
+        return [("chunks", [_shape(c) for c in app.stream(inp, CFG, stream_mode="messages")])]
+
+    await h.arun_parity(sc)

@@ -124,9 +124,15 @@ def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | N
 
 def _run_once(scope: TaskScope) -> None:
     if scope.run.config.get("callbacks"):  # LangChain callbacks, or a "messages" stream
-        _finish(scope, observed(scope, lambda: _call_steps(scope)))
+        observed(scope, lambda: _steps_then_writes(scope))  # a router's model call too
     else:
         _finish(scope, _call_steps(scope))
+
+
+def _steps_then_writes(scope: TaskScope) -> Any:
+    value = _call_steps(scope)
+    _finish(scope, value)
+    return value
 
 
 def _call_steps(scope: TaskScope) -> Any:
@@ -168,9 +174,15 @@ def run_task(scope: TaskScope) -> BaseException | None:
 
 async def _arun_once(scope: TaskScope) -> None:
     if scope.run.config.get("callbacks"):
-        await _afinish(scope, await aobserved(scope, lambda: _acall_steps(scope)))
+        await aobserved(scope, lambda: _asteps_then_writes(scope))
     else:
         await _afinish(scope, await _acall_steps(scope))
+
+
+async def _asteps_then_writes(scope: TaskScope) -> Any:
+    value = await _acall_steps(scope)
+    await _afinish(scope, value)
+    return value
 
 
 async def _acall_steps(scope: TaskScope) -> Any:
