@@ -271,3 +271,44 @@ async def test_model_called_in_a_router(use_async: bool) -> None:
         return [("chunks", [_shape(c) for c in app.stream(inp, CFG, stream_mode="messages")])]
 
     await h.arun_parity(sc)
+
+
+def test_caller_tags_metadata_and_callback_manager() -> None:
+    """A model bound with its own tags and called without config keeps the caller's tags
+    in its metadata; a caller's CallbackManager lends a node's model calls made without
+    config only its inheritable handlers (none here). (A node passing its config gives
+    them the manager as is: context.py, reported.)"""
+    from langchain_core.callbacks import BaseCallbackHandler, CallbackManager
+
+    class Count(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.tokens = 0
+
+        def on_llm_new_token(self, *args: Any, **kwargs: Any) -> None:
+            self.tokens += 1
+
+    def sc(lib, saver, durability):
+        def tagged(state):
+            model = _model("a", "x").with_config(tags=["mytag"])
+            return {"messages": [model.invoke(state["messages"])]}
+
+        g = lib.StateGraph(lib.MessagesState)
+        g.add_node("node", tagged)
+        g.add_node(
+            "n2", lambda s, config: {"messages": [_model("b", "y").invoke(s["messages"], config)]}
+        )
+        g.add_edge(lib.START, "node")
+        g.add_edge("node", "n2")
+        app = g.compile(checkpointer=saver)
+        inp = {"messages": [msgs.HumanMessage(content="hi", id="h1")]}
+        cfg = {**CFG, "tags": ["top"], "metadata": {"k": 1}}
+        tagged_out = [_shape(c) for c in app.stream(inp, cfg, stream_mode="messages")]
+        count = Count()
+        cfg2 = {"configurable": {"thread_id": "m2"}, "callbacks": CallbackManager([count])}
+        one = lib.StateGraph(lib.MessagesState)  # no config passed: the manager's path
+        one.add_node("node", tagged)
+        one.add_edge(lib.START, "node")
+        managed = [_shape(c) for c in one.compile().stream(inp, cfg2, stream_mode="messages")]
+        return [("tags", tagged_out), ("manager", managed), ("tokens", count.tokens)]
+
+    h.run_parity(sc)

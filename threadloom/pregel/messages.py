@@ -246,13 +246,35 @@ def child_config_var() -> Any:
     return getattr(module, "var_child_runnable_config", None) if module else None
 
 
+def _inheriting(config: dict[str, Any]) -> dict[str, Any]:
+    """The node's config with its tags and metadata also held by its callback manager,
+    as LangGraph's child config: a model bound with its own tags
+    (``model.with_config(tags=[...])``) called without config replaces the config's
+    tags, but keeps the manager's (the caller's tags stay on its runs)."""
+    module = sys.modules.get("langchain_core.callbacks.manager")
+    callbacks = config.get("callbacks")
+    if module is None or not callbacks:
+        return config
+    if isinstance(callbacks, list):
+        handlers = list(callbacks)
+        manager = module.CallbackManager(handlers=handlers, inheritable_handlers=handlers)
+    else:  # a caller's manager: its children get only what it lets them inherit
+        handlers = list(callbacks.inheritable_handlers)
+        manager = module.CallbackManager(handlers=handlers, inheritable_handlers=handlers)
+        manager.add_tags(callbacks.inheritable_tags)
+        manager.add_metadata(callbacks.inheritable_metadata)
+    manager.add_tags(config.get("tags") or [])
+    manager.add_metadata(config.get("metadata") or {})
+    return {**config, "callbacks": manager}
+
+
 def _enter(scope: Any) -> tuple[list[MessagesStream], Any, Any, object]:
     """Publish the task's config to LangChain and tell the streams a node starts."""
     callbacks = scope.run.config.get("callbacks")
     streams = find_stream(callbacks)
     config = scope.config()
     var = child_config_var()
-    token = (var, var.set(config)) if var is not None else None
+    token = (var, var.set(_inheriting(config))) if var is not None else None
     key = object()
     for s in streams:
         s.node_start(key, config, config.get("tags") or (), scope.task.input)
