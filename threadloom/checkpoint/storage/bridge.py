@@ -92,17 +92,17 @@ def run_sync(
     # the future exists before the work is handed over, so a Ctrl-C arriving at any
     # point after that (even before the waiting starts) is seen by the handler below
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    started: list[asyncio.Task[Any]] = []
+    call = _Call(saver)
     try:
-        loop.call_soon_threadsafe(_start, coro, loop, future, started)
-        return _result(future, loop, coro, started, saver)
+        loop.call_soon_threadsafe(_start, coro, loop, future, call)
+        return _result(future, loop, coro, call)
     except BaseException as exc:
         if isinstance(exc, Exception) or future.done():
             raise
         # Ctrl-C stops only this thread's waiting: cancel the work on the loop and
         # let it end before the caller reacts (a lease acquire still running there
         # would otherwise commit after the caller gave its lease back)
-        loop.call_soon_threadsafe(_stop, coro, future, started)
+        loop.call_soon_threadsafe(_stop, coro, future, call)
         while not concurrent.futures.wait([future], _SLICE).done and loop.is_running():
             pass
         raise
@@ -111,12 +111,22 @@ def run_sync(
 _SLICE = 0.25  # seconds between looks at whether the saver's loop still runs
 
 
+class _Call:
+    """One bridged call: its task once started, and whether the caller stopped it."""
+
+    __slots__ = ("saver", "stopped", "task")
+
+    def __init__(self, saver: str) -> None:
+        self.saver = saver
+        self.task: asyncio.Task[Any] | None = None
+        self.stopped = False
+
+
 def _result(
     future: concurrent.futures.Future[Any],
     loop: asyncio.AbstractEventLoop,
     coro: Coroutine[Any, Any, Any],
-    started: list[asyncio.Task[Any]],
-    saver: str,
+    call: _Call,
 ) -> Any:
     """Wait for the work's outcome, unless the saver's loop stops first (closed
     while shutting down): nothing would ever run it, and waiting would hang."""
@@ -126,13 +136,14 @@ def _result(
         except concurrent.futures.TimeoutError:
             if loop.is_running() or future.done():
                 continue
-        if not started and future.cancel():  # ``_start`` will close it if ever run
-            coro.close()
+        if call.task is None and future.cancel():  # ``_start`` closes it if ever run
+            if not loop.is_running():  # and it cannot be running now: close it here
+                coro.close()
             raise StorageError(
-                f"{saver}'s event loop stopped before it ran the call: nothing was done"
+                f"{call.saver}'s event loop stopped before it ran the call: nothing was done"
             ) from None
         raise StorageError(
-            f"{saver}'s event loop stopped while it ran the call: its outcome is unknown"
+            f"{call.saver}'s event loop stopped while it ran the call: its outcome is unknown"
         ) from None
 
 
@@ -140,22 +151,29 @@ def _start(
     coro: Coroutine[Any, Any, Any],
     loop: asyncio.AbstractEventLoop,
     future: concurrent.futures.Future[Any],
-    started: list[asyncio.Task[Any]],
+    call: _Call,
 ) -> None:
     """On the loop: run ``coro`` as a task whose outcome completes ``future``."""
     if future.cancelled():  # the caller gave up: the loop had stopped (``_result``)
         coro.close()
         return
-    task = loop.create_task(coro)
-    started.append(task)
-    task.add_done_callback(lambda done: _settle(done, future))
+    call.task = loop.create_task(coro)
+    call.task.add_done_callback(lambda done: _settle(done, future, call))
 
 
-def _settle(task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> None:
+def _settle(task: asyncio.Task[Any], future: concurrent.futures.Future[Any], call: _Call) -> None:
     if future.done():  # the caller already gave up on it
         return
     if task.cancelled():
-        _cancel(future)
+        if call.stopped:  # the caller's own Ctrl-C (``_stop``)
+            _cancel(future)
+        else:  # e.g. asyncio.run ending cancels every task of its loop
+            future.set_exception(
+                StorageError(
+                    f"{call.saver}'s event loop cancelled the call (shutting down?): its outcome"
+                    " is unknown"
+                )
+            )
     elif (exc := task.exception()) is not None:
         future.set_exception(exc)
     else:
@@ -165,13 +183,14 @@ def _settle(task: asyncio.Task[Any], future: concurrent.futures.Future[Any]) -> 
 def _stop(
     coro: Coroutine[Any, Any, Any],
     future: concurrent.futures.Future[Any],
-    started: list[asyncio.Task[Any]],
+    call: _Call,
 ) -> None:
     """On the loop: cancel the bridged task. Callbacks run in the order they were
     handed over, so if ``_start`` has not run by now it never will (the Ctrl-C
     cut the hand-over itself): close the coroutine unrun and end the waiting."""
-    if started:
-        started[0].cancel()
+    if call.task is not None:
+        call.stopped = True
+        call.task.cancel()
     elif not future.done():
         coro.close()
         _cancel(future)
