@@ -22,6 +22,7 @@ PATHS = {
     "threadloom.graph.state": ["StateGraph", "CompiledStateGraph"],
     "threadloom.graph.message": ["add_messages", "MessagesState", "RemoveMessage"],
     "threadloom.managed": ["RemainingSteps", "IsLastStep"],
+    "threadloom.runtime": ["Runtime", "get_runtime"],
     "threadloom.types": [
         "Send",
         "Command",
