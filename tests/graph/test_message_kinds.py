@@ -84,3 +84,13 @@ def test_graph_node_returning_a_tuple_on_langchain_input() -> None:
     ]
     plain = g.compile().invoke({"messages": [("user", "hi")]})
     assert [type(m) for m in plain["messages"]] == [dict, dict]
+
+
+def test_a_chunk_history_makes_a_dict_update_a_langchain_message() -> None:
+    """A streamed chunk in the history is a langchain message (coerced to one): a dict
+    replacing it by id is converted too (hypothesis found the chunk counted as a dict)."""
+    lc = pytest.importorskip("langchain_core.messages")
+    out = add_messages(
+        [lc.AIMessageChunk(content="", id="1")], [{"role": "user", "content": "", "id": "1"}]
+    )
+    assert [type(m) for m in out] == [lc.HumanMessage] and out[0].id == "1"

@@ -151,8 +151,8 @@ def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int], int]:
     """Each item coerced and given an id, each id's position, and the kinds seen.
 
     The kinds cost nothing on the fast path: every item not coerced is an
-    object, so counting the coerced ones (dicts, tuples, strings, markers,
-    chunks) is enough; which of those are dicts :func:`_as_langchain` checks
+    object, so counting the coerced ones that became dicts (dicts, tuples,
+    strings; a chunk becomes a message object) is enough; which of those are dicts :func:`_as_langchain` checks
     item by item, in the rare mixed case only.
     """
     out: list[Any] = []
@@ -167,7 +167,8 @@ def _prepared(items: list[Any]) -> tuple[list[Any], dict[str | None, int], int]:
                 m = _with_id(m)
             else:
                 m = _with_id(_coerce(m))
-                coerced += 1
+                if type(m) is dict:  # a chunk or a marker coerces to an object, not a dict
+                    coerced += 1
             out.append(m)
             mid = _get_id(m)
         position[mid] = i
