@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ThreadloomError",
     "ConfigError",
+    "InvalidGraphError",
     "CheckpointerRequiredError",
     "CheckpointNotFoundError",
     "SerializationError",
@@ -66,6 +67,13 @@ class ConfigError(ThreadloomError, ValueError):
     """The config lacks something required (``thread_id``) or holds a bad value.
 
     Subclasses ValueError so code written for LangGraph's ValueError still catches it.
+    """
+
+
+class InvalidGraphError(ThreadloomError, ValueError):
+    """The graph as declared cannot run: unknown node, duplicate, reserved name, no entry.
+
+    A ValueError too, so code written against LangGraph keeps catching it.
     """
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 from threadloom.constants import END, NS_END, NS_SEP, RESERVED, START
-from threadloom.errors import ThreadloomError
+from threadloom.errors import InvalidGraphError
 from threadloom.graph.branch import BranchSpec, ends_from_literal
 from threadloom.graph.schema import FieldSpec, fields_of, parse_schema
 from threadloom.types import CachePolicy, RetryPolicy
@@ -30,13 +30,6 @@ if TYPE_CHECKING:
     from threadloom.graph.compile import CompiledStateGraph
 
 __all__ = ["InvalidGraphError", "StateGraph", "StateNodeSpec"]
-
-
-class InvalidGraphError(ThreadloomError, ValueError):
-    """The graph as declared cannot run: unknown node, duplicate, reserved name, no entry.
-
-    A ValueError too, so code written against LangGraph keeps catching it.
-    """
 
 
 @dataclass
