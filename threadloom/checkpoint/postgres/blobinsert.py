@@ -10,7 +10,7 @@ from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stmt import LOCK_SLOT, Stmt
 from threadloom.checkpoint.storage import ops
 
-__all__ = ["LOCK_EXISTING", "NEW_COUNTS", "insert_blobs"]
+__all__ = ["NEW_COUNTS", "insert_blobs", "relocking"]
 
 
 def insert_blobs(
@@ -40,18 +40,19 @@ def insert_blobs(
     the transaction is refused) does not add it again: one row version per new
     blob instead of an insert and an update. ``setting``: the one that
     receives those ids instead (a put_writes': :data:`.writecounts.NEW_WRITE_COUNTS`).
-    ``lock_existing``: lock the blobs found already there (:data:`LOCK_EXISTING`)."""
+    ``lock_existing``: then lock the blobs there, inserting afresh those a
+    delete removed meanwhile (:func:`relocking`)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
     rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
-    head = sql.insert_blobs.split("ON CONFLICT")[0]
-    count = f"INSERT INTO {sql.counts} (id) SELECT id FROM ins ON CONFLICT (id) DO NOTHING"
-    kept = [_OWN_KEPT]
+    src = "al" if lock_existing else "ins"
+    count = f"INSERT INTO {sql.counts} (id) SELECT id FROM {src} ON CONFLICT (id) DO NOTHING"
+    kept = [_OWN_KEPT.replace("FROM ins", f"FROM {src}")]
     if holds is not None:
         count = (
-            f"INSERT INTO {sql.counts} (id, refs) SELECT ins.id, coalesce(k.n, 0) FROM ins"
-            " LEFT JOIN unnest(%s::bytea[], %s::bigint[]) AS k(h, n) ON k.h = ins.hash"
+            f"INSERT INTO {sql.counts} (id, refs) SELECT {src}.id, coalesce(k.n, 0) FROM {src}"
+            f" LEFT JOIN unnest(%s::bytea[], %s::bigint[]) AS k(h, n) ON k.h = {src}.hash"
             " ON CONFLICT (id) DO NOTHING RETURNING id"
         )
         sent = [b.hash for b in unique if b.hash in holds]
@@ -60,26 +61,52 @@ def insert_blobs(
             f"set_config('{setting or NEW_COUNTS}',"
             " coalesce((SELECT string_agg(id::text, ',') FROM cnt), ''), true)"
         )
-    conflict = LOCK_EXISTING if lock_existing else "ON CONFLICT (hash) DO NOTHING"
-    counted = f"""{head} WHERE {LOCK_SLOT} {conflict} RETURNING hash, id, children
+    if lock_existing:
+        counted = f"{relocking(sql, 'hash, id, children')}, cnt AS ({count})"
+    else:
+        head = sql.insert_blobs.split("ON CONFLICT")[0]
+        counted = f"""{head} WHERE {LOCK_SLOT} ON CONFLICT (hash) DO NOTHING RETURNING hash, id, children
             ), cnt AS ({count})"""
     if not any(b.children for b in unique):
         return [Stmt(f"{counted} SELECT {', '.join(kept)}", rows)]
     kids = f"set_config('{_KIDS}', coalesce(string_agg(encode(children, 'hex'), ''), ''), true)"
-    keep = f"SELECT {kids}, {', '.join(kept)} FROM ins WHERE children <> ''"
+    keep = f"SELECT {kids}, {', '.join(kept)} FROM {src} WHERE children <> ''"
     return [Stmt(f"{counted} {keep}", rows), Stmt(_count_kids(sql), ())]
 
 
-LOCK_EXISTING = "ON CONFLICT (hash) DO UPDATE SET hash = EXCLUDED.hash WHERE false"
-"""The conflict clause of a blob insert whose transaction cannot be refused (a
-pessimistic put_writes): a blob already there is locked, not skipped (``WHERE
-false`` updates nothing but locks every conflicting row), waiting for a
-transaction that holds it, e.g. a delete that has counted it down; if that one
-deleted the row, the insert inserts it afresh instead (Postgres retries the
-insert). With ``DO NOTHING`` the insert saw the doomed row, did nothing, and the
-write row went in holding a blob the delete then removed: every later read of
-the thread raised CorruptBlobError. ``RETURNING`` still lists only the rows
-inserted. Locks are taken in the insert's hash order, as every other lock."""
+_SOURCE = "unnest(%s::bytea[], %s::text[], %s::bytea[], %s::bytea[]) AS u(h, t, d, c)"
+
+
+def relocking(sql: SQL, returning: str) -> str:
+    """The CTEs of a blob insert that also locks the sent blobs found there
+    (hash order, as the writes insert and every adjustment lock them) and
+    inserts afresh those a committed delete removed meanwhile; ``al``: the rows
+    either insert created (``returning``). Parameters: the 4 blob columns.
+
+    For a transaction that cannot be refused (a pessimistic put_writes). Its
+    ``ins`` (``DO NOTHING``) waits for another transaction inserting the same
+    hash holding no lock on a blob found there; only then ``l`` locks the
+    found blobs (it reads ``ins`` first) and ``re`` inserts those ``l`` no
+    longer found. ``DO NOTHING`` alone let a delete remove a found blob before
+    its lock, and the write row held a missing blob (every later read raised
+    CorruptBlobError); locking found blobs inside the insert (1ba7638, ``ON
+    CONFLICT DO UPDATE``) held them while it waited for the other inserter,
+    which deadlocked when that one needed them next. ``l`` sees the blobs of
+    the statement's snapshot: one another transaction committed while ``ins``
+    waited is neither locked nor inserted here (the writes insert locks it)."""
+    head = sql.insert_blobs.split("ON CONFLICT")[0]
+    insert = head[head.index("INSERT INTO") :].replace(_SOURCE, "src AS u(h, t, d, c)")
+    tail = f"ON CONFLICT (hash) DO NOTHING RETURNING {returning}"
+    return (
+        f"WITH src AS MATERIALIZED (SELECT * FROM {_SOURCE}),"
+        f" ins AS ({insert} WHERE {LOCK_SLOT} {tail}),"
+        f" l AS MATERIALIZED (SELECT hash FROM {sql.blobs} WHERE hash IN (SELECT h FROM src)"
+        " AND (SELECT count(*) FROM ins) >= 0 ORDER BY hash FOR UPDATE),"
+        f" re AS ({insert} WHERE h NOT IN (SELECT hash FROM l)"
+        f" AND h NOT IN (SELECT hash FROM ins) {tail}),"
+        " al AS (SELECT * FROM ins UNION ALL SELECT * FROM re)"
+    )
+
 
 NEW_COUNTS = "threadloom.new_counts"
 """The count rows a put's blob insert created at their final count (ids)."""

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from threadloom.checkpoint.postgres.blobinsert import LOCK_EXISTING
+from threadloom.checkpoint.postgres.blobinsert import relocking
 from threadloom.checkpoint.postgres.blobpack import pack, unpack
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.stmt import Stmt
@@ -60,14 +60,16 @@ def insert_blobs(
     gparams: tuple[Any, ...] = (),
     lock_existing: bool = False,
 ) -> list[Stmt]:
-    """Insert the new blobs (count rows at 0); ``lock_existing``: lock those
-    already there instead of skipping them (:data:`.blobinsert.LOCK_EXISTING`)."""
+    """Insert the new blobs (count rows at 0); ``lock_existing`` (unguarded):
+    and lock the blobs there, inserting afresh those a delete removed
+    meanwhile (:func:`.blobinsert.relocking`). Returns the hashes inserted."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
     stmt = guarded(sql.insert_blobs, "ON CONFLICT", guard)
     if lock_existing:
-        stmt = stmt.replace("ON CONFLICT (hash) DO NOTHING", LOCK_EXISTING, 1)
+        count = f"INSERT INTO {sql.counts} (id) SELECT id FROM al ON CONFLICT (id) DO NOTHING"
+        stmt = f"{relocking(sql, 'hash, id')}, cnt AS ({count}) SELECT hash FROM al"
     rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
     return [Stmt(stmt, (*columns(rows, 4), *gparams), "all")]
 

@@ -330,8 +330,9 @@ def _writes(results: list[Any]) -> list[WriteRow]:
 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
-    """Blobs (those already there locked: the flow's AdjustRefcounts after
-    ignores a blob deleted meanwhile, and the row would hold a missing one)."""
+    """Blobs (those there locked, those deleted meanwhile inserted afresh: the
+    flow's AdjustRefcounts after ignores a missing blob, and the row would
+    hold it)."""
     batch = insert_blobs(op.blobs, sql, lock_existing=True)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins

@@ -25,13 +25,16 @@ The pessimistic plan (a caller's transaction, or the rerun of a refused
 optimistic one) does the same after its ``LoadWrites`` found no row
 (:func:`pessimistic`): read under the thread's lock, which the transaction
 holds to its end, so the row is known to be new. Nothing reruns a pessimistic
-transaction, so its blob insert locks every sent blob it finds already there
-(:data:`.blobinsert.LOCK_EXISTING`): another thread's delete that has counted
-such a blob down either commits first (the insert then creates it afresh) or
-waits for this transaction. Every held blob is therefore there for the writes
-insert; if one is not, the statement fails (:data:`MISSING`, a StorageError)
-instead of storing a row that holds a missing blob. Per call of the bench's
-shape: 6 statements -> 4 (the adjustment's lock and update), and no count row
+transaction, so its blob insert also locks every sent blob there once its
+insert is done waiting for other inserters, and inserts afresh those a
+committed delete removed meanwhile (:func:`.blobinsert.relocking`): another
+thread's delete that has counted such a blob down either commits first (the
+blob is inserted afresh) or waits for this transaction, and no found blob is
+locked while the insert waits for another transaction inserting the same
+hash (1ba7638 did, and deadlocked). A held blob not there for the writes
+insert fails the statement (:data:`MISSING`, a StorageError) instead of
+storing a row that holds a missing blob. Per call of the bench's shape: 6
+statements -> 4 (the adjustment's lock and update), and no count row
 updated (2 row versions fewer).
 """
 
@@ -124,8 +127,10 @@ def pessimistic(op: ops.Op, sql: SQL, tx: Tx, adjust: Any) -> tuple[list[Stmt], 
     read and found absent (``expected`` None; the read held the thread's lock):
     new count rows created at their final count and the other held blobs
     counted by the writes insert, as in the optimistic plan; the blobs found
-    there are locked by their insert instead of re-checked by a rerun. The ``AdjustRefcounts`` right after plans only what these did not
-    count (``adjust``: its plain plan). None: plan ``op`` as usual."""
+    there are locked by their insert (once it waited for other inserters)
+    instead of re-checked by a rerun. The ``AdjustRefcounts`` right after plans
+    only what these did not count (``adjust``: its plain plan). None: plan
+    ``op`` as usual."""
     absorbed, tx.absorbed = tx.absorbed, None  # only for the op right after
     if type(op) is ops.AdjustRefcounts:
         if absorbed is None:
