@@ -100,8 +100,9 @@ def relocking(sql: SQL, returning: str) -> str:
     return (
         f"WITH src AS MATERIALIZED (SELECT * FROM {_SOURCE}),"
         f" ins AS ({insert} WHERE {LOCK_SLOT} {tail}),"
-        f" l AS MATERIALIZED (SELECT hash FROM {sql.blobs} WHERE hash IN (SELECT h FROM src)"
-        " AND (SELECT count(*) FROM ins) >= 0 ORDER BY hash FOR UPDATE),"
+        f" l AS MATERIALIZED (SELECT hash FROM {sql.blobs}"
+        " WHERE hash = ANY(ARRAY(SELECT h FROM src)) AND (SELECT count(*) FROM ins) >= 0"
+        " ORDER BY hash FOR UPDATE),"
         f" re AS ({insert} WHERE h NOT IN (SELECT hash FROM l)"
         f" AND h NOT IN (SELECT hash FROM ins) {tail}),"
         " al AS (SELECT * FROM ins UNION ALL SELECT * FROM re)"
