@@ -232,14 +232,7 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
                     self._send(release_guards(scope.guards, Call))
 
     def execute(self, op: Any) -> Any:
-        plan = self.planner.plan(op, self._current())
-        results: Any = None
-        while True:
-            try:
-                batch = plan.send(results)
-            except StopIteration as stop:
-                return stop.value
-            results = self._send(batch)
+        return self._drive(self.planner.plan(op, self._current()))
 
     def _send(self, calls: Sequence[Call]) -> list[Any]:
         """One round trip for the batch (a pipeline); call by call on a cluster,
