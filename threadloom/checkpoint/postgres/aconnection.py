@@ -1,7 +1,7 @@
 """Async twin of :mod:`.connection`: the same transactions on psycopg's async API.
 
 Every decision (retry or not, pipeline or not, error wording, replay check)
-lives in :class:`~threadloom.checkpoint.postgres.connection.ConnectorBase`;
+lives in :class:`~threadloom.checkpoint.postgres.connector.ConnectorBase`;
 this module only awaits.
 """
 
@@ -17,16 +17,15 @@ from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen
-from threadloom.checkpoint.postgres.connection import (
+from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
+from threadloom.checkpoint.postgres.connector import (
     BEGIN_SNAPSHOT,
     DISCARD,
     SEND,
     SNAPSHOT_SQL,
     ConnectorBase,
-    is_dead,
-    shared_cursor,
 )
+from threadloom.checkpoint.postgres.health import is_dead
 from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
 from threadloom.checkpoint.postgres.pool import connect_kwargs
 from threadloom.checkpoint.postgres.settle import settle

@@ -35,7 +35,7 @@ from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
 from threadloom.checkpoint.postgres import generic, writecounts
 from threadloom.checkpoint.postgres.blobinsert import NEW_COUNTS, insert_blobs
-from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
+from threadloom.checkpoint.postgres.connector import CONFLICT_MARK
 from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
 from threadloom.checkpoint.postgres.queries import SQL, columns
 from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
