@@ -24,6 +24,7 @@ from typing import Any
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.lease import lease as _lease
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.storage.retention import id_list
 from threadloom.errors import LeaseLostError, StorageError
 
 __all__ = ["FencedRetention"]
@@ -132,7 +133,7 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
-        thread_ids = _listed(thread_ids)
+        thread_ids = id_list(thread_ids, "thread_ids")  # read once: see _prune_mine
         flow = self._prune_mine(thread_ids, dry_run, args)
         if flow is None:
             return self.inner.prune(thread_ids, dry_run=dry_run, force=force, **args)
@@ -181,7 +182,7 @@ class FencedRetention:
         force: bool = False,
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
-        thread_ids = _listed(thread_ids)
+        thread_ids = id_list(thread_ids, "thread_ids")  # read once: see _prune_mine
         flow = self._prune_mine(thread_ids, dry_run, args)
         if flow is None:
             return await self.inner.aprune(thread_ids, dry_run=dry_run, force=force, **args)
@@ -192,10 +193,3 @@ class FencedRetention:
 
     async def aclose(self) -> None:
         """Does nothing, as :meth:`close`."""
-
-
-def _listed(ids: Sequence[Any]) -> Sequence[Any]:
-    """The ids once, as a list: a generator read to decide whether this run's own
-    thread is among them would reach the inner saver empty (nothing pruned). A
-    bare string stays one, for the inner saver to refuse."""
-    return ids if isinstance(ids, (str, bytes)) else list(ids)

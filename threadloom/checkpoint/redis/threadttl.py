@@ -22,7 +22,7 @@ from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.redis.index import live_threads
 from threadloom.checkpoint.storage import retention
 from threadloom.checkpoint.storage.bridge import in_thread
-from threadloom.checkpoint.storage.core import _id_list
+from threadloom.checkpoint.storage.retention import id_list
 from threadloom.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ class _PruneUntouched:
         dry_run: bool = False,
         force: bool = False,
     ) -> Flow:
-        ids = _id_list(thread_ids, "thread_ids")  # listed now, before the flow runs
+        ids = id_list(thread_ids, "thread_ids")  # listed now, before the flow runs
         return untouched_prune(self, ids, strategy, keep_last, before, dry_run, force)
 
 

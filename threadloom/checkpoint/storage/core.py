@@ -14,7 +14,6 @@ from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import flows, puts, retention, step
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.tuples import ReadCodec
-from threadloom.errors import ConfigError
 
 __all__ = ["StorageSaver"]
 
@@ -85,7 +84,9 @@ class StorageSaver(BaseCheckpointSaver):
         return retention.delete_thread_flow(self.codec, str(thread_id), force)
 
     def _delete_for_runs_flow(self, run_ids: Sequence[str], force: bool = False) -> Flow:
-        return retention.delete_for_runs_flow(self.codec, _id_list(run_ids, "run_ids"), force)
+        return retention.delete_for_runs_flow(
+            self.codec, retention.id_list(run_ids, "run_ids"), force
+        )
 
     def _copy_thread_flow(self, source: str, target: str, force: bool = False) -> Flow:
         return retention.copy_thread_flow(self.codec, str(source), str(target), force)
@@ -100,7 +101,7 @@ class StorageSaver(BaseCheckpointSaver):
         force: bool = False,
     ) -> Flow:
         """Blobs are counted per thread where they live with their thread (Redis)."""
-        ids = _id_list(thread_ids, "thread_ids")
+        ids = retention.id_list(thread_ids, "thread_ids")
         per_thread = not self.shares_blobs_across_threads
         return retention.prune_flow(
             self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
@@ -233,11 +234,3 @@ class StorageSaver(BaseCheckpointSaver):
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
         return await self._arun(retention.stats_flow(thread_id))
-
-
-def _id_list(ids: Sequence[Any], what: str) -> list[str]:
-    """A bare string would be taken as its characters (``prune("chat-1")`` pruned
-    threads "c", "h", "a", ... and left "chat-1" alone): refuse it."""
-    if isinstance(ids, (str, bytes)):
-        raise ConfigError(f"{what} must be a list of ids, not one {type(ids).__name__}: [{ids!r}]")
-    return [str(i) for i in ids]

@@ -24,7 +24,7 @@ from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.storage import ttl as t
-from threadloom.checkpoint.storage.retention import guard_flow
+from threadloom.checkpoint.storage.retention import guard_flow, id_list
 from threadloom.errors import ConfigError
 
 __all__ = ["ThreadTTL"]
@@ -254,12 +254,12 @@ class ThreadTTL:
     ) -> Flow:
         # the ids once, as a list: a generator read by the base flow would leave
         # none for the clock rows (a reused id then inherited "never expires")
-        ids = thread_ids if isinstance(thread_ids, (str, bytes)) else list(thread_ids)
+        ids = id_list(thread_ids, "thread_ids")
         args = (ids, strategy, keep_last, before, dry_run, force)
         flow = super()._prune_flow(*args)  # type: ignore[misc]  # refuses a bare str
         if strategy != "delete" or dry_run:
             return flow
-        return self._dropping_clocks(flow, [str(tid) for tid in ids])
+        return self._dropping_clocks(flow, ids)
 
     def _dropping_clocks(self, flow: Flow, thread_ids: list[str]) -> Flow:
         """``flow`` (which erases the threads), then their clock rows: a new thread

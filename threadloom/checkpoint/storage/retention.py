@@ -352,3 +352,12 @@ def stats_flow(thread_id: str | None) -> Flow:
         },
         "largest_threads": sorted(s.threads_bytes.items(), key=lambda kv: -kv[1]),
     }
+
+
+def id_list(ids: Sequence[Any], what: str) -> list[str]:
+    """The ids as a list of str, read once (a generator is used up by whoever reads
+    it first). A bare string would be taken as its characters (``prune("chat-1")`` pruned
+    threads "c", "h", "a", ... and left "chat-1" alone): refuse it."""
+    if isinstance(ids, (str, bytes)):
+        raise ConfigError(f"{what} must be a list of ids, not one {type(ids).__name__}: [{ids!r}]")
+    return [str(i) for i in ids]
