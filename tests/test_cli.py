@@ -211,3 +211,11 @@ def test_demo_db_in_a_missing_directory_is_a_refusal_not_a_traceback(tmp_path: P
     """Review finding (session 8): a bare sqlite3.OperationalError traceback."""
     with pytest.raises(DemoFileRefused, match="cannot be created"):
         prepare_db(str(tmp_path / "missing" / "x.db"))
+
+
+def test_whole_store_stats_name_no_thread(db: str, capsys) -> None:
+    assert main(["stats", db]) == 0
+    out = capsys.readouterr().out
+    assert "(all threads)" in out and "None" not in out
+    assert main(["stats", db, "--thread", "t1"]) == 0
+    assert "thread_id            t1" in capsys.readouterr().out

@@ -207,6 +207,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
             say(f"threadloom: {exc}", err=True)
             return 1
     for key, value in stats.items() if isinstance(stats, dict) else vars(stats).items():
+        if key == "thread_id" and value is None:
+            value = "(all threads)"  # whole-store stats name no thread
         say(f"{key:<20} {value}")
     return 0
 
