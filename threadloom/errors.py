@@ -56,6 +56,7 @@ __all__ = [
     "GraphInterrupt",
     "NodeInterrupt",
     "ParentCommand",
+    "is_invalid_resume",
 ]
 
 
@@ -232,3 +233,21 @@ class ParentCommand(GraphBubbleUp):
 
     def __init__(self, command: Command) -> None:
         super().__init__(command)
+
+
+_INVALID_RESUME = "_threadloom_invalid_resume"
+
+
+def mark_invalid_resume(error: BaseException) -> None:
+    """Tag the ``pydantic.ValidationError`` a ``response_schema`` raised for a bad answer."""
+    setattr(error, _INVALID_RESUME, True)
+
+
+def is_invalid_resume(error: BaseException) -> bool:
+    """Whether ``error`` is an answer to ``interrupt(..., response_schema=...)``
+    that did not validate (the interrupt stays open), as opposed to a node's
+    own failure. LangGraph's tag counts too: the same graph may run on either."""
+    return (
+        getattr(error, _INVALID_RESUME, False) is True
+        or getattr(error, "_langgraph_invalid_resume", False) is True
+    )

@@ -149,27 +149,44 @@ class Interrupt:
     """A pause raised by a node, waiting for ``Command(resume=...)``.
 
     ``id`` is stable across re-runs of the same task, so a resume map
-    ``{interrupt.id: answer}`` addresses exactly this pause.
+    ``{interrupt.id: answer}`` addresses exactly this pause. ``response_schema``
+    is the JSON Schema of the answer the node expects (``interrupt(...,
+    response_schema=...)``), for clients that render a form; None when the
+    node gave none.
     """
 
-    __slots__ = ("value", "id")
+    __slots__ = ("value", "id", "response_schema")
 
-    def __init__(self, value: Any, id: str = _DEFAULT_INTERRUPT_ID) -> None:
+    def __init__(
+        self,
+        value: Any,
+        id: str = _DEFAULT_INTERRUPT_ID,
+        *,
+        response_schema: Any = None,
+    ) -> None:
         self.value = value
         self.id = id
+        self.response_schema = response_schema
 
     @classmethod
     def from_ns(cls, value: Any, ns: str, answered: int = 0) -> Interrupt:
         return cls(value=value, id=interrupt_id(ns, answered))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Interrupt) and (self.value, self.id) == (other.value, other.id)
+        return isinstance(other, Interrupt) and (
+            self.value,
+            self.id,
+            self.response_schema,
+        ) == (other.value, other.id, other.response_schema)
 
     def __hash__(self) -> int:
         return hash(self.id)
 
     def __repr__(self) -> str:
-        return f"Interrupt(value={self.value!r}, id={self.id!r})"
+        return (
+            f"Interrupt(value={self.value!r}, id={self.id!r}, "
+            f"response_schema={self.response_schema!r})"
+        )
 
 
 class StateUpdate(NamedTuple):
@@ -292,13 +309,20 @@ class Overwrite:
         return f"Overwrite(value={self.value!r})"
 
 
-def interrupt(value: Any) -> Any:
+def interrupt(value: Any, *, response_schema: Any = None) -> Any:
     """Pause the current node and surface ``value`` to the caller.
 
     The first time it runs it raises :class:`~threadloom.errors.GraphInterrupt`;
     when the thread is resumed with ``Command(resume=answer)`` the node re-runs
     from its start and this call returns ``answer``. Needs a checkpointer.
+
+    ``response_schema``: what the answer must look like. A JSON Schema ``dict``
+    is only shown to clients (``Interrupt.response_schema``); a Pydantic model,
+    ``TypedDict`` or dataclass is shown as its JSON Schema and also validates
+    the answer, and the validated object is what this call returns. A wrong
+    answer raises ``pydantic.ValidationError`` (``errors.is_invalid_resume``
+    tells it apart) and leaves the interrupt open to be answered again.
     """
     from threadloom.pregel.interrupts import interrupt as _interrupt
 
-    return _interrupt(value)
+    return _interrupt(value, response_schema=response_schema)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom.constants import RESUME
-from threadloom.errors import GraphInterrupt
+from threadloom.errors import GraphInterrupt, mark_invalid_resume
 from threadloom.pregel.context import current_task_or_raise
 from threadloom.pregel.ids import interrupt_id
 from threadloom.types import Interrupt
@@ -13,31 +13,73 @@ from threadloom.types import Interrupt
 __all__ = ["interrupt"]
 
 
-def interrupt(value: Any) -> Any:
+def interrupt(value: Any, *, response_schema: Any = None) -> Any:
     """Return the answer for this interrupt, or raise :class:`GraphInterrupt` to ask for one.
 
     The n-th ``interrupt()`` of a task takes the n-th resume answer. Answers
     already used are recorded as the task's ``__resume__`` write, so when the
-    node re-runs from its start the earlier calls return the same values.
+    node re-runs from its start the earlier calls return the same values. An
+    answer is validated (when ``response_schema`` is a type) before it is
+    recorded, so a wrong one leaves nothing behind but the node's error.
 
     Raises:
-        GraphInterrupt: no answer yet; carries ``Interrupt(value, id)``.
+        GraphInterrupt: no answer yet; carries ``Interrupt(value, id, response_schema)``.
+        pydantic.ValidationError: the answer does not match ``response_schema``.
         RuntimeError: called outside a running node.
     """
     scope = current_task_or_raise()
+    adapter = _adapter(response_schema)
     scratchpad = scope.task.scratchpad
     idx = scratchpad.interrupt_counter()
     if scratchpad.resume and idx < len(scratchpad.resume):
+        answer = _validated(adapter, scratchpad.resume[idx])
         _record(scope, scratchpad.resume[: idx + 1])
-        return scratchpad.resume[idx]
+        return answer
     answer = scratchpad.get_null_resume(True)
     if answer is not None:
+        validated = _validated(adapter, answer)
         scratchpad.resume.append(answer)
         _record(scope, list(scratchpad.resume))
-        return answer
+        return validated
+    schema = adapter.json_schema() if adapter is not None else response_schema
     raise GraphInterrupt(
-        (Interrupt(value=value, id=interrupt_id(scope.task.checkpoint_ns, len(scratchpad.resume))),)
+        (
+            Interrupt(
+                value=value,
+                id=interrupt_id(scope.task.checkpoint_ns, len(scratchpad.resume)),
+                response_schema=schema,
+            ),
+        )
     )
+
+
+def _adapter(response_schema: Any) -> Any:
+    """A pydantic TypeAdapter for a schema given as a type; None for none or a
+    JSON Schema dict (shown to clients as is, answers not validated)."""
+    if response_schema is None or isinstance(response_schema, dict):
+        return None
+    try:
+        from pydantic import TypeAdapter
+    except ImportError as exc:  # pragma: no cover - pydantic ships with the [all] extra
+        raise ImportError(
+            "interrupt(response_schema=<a type>) needs pydantic; pass a JSON Schema "
+            "dict, or install pydantic"
+        ) from exc
+    return TypeAdapter(response_schema)
+
+
+def _validated(adapter: Any, answer: Any) -> Any:
+    """``answer`` checked against the schema; a wrong one is tagged as an invalid
+    resume (``errors.is_invalid_resume``) before it propagates."""
+    if adapter is None:
+        return answer
+    from pydantic import ValidationError
+
+    try:
+        return adapter.validate_python(answer)
+    except ValidationError as exc:
+        mark_invalid_resume(exc)
+        raise
 
 
 def _record(scope: Any, answers: list[Any]) -> None:

@@ -77,7 +77,9 @@ def _langgraph_types() -> dict[tuple[str, str], Callable[[Any], Any]]:
     return {
         ("langgraph.types", "Send"): lambda a: types.Send(a[0], a[1]),
         ("langgraph.types", "Interrupt"): lambda kw: types.Interrupt(
-            kw.get("value"), **({"id": kw["id"]} if "id" in kw else {})
+            kw.get("value"),
+            **({"id": kw["id"]} if "id" in kw else {}),
+            response_schema=kw.get("response_schema"),
         ),
         ("langgraph.types", "Overwrite"): lambda kw: types.Overwrite(kw.get("value")),
         ("langgraph.types", "Command"): via("threadloom.Command"),

@@ -37,6 +37,15 @@ def zone(key: str) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(key)
 
 
+def _interrupt_fields(v: Any) -> dict[str, Any]:
+    """An Interrupt's stored fields; ``response_schema`` only when set, so the
+    bytes of an interrupt without one stay as older versions wrote them."""
+    fields = {"value": v.value, "id": v.id}
+    if v.response_schema is not None:
+        fields["response_schema"] = v.response_schema
+    return fields
+
+
 def _datetime_state(v: dt.datetime) -> list[Any]:
     return [v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.tzinfo, v.fold]
 
@@ -177,8 +186,10 @@ def _threadloom_types(registry: Registry) -> None:
         TypeEntry(
             "threadloom.Interrupt",
             types.Interrupt,
-            lambda v: {"value": v.value, "id": v.id},
-            lambda s: types.Interrupt(value=s["value"], id=s["id"]),
+            _interrupt_fields,
+            lambda s: types.Interrupt(
+                value=s["value"], id=s["id"], response_schema=s.get("response_schema")
+            ),
         )
     )
     registry.add(
@@ -193,7 +204,8 @@ def _threadloom_types(registry: Registry) -> None:
     for cls in (types.Command, types.StateSnapshot, types.PregelTask, types.StateUpdate):
         registry.add(entry_for(cls, f"threadloom.{cls.__name__}"))
     for name in errors.__all__:
-        registry.add(entry_for(getattr(errors, name)))
+        if isinstance(getattr(errors, name), type):  # the error classes, not helpers
+            registry.add(entry_for(getattr(errors, name)))
     from threadloom.checkpoint.serde.exceptions import RevivedError
 
     registry.add(entry_for(RevivedError))
