@@ -26,6 +26,7 @@ __all__ = [
     "Checkpointer",
     "Command",
     "Durability",
+    "GraphOutput",
     "Interrupt",
     "Overwrite",
     "PregelTask",
@@ -34,6 +35,7 @@ __all__ = [
     "StateSnapshot",
     "StateUpdate",
     "StreamMode",
+    "StreamPart",
     "StreamWriter",
     "default_retry_on",
     "interrupt",
@@ -57,6 +59,8 @@ Checkpointer = Any
 (no checkpoints) or a saver instance."""
 
 RunnableConfig = dict[str, Any]
+
+_O = TypeVar("_O")
 
 
 def default_retry_on(exc: Exception) -> bool:
@@ -187,6 +191,53 @@ class Interrupt:
             f"Interrupt(value={self.value!r}, id={self.id!r}, "
             f"response_schema={self.response_schema!r})"
         )
+
+
+@dataclass(frozen=True)
+class GraphOutput(Generic[_O]):
+    """What ``invoke(..., version="v2")`` returns: the output and the interrupts
+    the run stopped at, as two fields instead of an ``__interrupt__`` key mixed
+    into the state."""
+
+    value: _O
+    interrupts: tuple[Interrupt, ...] = ()
+
+    def __getitem__(self, key: str) -> Any:
+        """v1-style access, kept for code moving over; use ``.value`` / ``.interrupts``."""
+        _v1_access_warning()
+        if key == "__interrupt__":
+            return self.interrupts
+        if isinstance(self.value, dict):
+            return self.value[key]
+        try:
+            return getattr(self.value, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def __contains__(self, key: object) -> bool:
+        _v1_access_warning()
+        if key == "__interrupt__":
+            return bool(self.interrupts)
+        if isinstance(self.value, dict):
+            return key in self.value
+        return isinstance(key, str) and hasattr(self.value, key)
+
+
+def _v1_access_warning() -> None:
+    import warnings
+
+    warnings.warn(
+        "GraphOutput: use `.value` for the output and `.interrupts` for interrupts "
+        "instead of `result[key]` / `key in result`",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+StreamPart = dict[str, Any]
+"""One item of ``stream(..., version="v2")``: ``{"type": <stream mode>, "ns":
+<namespace tuple>, "data": <payload>}``, plus ``"interrupts"`` on ``values``
+parts (see :mod:`threadloom.pregel.v2`)."""
 
 
 class StateUpdate(NamedTuple):

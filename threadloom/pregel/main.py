@@ -17,7 +17,7 @@ from typing import Any
 from threadloom.channels.base import BaseChannel
 from threadloom.channels.topic import Topic
 from threadloom.constants import TASKS
-from threadloom.pregel import multitask
+from threadloom.pregel import multitask, v2
 from threadloom.pregel.adriver import astream_run
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
@@ -207,6 +207,8 @@ class Pregel(StateMixin):
             GraphRecursionError: ``recursion_limit`` steps ran without finishing.
             Exception: whatever a node raised (after its step's other tasks finished).
         """
+        if v2.is_v2(kwargs.pop("version", None)):
+            return v2.stream(self, input, config, stream_mode, kwargs)
         kwargs["stream_mode"] = stream_mode
         _durability_kwargs(kwargs)
         return multitask.stream(self, input, self._merge_config(config), kwargs, stream_run)
@@ -220,6 +222,8 @@ class Pregel(StateMixin):
         **kwargs: Any,
     ) -> AsyncIterator[Any]:
         """Async twin of :meth:`stream`."""
+        if v2.is_v2(kwargs.pop("version", None)):
+            return v2.astream(self, input, config, stream_mode, kwargs)
         kwargs["stream_mode"] = stream_mode
         _durability_kwargs(kwargs)
         return multitask.astream(self, input, self._merge_config(config), kwargs, astream_run)
@@ -235,9 +239,14 @@ class Pregel(StateMixin):
     ) -> Any:
         """Run to completion; the final output (with ``__interrupt__`` if paused).
 
-        With another ``stream_mode``, the list of chunks.
+        With another ``stream_mode``, the list of chunks. ``version="v2"``:
+        a ``GraphOutput(value, interrupts)``, or the list of v2 parts
+        (:mod:`threadloom.pregel.v2`).
         """
         output_keys = output_keys if output_keys is not None else self.output_channels
+        if v2.is_v2(kwargs.pop("version", None)):
+            kwargs["output_keys"] = output_keys
+            return v2.invoke(self, input, config, stream_mode, kwargs)
         if stream_mode != "values":
             return list(
                 self.stream(
@@ -267,6 +276,9 @@ class Pregel(StateMixin):
     ) -> Any:
         """Async twin of :meth:`invoke`."""
         output_keys = output_keys if output_keys is not None else self.output_channels
+        if v2.is_v2(kwargs.pop("version", None)):
+            kwargs["output_keys"] = output_keys
+            return await v2.ainvoke(self, input, config, stream_mode, kwargs)
         if stream_mode != "values":
             return [
                 c
