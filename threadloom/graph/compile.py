@@ -135,9 +135,7 @@ class CompiledStateGraph(Pregel):
         if end == END:
             return
         if isinstance(starts, str):
-            self.nodes[starts].writers.append(
-                ChannelWrite([ChannelWriteEntry(BRANCH_TO.format(end), None)])
-            )
+            _add_write(self.nodes[starts], ChannelWriteEntry(BRANCH_TO.format(end), None))
             return
         from threadloom.channels import NamedBarrierValue, NamedBarrierValueAfterFinish
 
@@ -148,7 +146,7 @@ class CompiledStateGraph(Pregel):
         self.channels[name] = barrier(str, set(starts))
         self.nodes[end].triggers.append(name)
         for start in starts:
-            self.nodes[start].writers.append(ChannelWrite([ChannelWriteEntry(name, start)]))
+            _add_write(self.nodes[start], ChannelWriteEntry(name, start))
 
     def attach_branch(self, start: str, name: str, branch: Any) -> None:
         """A branch runs after ``start``'s own writers, on the state they produced."""
@@ -165,6 +163,17 @@ class CompiledStateGraph(Pregel):
             merge_output=branch.input_schema is None,
         )
         self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
+
+
+def _add_write(node: PregelNode, entry: ChannelWriteEntry) -> None:
+    """Add an edge's write to ``node``: into its last writer when that is a plain
+    ``ChannelWrite`` (the same writes in the same order, one writer call per task
+    instead of one per edge), else as a writer of its own (after a branch)."""
+    last = node.writers[-1] if node.writers else None
+    if type(last) is ChannelWrite:
+        last.writes.append(entry)
+    else:
+        node.writers.append(ChannelWrite([entry]))
 
 
 @runs_inline  # a dict read: async runs call it without a thread hop
@@ -215,6 +224,8 @@ def _static_ends(ends: Any) -> list[tuple[str, Any, str | None]] | None:
 
 def _control_writes(value: Any) -> list[tuple[str, Any]]:
     """``Send`` and ``Command(goto=...)`` returned by a node -> trigger writes."""
+    if type(value) is dict:  # the usual state update: nothing to route
+        return []
     if isinstance(value, Send):
         return [(TASKS, value)]
     commands = [value] if isinstance(value, Command) else []
@@ -270,6 +281,12 @@ def _update_mapper(
         return [(k, v) for k, v in pairs if k in allowed]
 
     def mapper(value: Any) -> list[tuple[str, Any]] | None:
+        if type(value) is dict and not root:  # the usual update: no Command to look for
+            pairs = list(value.items())
+            for k in value:
+                if k not in allowed:
+                    return check(pairs)
+            return pairs
         if value is None:
             return None
         if isinstance(value, Command):

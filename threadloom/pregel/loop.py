@@ -39,7 +39,7 @@ from threadloom.pregel.io import read_channels
 from threadloom.pregel.output import emit_checkpoint, emit_task_writes, emit_values
 from threadloom.pregel.saving import Saving
 from threadloom.pregel.start import start_run
-from threadloom.pregel.tasks import prepare_next_tasks, should_interrupt
+from threadloom.pregel.tasks import plan_tasks, renew_plan, run_plan, should_interrupt
 from threadloom.pregel.writes import (
     CONTROL_WRITES,
     apply_writes,
@@ -86,6 +86,7 @@ class Loop(Saving):
         self.superseded = False  # an addressed checkpoint that is no longer the latest
         self.replay: Any = opts.replay  # ReplayState while the root replays (time travel)
         self._wcfg: tuple[str, Any, dict[str, Any]] | None = None  # _writes_config's cache
+        self._plan: Any = None  # tasks.run_plan: the planning state kept across steps
 
     # -- start ------------------------------------------------------------------
 
@@ -129,24 +130,23 @@ class Loop(Saving):
     # -- steps ------------------------------------------------------------------
 
     def _prepare_tasks(self) -> None:
-        o = self.o
-        self.tasks = prepare_next_tasks(
-            self.checkpoint,
-            self.pending_writes,
-            self.graph.nodes,
-            self.channels,
-            step=self.step,
-            stop=self.stop,
-            checkpoint_ns=self.ns,
-            for_execution=True,
-            trigger_to_nodes=self.graph.trigger_to_nodes,
-            updated_channels=self.updated_channels,
-            resume_map=self.resume_map,
-            parent_scratchpad=o.parent_scratchpad,
-            retry_policy=self.graph.retry_policy,
-            cache_policy=self.graph.cache_policy,
-            checkpoint_map=o.run.checkpoint_map,
+        plan = self._plan
+        if plan is None or plan.channels is not self.channels:  # made once per run
+            o, graph = self.o, self.graph
+            plan = self._plan = run_plan(
+                graph.nodes,
+                self.channels,
+                self.ns,
+                True,
+                o.parent_scratchpad,
+                graph.retry_policy,
+                graph.cache_policy,
+                o.run.checkpoint_map,
+            )
+        renew_plan(
+            plan, self.checkpoint, self.pending_writes, self.step, self.stop, self.resume_map
         )
+        self.tasks = plan_tasks(plan, self.graph.trigger_to_nodes, self.updated_channels)
         emit_checkpoint(self)
 
     def tick(self) -> bool:

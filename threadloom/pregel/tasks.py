@@ -34,9 +34,12 @@ from threadloom.types import CachePolicy, PregelTask, RetryPolicy, Send
 __all__ = [
     "checkpoint_null_version",
     "make_scratchpad",
+    "plan_tasks",
     "prepare_next_tasks",
     "prepare_push_task",
     "prepare_pull_task",
+    "renew_plan",
+    "run_plan",
     "should_interrupt",
 ]
 
@@ -103,7 +106,11 @@ def should_interrupt(
 
 
 class _Plan:
-    """What every task of one planning pass shares (keeps signatures short)."""
+    """What every task of one planning pass shares (keeps signatures short).
+
+    A run keeps one plan for all its steps (:func:`run_plan`, then
+    :func:`renew_plan` per step): the fields fixed for the run are set once, and
+    ``pulls`` keeps each node's sorted triggers and task-id text across steps."""
 
     __slots__ = (
         "checkpoint",
@@ -120,42 +127,54 @@ class _Plan:
         "parent_scratchpad",
         "retry_policy",
         "cache_policy",
+        "base_map",
         "checkpoint_map",
         "input_cache",
+        "pulls",
     )
 
 
-def _make_plan(
-    checkpoint: Mapping[str, Any],
-    pending_writes: list[Any],
+def run_plan(
     processes: Mapping[str, Any],
     channels: Mapping[str, BaseChannel],
-    step: int,
-    stop: int | None,
     checkpoint_ns: str,
     for_execution: bool,
-    resume_map: Mapping[str, Any] | None,
     parent_scratchpad: Scratchpad | None,
     retry_policy: Sequence[RetryPolicy],
     cache_policy: CachePolicy | None,
     checkpoint_map: Mapping[str, str] | None,
 ) -> _Plan:
+    """A plan's run-wide part; :func:`renew_plan` fills in each step's."""
     plan = _Plan()
+    plan.processes = processes
+    plan.channels = channels
+    plan.parent_ns = checkpoint_ns
+    plan.for_execution = for_execution
+    plan.parent_scratchpad = parent_scratchpad
+    plan.retry_policy = retry_policy
+    plan.cache_policy = cache_policy
+    plan.base_map = checkpoint_map or {}
+    plan.pulls = {}
+    return plan
+
+
+def renew_plan(
+    plan: _Plan,
+    checkpoint: Mapping[str, Any],
+    pending_writes: list[Any],
+    step: int,
+    stop: int | None,
+    resume_map: Mapping[str, Any] | None,
+) -> _Plan:
+    """Point ``plan`` at the step planned from ``checkpoint``."""
     plan.checkpoint = checkpoint
     plan.id_bytes = checkpoint_id_bytes(checkpoint["id"])
     plan.id_fn = task_id if checkpoint["v"] > 1 else task_id_v1
     plan.pending_writes = pending_writes
-    plan.processes = processes
-    plan.channels = channels
     plan.step = step
     plan.stop = stop if stop is not None else step + 1
-    plan.parent_ns = checkpoint_ns
-    plan.for_execution = for_execution
     plan.resume_map = resume_map
-    plan.parent_scratchpad = parent_scratchpad
-    plan.retry_policy = retry_policy
-    plan.cache_policy = cache_policy
-    plan.checkpoint_map = {**(checkpoint_map or {}), checkpoint_ns: checkpoint["id"]}
+    plan.checkpoint_map = {**plan.base_map, plan.parent_ns: checkpoint["id"]}
     plan.input_cache = {}
     return plan
 
@@ -185,21 +204,28 @@ def prepare_next_tasks(
     and cache key. ``updated_channels`` + ``trigger_to_nodes`` narrow the PULL
     candidates to nodes triggered by channels the last step changed.
     """
-    plan = _make_plan(
-        checkpoint,
-        pending_writes,
+    plan = run_plan(
         processes,
         channels,
-        step,
-        stop,
         checkpoint_ns,
         for_execution,
-        resume_map,
         parent_scratchpad,
         retry_policy,
         cache_policy,
         checkpoint_map,
     )
+    renew_plan(plan, checkpoint, pending_writes, step, stop, resume_map)
+    return plan_tasks(plan, trigger_to_nodes, updated_channels)
+
+
+def plan_tasks(
+    plan: _Plan,
+    trigger_to_nodes: Mapping[str, Sequence[str]] | None,
+    updated_channels: set[str] | None,
+) -> dict[str, Any]:
+    """:func:`prepare_next_tasks` for a plan already made (a run's, renewed per step)."""
+    channels = plan.channels
+    checkpoint = plan.checkpoint
     tasks: dict[str, Any] = {}
     tasks_channel = channels.get(TASKS)
     if tasks_channel is not None and tasks_channel.is_available():
@@ -207,15 +233,20 @@ def prepare_next_tasks(
             if task := prepare_push_task(plan, idx):
                 tasks[task.id] = task
     if updated_channels and trigger_to_nodes:
-        triggered: set[str] = set()
-        for chan in updated_channels:
-            if nodes := trigger_to_nodes.get(chan):
-                triggered.update(nodes)
-        candidates: Iterable[str] = sorted(triggered)
+        if len(updated_channels) == 1:  # the usual step: no set to build
+            for chan in updated_channels:
+                nodes = trigger_to_nodes.get(chan) or ()
+                candidates: Iterable[str] = nodes if len(nodes) == 1 else sorted(set(nodes))
+        else:
+            triggered: set[str] = set()
+            for chan in updated_channels:
+                if nodes := trigger_to_nodes.get(chan):
+                    triggered.update(nodes)
+            candidates = sorted(triggered)
     elif not checkpoint["channel_versions"]:
         candidates = ()
     else:
-        candidates = processes.keys()
+        candidates = plan.processes.keys()
     null_version = checkpoint_null_version(checkpoint)
     if null_version is None:
         return tasks
@@ -269,10 +300,11 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
             break
     else:
         return None
-    triggers = tuple(sorted(proc.triggers))
-    parent_ns = plan.parent_ns
-    node_ns = f"{parent_ns}{NS_SEP}{name}" if parent_ns else name
-    tid = plan.id_fn(plan.id_bytes, node_ns, str(plan.step), name, PULL, *triggers)
+    ids = plan.pulls.get(name)
+    if ids is None:
+        ids = plan.pulls[name] = _pull_ids(plan.parent_ns, name, proc.triggers)
+    triggers, node_ns, tail = ids
+    tid = plan.id_fn(plan.id_bytes, node_ns, str(plan.step), tail)
     path = (PULL, name)
     value = _proc_input(proc, channels, plan.input_cache)
     if value is MISSING:
@@ -286,6 +318,14 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
     return _executable(plan, proc, name, value, tid, path, triggers, node_ns)
 
 
+def _pull_ids(parent_ns: str, name: str, node_triggers: Sequence[str]) -> tuple[Any, str, str]:
+    """A node's sorted triggers, namespace and the text its task ids hash after the
+    step (``name``, ``__pregel_pull``, the triggers: ids join their parts)."""
+    triggers = tuple(sorted(node_triggers))
+    node_ns = f"{parent_ns}{NS_SEP}{name}" if parent_ns else name
+    return triggers, node_ns, "".join((name, PULL, *triggers))
+
+
 def _executable(
     plan: _Plan,
     proc: Any,
@@ -297,31 +337,30 @@ def _executable(
     node_ns: str,
 ) -> PregelExecutableTask:
     task_ns = f"{node_ns}{NS_END}{tid}"
-    scratchpad = make_scratchpad(
-        plan.pending_writes,
-        tid,
-        task_ns,
-        plan.resume_map,
-        plan.step,
-        plan.stop,
-        plan.parent_scratchpad,
-    )
+    pending = plan.pending_writes
+    if pending:
+        scratchpad = make_scratchpad(
+            pending, tid, task_ns, plan.resume_map, plan.step, plan.stop, plan.parent_scratchpad
+        )
+    else:  # nothing to resume from (make_scratchpad's answer, without the call)
+        scratchpad = Scratchpad(plan.step, plan.stop, [], None, pending, plan.parent_scratchpad)
     policy = proc.cache_policy or plan.cache_policy
-    return PregelExecutableTask(
-        name=name,
-        input=value,
-        proc=proc,
-        writes=[],
-        triggers=triggers,
-        retry_policy=proc.retry_policy or plan.retry_policy,
-        cache_key=_cache_key(policy, name, value) if policy else None,
-        id=tid,
-        path=path,
-        checkpoint_ns=task_ns,
-        scratchpad=scratchpad,
-        step=plan.step,
-        checkpoint_map=plan.checkpoint_map,
-        cache_policy=policy,
+    return PregelExecutableTask(  # positional: name ... step, timeout, checkpoint_map, cache_policy
+        name,
+        value,
+        proc,
+        [],
+        triggers,
+        proc.retry_policy or plan.retry_policy,
+        _cache_key(policy, name, value) if policy else None,
+        tid,
+        path,
+        task_ns,
+        scratchpad,
+        plan.step,
+        None,
+        plan.checkpoint_map,
+        policy,
     )
 
 
