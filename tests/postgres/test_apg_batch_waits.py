@@ -46,6 +46,7 @@ async def test_a_pipelined_batch_is_queued_in_one_wait(
             Stmt("SELECT current_setting('threadloom.b')", (), "all"),
         ]
         async with connector.atransaction(write=True):
+            await connector.aexecute([Stmt("SELECT 1", (), "one")])  # enters the pipeline
             assert connector.current.get().conn._pipeline is not None
             calls = counted(monkeypatch)
             results = await connector.aexecute(batch)

@@ -63,7 +63,7 @@ def test_saver_round_trip_with_binary_arrays(
     """The dumper is registered on the saver's connection itself when first
     needed (registering it globally would miss connections already open)."""
     from threadloom.checkpoint.base import empty_checkpoint
-    from threadloom.checkpoint.postgres import PostgresSaver
+    from threadloom.checkpoint.postgres import PostgresSaver, lean
     from threadloom.checkpoint.postgres import connection as pgconn
 
     binary = []
@@ -74,6 +74,7 @@ def test_saver_round_trip_with_binary_arrays(
         return params
 
     monkeypatch.setattr(pgconn, "wire_params", recording)
+    monkeypatch.setattr(lean, "wire_params", recording)  # a commit's held statements
 
     with psycopg.connect(pg_url, autocommit=True) as conn:
         saver = PostgresSaver(conn, schema=pg_schema)

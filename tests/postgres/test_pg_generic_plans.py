@@ -31,13 +31,18 @@ pytestmark = pytest.mark.postgres
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[pgconn.Stmt]]:
     """Every batch the sync connector sends (in this test)."""
     batches: list[list[pgconn.Stmt]] = []
-    send = pgconn.PgConnector._send
+    send, lean_send = pgconn.PgConnector._send, pgconn.PgConnector._send_lean
 
     def recording(conn: Any, batch: Any) -> list[Any]:
         batches.append(list(batch))
         return send(conn, batch)
 
+    def recording_lean(conn: Any, batch: Any, out: Any) -> None:
+        batches.append(list(batch))
+        lean_send(conn, batch, out)
+
     monkeypatch.setattr(pgconn.PgConnector, "_send", staticmethod(recording))
+    monkeypatch.setattr(pgconn.PgConnector, "_send_lean", staticmethod(recording_lean))
     return batches
 
 

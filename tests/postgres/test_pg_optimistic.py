@@ -271,33 +271,38 @@ class _Named:
         self.sql = SQL(schema)
 
 
-def test_a_connection_killed_before_the_sync_loses_nothing_silently(
-    pg_url: str, pg_schema: str
+def test_a_connection_lost_after_the_commit_left_is_reported(
+    pg_url: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One round trip: a backend killed after the statements went out but before
-    the Sync is a loss while committing (reported, never guessed); the server
-    rolled the open transaction back, and the next call works on a new connection."""
-    from tests.postgres.test_pg_operations import terminate
+    """One write: the statements and the Sync leave together (:mod:`.lean`), so
+    a connection lost once they left, with no reply read, may or may not have
+    committed: a loss while committing (reported, never guessed or replayed);
+    the next call works on a new connection."""
+    import socket
 
-    app = f"tl-opt-kill-{pg_schema}"
-    url = f"{pg_url}?application_name={app}"
-    with PostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
+    from threadloom.checkpoint.postgres import lean
+
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
         saver.setup()
         parent = put(saver, config("kill"), cp(1, "a"))
-        send = saver.connector._send
+        send = lean.send
 
-        def send_then_kill(conn: Any, batch: Any) -> Any:
-            result = send(conn, batch)
-            terminate(pg_url, app)
-            return result
+        def send_then_cut(pgconn: Any) -> Any:
+            yield from send(pgconn)
+            sock = socket.socket(fileno=pgconn.socket)
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # replies never read
+            finally:
+                sock.detach()
 
-        saver.connector._send = send_then_kill
+        monkeypatch.setattr(lean, "send", send_then_cut)
         with pytest.raises(StorageError, match="while committing"):
             saver.put_writes(parent, [("n", "late")], "task")
-        saver.connector._send = send
-        assert saver.get_tuple(parent).pending_writes == []
-        saver.put_writes(parent, [("n", "again")], "task")
-        assert saver.get_tuple(parent).pending_writes == [("task", "n", "again")]
+        monkeypatch.undo()
+        late = saver.get_tuple(parent).pending_writes
+        assert late in ([], [("task", "n", "late")])
+        saver.put_writes(parent, [("n", "again")], "task-2")
+        assert saver.get_tuple(parent).pending_writes == [*late, ("task-2", "n", "again")]
 
 
 def test_one_shot_iterators_are_never_guessed() -> None:

@@ -39,7 +39,6 @@ def test_a_batch_leaves_in_one_exchange_with_the_server(
         connector = saver.connector
         batch = [Stmt(SET, ("threadloom.a", str(k))) for k in range(4)]
         with connector.transaction(write=True):
-            assert connector.current.get().conn._pipeline is not None
             exchanges = counted(monkeypatch)
             assert connector.execute(batch) == [None] * 4
             assert exchanges == []  # held back, nothing sent yet
@@ -48,6 +47,7 @@ def test_a_batch_leaves_in_one_exchange_with_the_server(
                 Stmt("SELECT current_setting('threadloom.a') || '!'", (), "all"),
             ]
             assert connector.execute(reads) == [("3",), [("3!",)]]  # sent first, in order
+            assert connector.current.get().conn._pipeline is not None  # entered for them
             monkeypatch.undo()
         assert len(exchanges) == 1  # six statements (one per statement: 6)
 

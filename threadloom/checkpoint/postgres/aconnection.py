@@ -17,6 +17,7 @@ from psycopg import AsyncConnection, AsyncPipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.postgres import lean
 from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
 from threadloom.checkpoint.postgres.connector import (
     BEGIN_SNAPSHOT,
@@ -59,7 +60,9 @@ class AsyncPgConnector(ConnectorBase):
                 )
             yield self.conn
 
-    async def _open(self, tx: Tx) -> None:
+    async def _open(self, tx: Tx, lazy: bool = False) -> None:
+        """The sync twin's ``_open`` (``lazy``: see there)."""
+        tx.lazy = False
         for attempt in (0, 1):
             stack = AsyncExitStack()
             try:
@@ -72,14 +75,15 @@ class AsyncPgConnector(ConnectorBase):
                 tx.optimistic = tx.optimistic and mode == "sql"
                 if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.push_async_callback(arollback_if_open, conn)
-                if pipelined:
+                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
+                if pipelined and not tx.lazy:
                     await stack.enter_async_context(conn.pipeline())
                     tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
                     if tx.snapshot:
                         await conn.execute(SNAPSHOT_SQL)
-                elif mode == "sql":
+                elif mode == "sql" and not tx.lazy:
                     stack.push_async_exit(aabort_implicit(conn))
                 elif mode == "snapshot":
                     await conn.execute(BEGIN_SNAPSHOT)
@@ -117,11 +121,13 @@ class AsyncPgConnector(ConnectorBase):
             return
         snapshot = not write and (self.snapshot_reads or snapshot_wanted())
         tx = Tx(write, optimistic=optimistic, snapshot=snapshot)
-        await self._open(tx)
+        await self._open(tx, lazy=True)
         token = self.current.set(tx)
         try:
             yield
-            if self.queued.get(id(tx)):
+            if tx.lazy:
+                await self._commit(tx)
+            elif self.queued.get(id(tx)):
                 await self.aexecute(())  # what is still queued goes before the commit
         except BaseException as exc:
             await self._discard(tx, exc)
@@ -153,11 +159,46 @@ class AsyncPgConnector(ConnectorBase):
             return held
         queued = self.take_held(tx)
         try:
+            if tx.lazy:  # an answer is needed before the commit: psycopg's pipeline
+                await self._enter(tx)
             results = (await self._send(tx.conn, [*queued, *batch]))[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
             results = await self._run_steps(tx, self.recover(tx, batch, exc))
         tx.log.append((batch, results))
         return results
+
+    async def _enter(self, tx: Tx) -> None:
+        """The sync twin's ``_enter``."""
+        tx.lazy = False
+        await tx.stack.enter_async_context(tx.conn.pipeline())
+        tx.pipeline = tx.conn._pipeline
+        tx.stack.push_async_exit(aabort_implicit(tx.conn))
+
+    async def _commit(self, tx: Tx) -> None:
+        """The sync twin's ``_commit``: held statements and the Sync in one write."""
+        queued = self.take_held(tx)
+        if not queued:
+            return
+        conn, out = tx.conn, lean.Outcome()
+        try:
+            await self._send_lean(conn, queued, out)
+        except psycopg.Error as exc:
+            if lean.leave(conn):
+                await conn.close()
+            if not out.not_committed:
+                raise self.error(exc, committing=True) from exc
+            await self._run_steps(tx, self.recover(tx, (), exc))  # replayed: the Sync commits
+        except BaseException:
+            if lean.leave(conn):
+                await conn.close()
+            raise
+
+    @staticmethod
+    async def _send_lean(conn: AsyncConnection, batch: Sequence[Stmt], out: lean.Outcome) -> None:
+        """Run ``batch`` and commit, in one write (:mod:`.lean`)."""
+        queries = lean.encode(conn, batch)
+        async with conn.lock:
+            await conn.wait(lean.exchange_gen(conn, queries, out))
 
     async def _run_steps(
         self, tx: Tx, steps: Generator[tuple[str, Any], Any, list[Any]]

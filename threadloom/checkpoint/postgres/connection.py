@@ -41,6 +41,7 @@ from psycopg import Connection, Pipeline, pq
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.postgres import lean
 from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
 from threadloom.checkpoint.postgres.connector import (
     BEGIN_SNAPSHOT,
@@ -118,8 +119,12 @@ class PgConnector(ConnectorBase):
                 self.conn = Connection.connect(self.url, **connect_kwargs(self.prepare_threshold))
             yield self.conn
 
-    def _open(self, tx: Tx) -> None:
-        """Acquire a connection and begin; one retry if the connection is dead."""
+    def _open(self, tx: Tx, lazy: bool = False) -> None:
+        """Acquire a connection and begin; one retry if the connection is dead.
+
+        ``lazy``: a transaction delimited by the pipeline's Sync ("sql") enters
+        no pipeline yet; it may commit through :mod:`.lean` (see :meth:`_commit`)."""
+        tx.lazy = False
         for attempt in (0, 1):
             stack = ExitStack()
             try:
@@ -130,14 +135,15 @@ class PgConnector(ConnectorBase):
                 tx.optimistic = tx.optimistic and mode == "sql"
                 if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.callback(rollback_if_open, conn)
-                if pipelined:
+                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
+                if pipelined and not tx.lazy:
                     stack.enter_context(conn.pipeline())
                     tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     stack.enter_context(conn.transaction())
                     if tx.snapshot:
                         conn.execute(SNAPSHOT_SQL)
-                elif mode == "sql":
+                elif mode == "sql" and not tx.lazy:
                     stack.push(abort_implicit(conn))
                 elif mode == "snapshot":
                     conn.execute(BEGIN_SNAPSHOT)
@@ -181,11 +187,13 @@ class PgConnector(ConnectorBase):
             return
         snapshot = not write and (self.snapshot_reads or snapshot_wanted())
         tx = Tx(write, optimistic=optimistic, snapshot=snapshot)
-        self._open(tx)
+        self._open(tx, lazy=True)
         token = self.current.set(tx)
         try:
             yield
-            if self.queued.get(id(tx)):
+            if tx.lazy:
+                self._commit(tx)
+            elif self.queued.get(id(tx)):
                 self.execute(())  # what is still held back goes before the commit
         except BaseException as exc:
             self._discard(tx, exc)
@@ -217,11 +225,49 @@ class PgConnector(ConnectorBase):
             return held
         queued = self.take_held(tx)
         try:
+            if tx.lazy:  # an answer is needed before the commit: psycopg's pipeline
+                self._enter(tx)
             results = self._send(tx.conn, [*queued, *batch])[len(queued) :]
         except (psycopg.Error, PoolTimeout) as exc:
             results = self._run_steps(tx, self.recover(tx, batch, exc))
         tx.log.append((batch, results))
         return results
+
+    def _enter(self, tx: Tx) -> None:
+        """Enter the pipeline a lazy transaction put off (as :meth:`_open` would have)."""
+        tx.lazy = False
+        tx.stack.enter_context(tx.conn.pipeline())
+        tx.pipeline = tx.conn._pipeline
+        tx.stack.push(abort_implicit(tx.conn))
+
+    def _commit(self, tx: Tx) -> None:
+        """Send what a lazy transaction held back with its Sync, in one write
+        (:mod:`.lean`); nothing held back: nothing was sent, nothing to commit.
+        A failure that surely did not commit is handled as a failed send
+        (refusal, replay, error); after that the outcome is unknown."""
+        queued = self.take_held(tx)
+        if not queued:
+            return
+        conn, out = tx.conn, lean.Outcome()
+        try:
+            self._send_lean(conn, queued, out)
+        except psycopg.Error as exc:
+            if lean.leave(conn):
+                conn.close()
+            if not out.not_committed:
+                raise self.error(exc, committing=True) from exc
+            self._run_steps(tx, self.recover(tx, (), exc))  # replayed: the Sync commits it
+        except BaseException:
+            if lean.leave(conn):
+                conn.close()
+            raise
+
+    @staticmethod
+    def _send_lean(conn: Connection, batch: Sequence[Stmt], out: lean.Outcome) -> None:
+        """Run ``batch`` and commit, in one write (:mod:`.lean`)."""
+        queries = lean.encode(conn, batch)
+        with conn.lock:
+            conn.wait(lean.exchange_gen(conn, queries, out))
 
     def _run_steps(self, tx: Tx, steps: Generator[tuple[str, Any], Any, list[Any]]) -> list[Any]:
         """Run :meth:`~ConnectorBase.recover`'s steps."""

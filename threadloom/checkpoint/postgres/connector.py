@@ -104,7 +104,9 @@ class ConnectorBase:
         at that later send instead of this call, and fails the transaction all
         the same. The log replays held batches in order like any other batch.
         Returns its results, or None when the batch must be sent now."""
-        if not batch or tx.conn._pipeline is None or any(s.fetch != "none" for s in batch):
+        if not batch or (tx.conn._pipeline is None and not tx.lazy):
+            return None
+        if any(s.fetch != "none" for s in batch):
             return None
         self.queued.setdefault(id(tx), []).extend(batch)
         results: list[Any] = [None] * len(batch)

@@ -48,3 +48,4 @@ class Tx:
     seen: Any = None  # checkpoint rows a torn-prone read found (seenrows.py)
     absorbed: Any = None  # counts a put_writes insert already added (optimistic.py)
     pipeline: Any = None  # the pipeline this transaction entered (ConnectorBase.settle)
+    lazy: bool = False  # its pipeline not entered yet: it may commit through lean.py

@@ -1,0 +1,145 @@
+"""A transaction's closing exchange straight through libpq: statements + Sync in one write.
+
+Most writing transactions of the savers (a put, a put_writes, a whole sync
+step) send nothing until they commit: every batch is held back
+(:meth:`~.connector.ConnectorBase.hold`) and the commit sends them with the
+pipeline's Sync. Through psycopg's pipeline that cost a Pipeline enter and
+exit, a cursor, a Transformer and a result object per statement, a queue of
+callbacks, and three writes to the socket (the statements, the Sync, a flush
+request). Here the held statements are encoded once (psycopg's own
+:class:`~psycopg._queries.PostgresQuery` and dumpers, one Transformer per
+connection), queued on the ``PGconn`` with the Sync behind them, flushed in
+one write, and only the results' statuses are read (nobody reads their rows).
+
+psycopg keeps owning everything else: the connection and its lock, the pool,
+transaction status, the prepared-statement cache (``prepare_threshold`` is
+honoured through the connection's own cache, so a connection that prepares
+nothing prepares nothing here either) and the error classes
+(:func:`psycopg.errors.error_from_result`). A connection whose cursors bind
+on the client (``ClientCursor``) never comes here (:func:`usable`).
+
+What the caller needs to decide about a failure is in :class:`Outcome`: the
+transaction did NOT commit when the Sync never fully left or when a
+statement's error came back (the server aborted it before the Sync); any
+other loss after the write leaves the outcome unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from psycopg import adapt, pq
+from psycopg._preparing import Prepare
+from psycopg._queries import PostgresQuery
+from psycopg.errors import error_from_result
+from psycopg.generators import fetch_many, send
+
+from threadloom.checkpoint.postgres.binarray import binds_on_client
+from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
+from threadloom.checkpoint.postgres.stmt import Stmt
+
+__all__ = ["Outcome", "encode", "exchange_gen", "leave", "usable"]
+
+_TEXT = pq.Format.TEXT
+_FATAL = pq.ExecStatus.FATAL_ERROR
+_NO, _SHOULD = Prepare.NO, Prepare.SHOULD
+_OFF = pq.PipelineStatus.OFF
+
+
+def usable(conn: Any) -> bool:
+    """Whether ``conn`` can commit through :func:`exchange_gen`: it binds
+    parameters on the server (a ``ClientCursor`` connection keeps psycopg's
+    path, which merges them into the text as its cursors do)."""
+    return not binds_on_client(conn)
+
+
+class Outcome:
+    """What an exchange got to: ``sent`` once the whole write (Sync included)
+    left; ``aborted`` once a statement's error came back."""
+
+    __slots__ = ("aborted", "sent")
+
+    def __init__(self) -> None:
+        self.sent = False
+        self.aborted = False
+
+    @property
+    def not_committed(self) -> bool:
+        """The transaction surely did not commit (safe to replay elsewhere)."""
+        return not self.sent or self.aborted
+
+
+def encode(conn: Any, batch: Sequence[Stmt]) -> list[PostgresQuery]:
+    """``batch``'s statements converted and dumped as psycopg's cursors would
+    (same dumpers, same OIDs and formats, lists cast to arrays sent as in
+    :mod:`.params`). A value psycopg cannot dump raises here, before anything
+    is queued on the connection."""
+    tx = conn.__dict__.get("_threadloom_tx")
+    if tx is None:
+        tx = conn.__dict__["_threadloom_tx"] = adapt.Transformer(conn)
+    params = wire_params if use_binary_arrays(conn) else cheap_params
+    out = []
+    for stmt in batch:
+        pgq = PostgresQuery(tx)
+        pgq.convert(stmt.sql, params(stmt))
+        out.append(pgq)
+    return out
+
+
+def exchange_gen(
+    conn: Any, queries: list[PostgresQuery], out: Outcome
+) -> Generator[Any, Any, None]:
+    """Run ``queries`` and a Sync as one pipeline in one write; raise the
+    first statement's error (after the Sync's reply, the connection idle
+    again). For ``conn.wait`` (sync) and ``await conn.wait`` (async) alike."""
+    pgconn = conn.pgconn
+    prepared = conn._prepared
+    pending: list[Any] = []  # per result set: (key, prep, name) to validate, or None
+    pgconn.enter_pipeline_mode()
+    for pgq in queries:
+        prep, name = prepared.get(pgq)
+        if prep is _NO:
+            pgconn.send_query_params(
+                pgq.query,
+                pgq.params,
+                param_formats=pgq.formats,
+                param_types=pgq.types,
+                result_format=_TEXT,
+            )
+        else:
+            if prep is _SHOULD:
+                pgconn.send_prepare(name, pgq.query, param_types=pgq.types)
+                pending.append(None)
+            pgconn.send_query_prepared(
+                name, pgq.params, param_formats=pgq.formats, result_format=_TEXT
+            )
+        key = prepared.maybe_add_to_cache(pgq, prep, name)
+        pending.append((key, prep, name) if key is not None else None)
+    pgconn.pipeline_sync()
+    yield from send(pgconn)
+    out.sent = True
+    first = None
+    for validate in pending:
+        results = yield from fetch_many(pgconn)
+        for res in results:
+            if res.status == _FATAL:
+                out.aborted = True
+                if first is None:
+                    first = res
+        if validate is not None:
+            prepared.validate(*validate, results)
+    yield from fetch_many(pgconn)  # the Sync's reply: the transaction ended
+    pgconn.exit_pipeline_mode()
+    if first is not None:
+        raise error_from_result(first, encoding=pgconn._encoding)
+
+
+def leave(conn: Any) -> bool:
+    """After an exchange cut short (lost connection, Ctrl-C, a cancel): True
+    when the connection is left in pipeline mode with a half-run exchange
+    (it must be closed: nobody can read the rest of it)."""
+    try:
+        return not conn.closed and conn.pgconn.pipeline_status != _OFF
+    except Exception:
+        return True
