@@ -261,7 +261,8 @@ class _SyncRun:
         self._before_tasks([lone])
         exc = run_task(make_scope(loop, lone))
         loop.commit(lone, exc)
-        raise_step_errors([(lone, exc)])
+        if exc is not None:
+            raise_step_errors([(lone, exc)])
         return True
 
     def _submit(self, task: Any) -> None:

@@ -36,7 +36,12 @@ from threadloom.pregel.checkpoint import (
 from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
 from threadloom.pregel.io import read_channels
-from threadloom.pregel.output import emit_checkpoint, emit_task_writes, emit_values
+from threadloom.pregel.output import (
+    emit_checkpoint,
+    emit_step_values,
+    emit_task_writes,
+    emit_values,
+)
 from threadloom.pregel.saving import Saving
 from threadloom.pregel.start import start_run
 from threadloom.pregel.tasks import plan_tasks, renew_plan, run_plan, should_interrupt
@@ -173,7 +178,7 @@ class Loop(Saving):
         ):
             self.status = "interrupt_before"
             raise GraphInterrupt()
-        if o.emitter.wants("tasks"):
+        if o.emitter.tasks:
             o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
         for task in self.tasks.values():
             if task.writes:
@@ -264,13 +269,15 @@ class Loop(Saving):
             self.graph.trigger_to_nodes,
             self.end_channels,
         )
-        keys = self.o.output_keys
-        if not self.updated_channels.isdisjoint((keys,) if isinstance(keys, str) else keys):
-            self.emit_values([w for t in tasks for w in t.writes])
+        o = self.o
+        keys = o.output_keys
+        if o.emitter.values and not self.updated_channels.isdisjoint(
+            (keys,) if isinstance(keys, str) else keys
+        ):
+            emit_step_values(self, tasks)
         self.pending_writes.clear()
         self.is_replaying = False
         self.put_checkpoint({"source": "loop"}, last=self._ends_here())
-        o = self.o
         if o.interrupt_after and should_interrupt(self.checkpoint, o.interrupt_after, tasks):
             self.status = "interrupt_after"
             self._prepare_tasks()

@@ -172,18 +172,19 @@ def prepare(
 def make_scope(loop: Loop, task: Any) -> TaskScope:
     """What a running task sees (and lends to graphs it calls)."""
     o = loop.o
-    return TaskScope(
-        task=task,
-        run=o.run,
+    run = o.run
+    return TaskScope(  # positional (one per task): task ... store, replay, channels
+        task,
+        run,
         # a graph without a saver (checkpointer=False) passes its parent's on
-        checkpointer=o.checkpointer or (o.run.parent.checkpointer if o.run.parent else None),
-        durability=o.durability,
-        resuming=loop.resuming_flag,
-        resume_map=loop.resume_map,
-        stream=o.child_sink,
-        custom=o.custom,
-        cache=o.cache,
-        store=o.store,
-        channels=loop.channels,
-        replay=loop.replay,
+        o.checkpointer or (run.parent.checkpointer if run.parent else None),
+        o.durability,
+        loop.resuming_flag,
+        loop.resume_map,
+        o.child_sink,
+        o.custom,
+        o.cache,
+        o.store,
+        loop.replay,
+        loop.channels,
     )

@@ -9,15 +9,26 @@ from typing import Any
 from threadloom.constants import ERROR, INTERRUPT, PUSH, TAG_HIDDEN
 from threadloom.pregel.debug import map_debug_checkpoint, map_debug_task_results
 from threadloom.pregel.interrupts import as_interrupts
-from threadloom.pregel.io import map_output_updates, map_output_values, read_channels
+from threadloom.pregel.io import (
+    map_output_updates,
+    map_output_values,
+    read_channel,
+    read_channels,
+)
 
-__all__ = ["InvokeResult", "emit_checkpoint", "emit_task_writes", "emit_values"]
+__all__ = [
+    "InvokeResult",
+    "emit_checkpoint",
+    "emit_step_values",
+    "emit_task_writes",
+    "emit_values",
+]
 
 
 def emit_checkpoint(loop: Any) -> None:
     """``checkpoints`` event for the checkpoint the next step starts from (with a saver)."""
     o = loop.o
-    if o.checkpointer is None or not o.emitter.wants("checkpoints"):
+    if o.checkpointer is None or not o.emitter.checkpoints:
         return
     cfg = loop.checkpoint_config
     cfg = {**cfg, "configurable": {**cfg["configurable"], "checkpoint_id": loop.checkpoint["id"]}}
@@ -39,10 +50,25 @@ def emit_checkpoint(loop: Any) -> None:
 
 def emit_values(loop: Any, writes: Any) -> None:
     """``values`` event (``writes=True``: unconditionally)."""
-    if loop.o.emitter.wants("values"):
+    if loop.o.emitter.values:
         loop.o.emitter.emit(
             "values", map_output_values(loop.o.output_keys, writes, loop.channels), loop.step
         )
+
+
+def emit_step_values(loop: Any, tasks: Any) -> None:
+    """``values`` event after a step whose ``tasks`` wrote an output channel:
+    ``emit_values(loop, <their writes>)`` without listing the writes."""
+    o = loop.o
+    keys = o.output_keys
+    single = isinstance(keys, str)
+    for task in tasks:
+        for c, _ in task.writes:
+            if (c == keys) if single else (c in keys):
+                channels = loop.channels
+                value = read_channel(channels, keys) if single else read_channels(channels, keys)
+                o.emitter.emit("values", (value,), loop.step)
+                return
 
 
 def emit_task_writes(
@@ -68,7 +94,7 @@ def emit_task_writes(
         emitter.emit(
             "updates", map_output_updates(loop.o.output_keys, [(task, writes)], cached), loop.step
         )
-    if not cached and emitter.wants("tasks"):
+    if not cached and emitter.tasks:
         emitter.emit(
             "tasks",
             map_debug_task_results(task, writes, loop.graph.stream_channels_asis),

@@ -60,7 +60,10 @@ class Saving:
         sends = self.channels.get(TASKS)
         if sends is not None and sends.is_available():
             return False
-        return not any(t2n.get(chan) for chan in updated)
+        for chan in updated:
+            if t2n.get(chan):
+                return False
+        return True
 
     def put_checkpoint(
         self,

@@ -39,7 +39,7 @@ def normalize_modes(stream_mode: str | Sequence[str]) -> list[str]:
 class Emitter:
     """Emits one loop's events to its sinks (its own, and maybe its parent's)."""
 
-    __slots__ = ("ns", "sinks", "modes", "debug", "results")
+    __slots__ = ("ns", "sinks", "modes", "debug", "results", "values", "tasks", "checkpoints")
 
     def __init__(self, ns: tuple[str, ...], sinks: Sequence[StreamSink]) -> None:
         self.ns = ns
@@ -48,6 +48,10 @@ class Emitter:
         self.debug = "debug" in self.modes
         self.results = any(s.results and "updates" in s.modes for s in self.sinks)
         """Whether a sink reads the ``updates`` of task results (not only interrupts)."""
+        # ``wants(mode)`` of the modes a step asks about, read once (sinks are fixed)
+        self.values = self.wants("values")
+        self.tasks = self.wants("tasks")
+        self.checkpoints = self.wants("checkpoints")
 
     def wants(self, mode: str) -> bool:
         return mode in self.modes or (self.debug and mode in ("checkpoints", "tasks"))

@@ -109,8 +109,7 @@ class _Plan:
     """What every task of one planning pass shares (keeps signatures short).
 
     A run keeps one plan for all its steps (:func:`run_plan`, then
-    :func:`renew_plan` per step): the fields fixed for the run are set once, and
-    ``pulls`` keeps each node's sorted triggers and task-id text across steps."""
+    :func:`renew_plan` per step): the fields fixed for the run are set once."""
 
     __slots__ = (
         "checkpoint",
@@ -130,7 +129,6 @@ class _Plan:
         "base_map",
         "checkpoint_map",
         "input_cache",
-        "pulls",
     )
 
 
@@ -154,7 +152,6 @@ def run_plan(
     plan.retry_policy = retry_policy
     plan.cache_policy = cache_policy
     plan.base_map = checkpoint_map or {}
-    plan.pulls = {}
     return plan
 
 
@@ -233,16 +230,7 @@ def plan_tasks(
             if task := prepare_push_task(plan, idx):
                 tasks[task.id] = task
     if updated_channels and trigger_to_nodes:
-        if len(updated_channels) == 1:  # the usual step: no set to build
-            for chan in updated_channels:
-                nodes = trigger_to_nodes.get(chan) or ()
-                candidates: Iterable[str] = nodes if len(nodes) == 1 else sorted(set(nodes))
-        else:
-            triggered: set[str] = set()
-            for chan in updated_channels:
-                if nodes := trigger_to_nodes.get(chan):
-                    triggered.update(nodes)
-            candidates = sorted(triggered)
+        candidates: Iterable[str] = _triggered(updated_channels, trigger_to_nodes)
     elif not checkpoint["channel_versions"]:
         candidates = ()
     else:
@@ -300,10 +288,12 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
             break
     else:
         return None
-    ids = plan.pulls.get(name)
-    if ids is None:
-        ids = plan.pulls[name] = _pull_ids(plan.parent_ns, name, proc.triggers)
-    triggers, node_ns, tail = ids
+    ids = getattr(proc, "pull_ids", None)
+    if ids is None or ids[2] != len(proc.triggers) or ids[3] != name:
+        ids = _pull_ids(proc, name)
+    triggers, tail, _, _ = ids
+    parent_ns = plan.parent_ns
+    node_ns = f"{parent_ns}{NS_SEP}{name}" if parent_ns else name
     tid = plan.id_fn(plan.id_bytes, node_ns, str(plan.step), tail)
     path = (PULL, name)
     value = _proc_input(proc, channels, plan.input_cache)
@@ -318,12 +308,41 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
     return _executable(plan, proc, name, value, tid, path, triggers, node_ns)
 
 
-def _pull_ids(parent_ns: str, name: str, node_triggers: Sequence[str]) -> tuple[Any, str, str]:
-    """A node's sorted triggers, namespace and the text its task ids hash after the
-    step (``name``, ``__pregel_pull``, the triggers: ids join their parts)."""
-    triggers = tuple(sorted(node_triggers))
-    node_ns = f"{parent_ns}{NS_SEP}{name}" if parent_ns else name
-    return triggers, node_ns, "".join((name, PULL, *triggers))
+def _triggered(updated: set[str], trigger_to_nodes: Mapping[str, Sequence[str]]) -> list[str]:
+    """Nodes triggered by the ``updated`` channels, sorted, each once. The usual step
+    updates one trigger channel (and state keys that trigger nothing): its node list
+    is the answer, with no set to build."""
+    found: Sequence[str] | None = None
+    merged: set[str] | None = None
+    for chan in updated:
+        nodes = trigger_to_nodes.get(chan)
+        if not nodes:
+            continue
+        if found is None:
+            found = nodes
+        else:
+            if merged is None:
+                merged = set(found)
+            merged.update(nodes)
+    if merged is not None:
+        return sorted(merged)
+    if found is None:
+        return []
+    return list(found) if len(found) == 1 else sorted(set(found))
+
+
+def _pull_ids(proc: Any, name: str) -> tuple[tuple[str, ...], str, int, str]:
+    """A node's sorted triggers and the text its PULL task ids hash after the step
+    (``name``, ``__pregel_pull``, the triggers: ids join their parts), kept on the
+    node (``pull_ids``) for every later run; redone if triggers were added (or the
+    node is planned under another name)."""
+    triggers = tuple(sorted(proc.triggers))
+    ids = (triggers, "".join((name, PULL, *triggers)), len(triggers), name)
+    try:
+        proc.pull_ids = ids
+    except AttributeError:  # a node-like object without the slot: no cache
+        pass
+    return ids
 
 
 def _executable(

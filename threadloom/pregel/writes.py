@@ -45,6 +45,9 @@ CONTROL_WRITES = frozenset((ERROR, ERROR_SOURCE_NODE, INTERRUPT, RESUME))
 _NOT_APPLIED = frozenset((NO_WRITES, PUSH, RESUME, INTERRUPT, RETURN, ERROR, ERROR_SOURCE_NODE))
 
 
+_NO_CONSUME = BaseChannel.consume
+
+
 def increment(current: int | None, channel: Any = None) -> int:
     """Version function used when there is no checkpointer: plain integers."""
     return current + 1 if current is not None else 1
@@ -124,7 +127,10 @@ def apply_writes(
         else get_next_version(max(versions.values()) if versions else None, None)
     )
     for chan in consumed:
-        if channels[chan].consume() and next_version is not None:
+        channel = channels[chan]
+        if type(channel).consume is _NO_CONSUME:  # nothing to consume (most triggers)
+            continue
+        if channel.consume() and next_version is not None:
             versions[chan] = next_version
     updated: set[str] = set()
     for chan, values in _group_writes(tasks, channels).items():
