@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.demo.tree import TreeRow, render_tree
-from threadloom.errors import StorageError, ThreadloomError
+from threadloom.errors import ConfigError, StorageError, ThreadloomError
 
 __all__ = ["main", "open_readonly", "printable"]
 
@@ -213,6 +213,39 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_langgraph(args: argparse.Namespace) -> int:
+    """Copy the threads of a LangGraph SQLite database into a threadloom one."""
+    from threadloom.checkpoint.migrate import import_langgraph
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    if not Path(args.source).is_file():
+        raise StorageError(f"no database at {args.source!r}")
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver as LangGraphSqliteSaver
+    except ImportError:
+        raise ConfigError(
+            "import-langgraph reads the file with LangGraph's own SqliteSaver: "
+            "pip install langgraph-checkpoint-sqlite"
+        ) from None
+    source = sqlite3.connect(f"{Path(args.source).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in source.execute("SELECT name FROM sqlite_master")}
+        if not {"checkpoints", "writes"} <= tables:
+            raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
+        with SqliteSaver.from_conn_string(args.dest) as target:
+            result = import_langgraph(
+                LangGraphSqliteSaver(source), target, thread_ids=args.thread or None
+            )
+    finally:
+        source.close()
+    say(
+        f"imported {result.checkpoints} checkpoints and {result.writes} pending writes "
+        f"of {len(result.threads)} threads into {args.dest}"
+        + (f" ({result.skipped} checkpoints were there already)" if result.skipped else "")
+    )
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -233,9 +266,15 @@ def build_parser() -> argparse.ArgumentParser:
         ("history", cmd_history),
         ("tree", cmd_tree),
         ("stats", cmd_stats),
+        ("import-langgraph", cmd_import_langgraph),
     ):
         p = sub.add_parser(name, help=fn.__doc__, description=fn.__doc__)
         p.set_defaults(fn=fn)
+        if name == "import-langgraph":
+            p.add_argument("source", help="a LangGraph SqliteSaver database (opened read-only)")
+            p.add_argument("dest", help="the threadloom SQLite database to import into")
+            p.add_argument("--thread", action="append", help="import only this thread (repeatable)")
+            continue
         if name == "demo":
             p.add_argument(
                 "--db", default="threadloom-demo.db", help="SQLite file the demo (re)creates"

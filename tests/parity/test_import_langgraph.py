@@ -1,0 +1,157 @@
+"""Importing a LangGraph checkpointer's threads into a threadloom saver.
+
+A ported program pointed at its old LangGraph database saw empty threads
+(threadloom keeps its own tables). After ``import_langgraph`` the threadloom
+graph must show the same state and history as LangGraph's (same checkpoint
+ids), and an interrupted thread must resume to the same result on both.
+"""
+
+from __future__ import annotations
+
+import operator
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langgraph.graph import add_messages as lg_add_messages
+from typing_extensions import TypedDict
+
+from tests.parity import helpers as h
+from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.checkpoint.migrate import import_langgraph
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.errors import ConfigError
+from threadloom.graph import add_messages as tl_add_messages
+
+THREADS = ("t1", "t2")
+
+
+class Sub(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+class LGState(TypedDict):
+    log: Annotated[list[str], operator.add]
+    messages: Annotated[list, lg_add_messages]
+
+
+class TLState(TypedDict):
+    log: Annotated[list[str], operator.add]
+    messages: Annotated[list, tl_add_messages]
+
+
+def build(lib: Any, saver: Any) -> Any:
+    State = LGState if lib.name == "langgraph" else TLState
+
+    sub = lib.StateGraph(Sub)
+    sub.add_node("s1", lambda s: {"log": ["s1"]})
+    sub.add_edge(lib.START, "s1")
+    child = sub.compile()
+
+    def fan(state: dict) -> list:
+        return [lib.Send("item", {"log": [f"i{n}"]}) for n in range(2)]
+
+    def ask(state: dict) -> dict:
+        answer = lib.interrupt("ok?")
+        return {"log": [f"ask:{answer}"]}
+
+    b = lib.StateGraph(State)
+    b.add_node(
+        "first",
+        lambda s: {"log": ["first"], "messages": [{"role": "user", "content": "hi", "id": "m1"}]},
+    )
+    b.add_node("item", lambda s: {"log": s["log"]})
+    b.add_node("child", child)
+    b.add_node("ask", ask)
+    b.add_edge(lib.START, "first")
+    b.add_conditional_edges("first", fan, ["item"])
+    b.add_edge("item", "child")
+    b.add_edge("child", "ask")
+    return b.compile(checkpointer=saver)
+
+
+def _run_langgraph(lg_saver: Any) -> Any:
+    lib = h._lib("langgraph")
+    graph = build(lib, lg_saver)
+    for tid in THREADS:
+        graph.invoke({"log": [], "messages": []}, {"configurable": {"thread_id": tid}})
+    graph.invoke(lib.Command(resume="yes"), {"configurable": {"thread_id": "t2"}})
+    return graph
+
+
+def _views(graph: Any, tid: str) -> Any:
+    cfg = {"configurable": {"thread_id": tid}}
+    norm = h.Normalizer()
+    state = graph.get_state(cfg, subgraphs=True)
+    history = list(graph.get_state_history(cfg))
+    return norm(
+        {
+            "state": state,
+            "history": [(s.config, s.parent_config, s.metadata, s.values, s.next) for s in history],
+        }
+    )
+
+
+@pytest.mark.parametrize("source_kind", ["memory", "sqlite"])
+def test_threads_read_and_resume_the_same(source_kind: str, tmp_path: Path) -> None:
+    lg = h._lib("langgraph")
+    tl = h._lib("threadloom")
+    with h.open_saver(lg, source_kind) as lg_saver:
+        lg_graph = _run_langgraph(lg_saver)
+        with SqliteSaver.from_conn_string(str(tmp_path / "tl.db")) as tl_saver:
+            result = import_langgraph(lg_saver, tl_saver)
+            assert result.threads == set(THREADS) and result.checkpoints > 10 and result.writes
+            tl_graph = build(tl, tl_saver)
+            for tid in THREADS:
+                assert _views(tl_graph, tid) == _views(lg_graph, tid), tid
+            cfg = {"configurable": {"thread_id": "t1"}}
+            lg_done = lg_graph.invoke(lg.Command(resume="later"), cfg)
+            tl_done = tl_graph.invoke(tl.Command(resume="later"), cfg)
+            assert h.Normalizer()(tl_done) == h.Normalizer()(lg_done)
+            assert tl_done["log"][-1] == "ask:later"
+
+
+def test_import_again_skips_and_one_thread_only() -> None:
+    lg = h._lib("langgraph")
+    with h.open_saver(lg, "memory") as lg_saver:
+        _run_langgraph(lg_saver)
+        target = InMemorySaver()
+        only = import_langgraph(lg_saver, target, thread_ids=["t1"])
+        assert only.threads == {"t1"} and only.skipped == 0
+        again = import_langgraph(lg_saver, target)
+        assert again.skipped == only.checkpoints and again.checkpoints > 0
+        assert again.threads == set(THREADS)
+        pending = target.get_tuple({"configurable": {"thread_id": "t1"}}).pending_writes
+        assert len(pending) == len({(w[0], w[1]) for w in pending})  # stored once
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ConfigError, match="LangGraph checkpointer"):
+        import_langgraph(object(), InMemorySaver())
+    lg = h._lib("langgraph")
+    with h.open_saver(lg, "memory") as lg_saver:
+        with pytest.raises(ConfigError, match="one string"):
+            import_langgraph(lg_saver, InMemorySaver(), thread_ids="t1")
+
+
+def test_cli_imports_a_langgraph_file_read_only(tmp_path: Path, capsys: Any) -> None:
+    import hashlib
+
+    from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
+
+    from threadloom.cli import main
+
+    src, dest = tmp_path / "lg.db", tmp_path / "tl.db"
+    with LGSqliteSaver.from_conn_string(str(src)) as lg_saver:
+        lg_graph = _run_langgraph(lg_saver)
+        expected = _views(lg_graph, "t2")
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert main(["import-langgraph", str(src), str(dest), "--thread", "t2"]) == 0
+    assert "of 1 threads" in capsys.readouterr().out
+    assert hashlib.sha256(src.read_bytes()).hexdigest() == digest  # source untouched
+    with SqliteSaver.from_conn_string(str(dest)) as tl_saver:
+        assert _views(build(h._lib("threadloom"), tl_saver), "t2") == expected
+        assert tl_saver.get_tuple({"configurable": {"thread_id": "t1"}}) is None
+    assert main(["import-langgraph", str(tmp_path / "nope.db"), str(dest)]) == 1
+    assert main(["import-langgraph", str(dest), str(tmp_path / "x.db")]) == 1  # not LangGraph's
+    assert "no LangGraph checkpoints" in capsys.readouterr().err
