@@ -173,8 +173,18 @@ class Interrupt:
         self.response_schema = response_schema
 
     @classmethod
-    def from_ns(cls, value: Any, ns: str, answered: int = 0) -> Interrupt:
-        return cls(value=value, id=interrupt_id(ns, answered))
+    def from_ns(
+        cls, value: Any, ns: str, answered: int = 0, *, response_schema: Any = None
+    ) -> Interrupt:
+        return cls(value=value, id=interrupt_id(ns, answered), response_schema=response_schema)
+
+    @property
+    def interrupt_id(self) -> str:
+        """The old name of :attr:`id` (deprecated in LangGraph 1.0, still read by older code)."""
+        import warnings
+
+        warnings.warn("`interrupt_id` is deprecated; use `id`", DeprecationWarning, stacklevel=2)
+        return self.id
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Interrupt) and (
@@ -350,6 +360,10 @@ class Overwrite:
 
     __slots__ = ("value",)
 
+    type: ClassVar[str] = "__overwrite__"
+    """What the JSON form ``{"type": "__overwrite__", "value": ...}`` names, as
+    LangGraph's field; the reducer channels recognise that form too."""
+
     def __init__(self, value: Any) -> None:
         self.value = value
 
@@ -357,7 +371,7 @@ class Overwrite:
         return isinstance(other, Overwrite) and self.value == other.value
 
     def __repr__(self) -> str:
-        return f"Overwrite(value={self.value!r})"
+        return f"Overwrite(value={self.value!r}, type='__overwrite__')"
 
 
 def interrupt(value: Any, *, response_schema: Any = None) -> Any:

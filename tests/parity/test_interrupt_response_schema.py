@@ -161,3 +161,15 @@ def test_langgraph_stored_interrupt_keeps_its_schema() -> None:
     lg = lg_types.Interrupt(value="v", id="i", response_schema={"type": "string"})
     decoded = MsgpackSerializer().loads_typed(JsonPlusSerializer().dumps_typed(lg))
     assert decoded == tl_types.Interrupt(value="v", id="i", response_schema={"type": "string"})
+
+
+def test_small_api_names_match_langgraph() -> None:
+    for side in SIDES:
+        types_mod = SIDES[side][1]
+        ow = types_mod.Overwrite([1])
+        assert ow.type == "__overwrite__"
+        assert repr(ow) == "Overwrite(value=[1], type='__overwrite__')"
+        intr = types_mod.Interrupt.from_ns("v", "node:1", response_schema={"type": "string"})
+        assert intr.response_schema == {"type": "string"}
+        with pytest.warns(DeprecationWarning):
+            assert intr.interrupt_id == intr.id
