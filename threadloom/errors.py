@@ -48,6 +48,8 @@ __all__ = [
     "LeaseLostError",
     "EmptyChannelError",
     "InvalidUpdateError",
+    "InvalidRouteError",
+    "UnknownRouteError",
     "EmptyInputError",
     "TaskNotFound",
     "UnknownInterruptError",
@@ -179,6 +181,22 @@ class EmptyChannelError(ThreadloomError):
 
 class InvalidUpdateError(ThreadloomError):
     """A write the graph cannot accept (two values for a LastValue, an unknown key, ...)."""
+
+
+class InvalidRouteError(InvalidUpdateError, ValueError):
+    """A routing function returned no destination (``None``, ``START``).
+
+    Also a ValueError: LangGraph raises ValueError here, so ported ``except``
+    clauses keep catching it."""
+
+
+class UnknownRouteError(InvalidUpdateError, KeyError):
+    """A routing function returned a key its ``path_map`` does not have.
+
+    Also a KeyError, as LangGraph raises."""
+
+    def __str__(self) -> str:  # the message as written, not KeyError's repr of it
+        return Exception.__str__(self)
 
 
 class EmptyInputError(ThreadloomError):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hints
 
 from threadloom.constants import END, START
-from threadloom.errors import InvalidUpdateError
+from threadloom.errors import InvalidRouteError, InvalidUpdateError, UnknownRouteError
 from threadloom.types import Send
 
 __all__ = ["BranchSpec", "call_with_injected", "ends_from_literal", "injected_params"]
@@ -99,8 +99,9 @@ class BranchSpec(NamedTuple):
         """Map ``path``'s return value to node names and ``Send`` packets.
 
         Raises:
-            InvalidUpdateError: a value with no node (``None``, ``START``, a key
-                missing from ``path_map``) or a ``Send`` to ``END``.
+            InvalidRouteError: ``None`` or ``START`` (also a ValueError).
+            UnknownRouteError: a key missing from ``path_map`` (also a KeyError).
+            InvalidUpdateError: a ``Send`` to ``END``.
         """
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         out: list[str | Send] = []
@@ -114,13 +115,13 @@ class BranchSpec(NamedTuple):
                 continue
             if self.ends is not None:
                 if item not in self.ends:
-                    raise InvalidUpdateError(
+                    raise UnknownRouteError(
                         f"branch from node {source!r} returned {item!r}, which is not a key "
                         f"of its path_map {sorted(map(str, self.ends))}"
                     )
                 item = self.ends[item]
             if item is None or item == START:
-                raise InvalidUpdateError(
+                raise InvalidRouteError(
                     f"branch from node {source!r} did not return a valid destination: {item!r}"
                 )
             out.append(item)
