@@ -276,7 +276,8 @@ def _update_mapper(
         if unknown and strict and not root:
             raise InvalidUpdateError(
                 f"node {node!r} returned unknown state key(s) {sorted(set(unknown))}; "
-                f"the state declares {sorted(allowed)}"
+                f"the state declares {sorted(allowed)} (update_state(..., as_node={node!r}) "
+                "is checked as that node's return value)"
             )
         return [(k, v) for k, v in pairs if k in allowed]
 
