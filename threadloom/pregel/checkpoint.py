@@ -7,11 +7,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.channels.base import MISSING, BaseChannel, ValueChannel
 from threadloom.channels.ephemeral_value import EphemeralValue
 from threadloom.channels.last_value import LastValue
+from threadloom.channels.untracked_value import UntrackedValue
 from threadloom.checkpoint.base import (
     Checkpoint,
     copy_checkpoint,
@@ -20,8 +21,10 @@ from threadloom.checkpoint.base import (
 )
 from threadloom.constants import TASKS
 from threadloom.errors import EmptyChannelError
+from threadloom.pregel.writes import EndChannels
 
 __all__ = [
+    "RunChannels",
     "channels_from_checkpoint",
     "checkpoint_values",
     "copy_checkpoint",
@@ -29,6 +32,7 @@ __all__ = [
     "empty_checkpoint",
     "get_new_channel_versions",
     "migrate_checkpoint",
+    "run_channels",
     "stored_channels",
 ]
 
@@ -46,6 +50,56 @@ def channels_from_checkpoint(
         channel.key = name
         channels[name] = channel
     return channels
+
+
+class RunChannels(NamedTuple):
+    """A run's live channels and the per-step plans read from their kinds."""
+
+    channels: dict[str, BaseChannel]
+    end: EndChannels  # what the end of a step visits (writes.end_of_step_channels)
+    stored: list[tuple[str, BaseChannel, bool]]  # stored_channels
+    untracked: set[str]  # UntrackedValue channels: never in saved writes
+
+
+_KIND_FLAGS: dict[type, tuple[bool, bool, bool, bool]] = {}
+
+
+def _kind_flags(cls: type) -> tuple[bool, bool, bool, bool]:
+    """(clearable, available iff ``value`` set, finishable, ``checkpoint()`` is ``value``)
+    of a channel class: class-level facts, read once per class, not per run."""
+    flags = _KIND_FLAGS.get(cls)
+    if flags is None:
+        flags = _KIND_FLAGS[cls] = (
+            not cls.empty_update_is_noop,  # type: ignore[attr-defined]
+            cls.is_available is ValueChannel.is_available,  # type: ignore[attr-defined]
+            not cls.finish_is_noop,  # type: ignore[attr-defined]
+            cls.checkpoint in _VALUE_CHECKPOINTS,  # type: ignore[attr-defined]
+        )
+    return flags
+
+
+def run_channels(specs: Mapping[str, BaseChannel], checkpoint: Mapping[str, Any]) -> RunChannels:
+    """``channels_from_checkpoint`` plus ``end_of_step_channels``, ``stored_channels``
+    and the untracked names, in one pass over the channels (a run starts with it)."""
+    values = checkpoint["channel_values"]
+    channels: dict[str, BaseChannel] = {}
+    clearable: list[tuple[str, BaseChannel, bool]] = []
+    finishable: list[tuple[str, BaseChannel]] = []
+    stored: list[tuple[str, BaseChannel, bool]] = []
+    untracked: set[str] = set()
+    for name, spec in specs.items():
+        channel = spec.from_checkpoint(values.get(name, MISSING))
+        channel.key = name
+        channels[name] = channel
+        clear, plain, finish, value_checkpoint = _kind_flags(type(channel))
+        if clear:
+            clearable.append((name, channel, plain))
+        if finish:
+            finishable.append((name, channel))
+        stored.append((name, channel, value_checkpoint))
+        if isinstance(spec, UntrackedValue):
+            untracked.add(name)
+    return RunChannels(channels, EndChannels(clearable, finishable), stored, untracked)
 
 
 def stored_channels(channels: Mapping[str, BaseChannel]) -> list[tuple[str, BaseChannel, bool]]:

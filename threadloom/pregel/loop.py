@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
-from threadloom.channels.untracked_value import UntrackedValue
 from threadloom.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 from threadloom.checkpoint.ids import next_version
 from threadloom.checkpoint.saver import BaseCheckpointSaver
@@ -28,11 +27,7 @@ from threadloom.constants import (
     TASKS,
 )
 from threadloom.errors import GraphBubbleUp, GraphInterrupt
-from threadloom.pregel.checkpoint import (
-    channels_from_checkpoint,
-    migrate_checkpoint,
-    stored_channels,
-)
+from threadloom.pregel.checkpoint import migrate_checkpoint, run_channels
 from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
 from threadloom.pregel.io import read_channels
@@ -48,7 +43,6 @@ from threadloom.pregel.tasks import plan_tasks, renew_plan, run_plan, should_int
 from threadloom.pregel.writes import (
     CONTROL_WRITES,
     apply_writes,
-    end_of_step_channels,
     increment,
     read_task_statuses,
 )
@@ -79,7 +73,7 @@ class Loop(Saving):
         self.is_nested = run.parent is not None
         self.ns = run.checkpoint_ns
         self.next_version = _version_fn(opts.checkpointer)
-        self.untracked = {k for k, c in graph.channels.items() if isinstance(c, UntrackedValue)}
+        self.untracked: set[str] = set()  # UntrackedValue channels (set by start)
         self.tasks: dict[str, Any] = {}
         self.status = "input"
         self.output: Any = None
@@ -123,9 +117,9 @@ class Loop(Saving):
         self.checkpoint = checkpoint
         self.checkpoint_metadata = metadata
         self.pending_writes = pending
-        self.channels = channels_from_checkpoint(self.graph.channels, checkpoint)
-        self.end_channels = end_of_step_channels(self.channels)
-        self.stored = stored_channels(self.channels)
+        self.channels, self.end_channels, self.stored, self.untracked = run_channels(
+            self.graph.channels, checkpoint
+        )
         self.step = metadata["step"] + 1
         self.stop = self.step + o.run.recursion_limit + 1
         self.previous_versions = dict(checkpoint["channel_versions"])

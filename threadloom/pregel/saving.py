@@ -172,6 +172,10 @@ class Saving:
         if cached is not None and cached[0] == cid and cached[1] is self.checkpoint_config:
             return cached[2]
         cfg = self.checkpoint_config
+        conf = cfg["configurable"]
+        if conf.get("checkpoint_id") == cid and conf.get("checkpoint_ns", _NO_NS) == self.ns:
+            self._wcfg = (cid, cfg, cfg)  # the loop's config (as _hand_over left it) says it all
+            return cfg
         out = {
             **cfg,
             "configurable": {**cfg["configurable"], "checkpoint_ns": self.ns, "checkpoint_id": cid},
