@@ -19,13 +19,13 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.postgres.steps import spy_batches
 from tests.postgres.test_pg_optimistic import BIG, config, consistent, cp, dump, put
 from tests.postgres.test_pg_optimistic_races import start, wait_blocked
 from tests.postgres.test_pg_write_counts import both, pair  # noqa: F401  (fixture)
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres import optimistic as opt
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
-from threadloom.checkpoint.postgres.executor import PgExecutor
 from threadloom.checkpoint.postgres.idpack import pack_ordered, packed_ckpt, packed_ref
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import ops
@@ -35,14 +35,9 @@ pytestmark = pytest.mark.postgres
 
 def sent_by(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     sent: list[str] = []
-    prepare = PgExecutor._prepare
-
-    def spy(self: PgExecutor, op: ops.Op) -> Any:
-        batch, decode = prepare(self, op)
-        sent.extend(s.sql for s in batch if "plan_cache_mode" not in s.sql)
-        return batch, decode
-
-    monkeypatch.setattr(PgExecutor, "_prepare", spy)
+    spy_batches(
+        monkeypatch, lambda b: sent.extend(s.sql for s in b if "plan_cache_mode" not in s.sql)
+    )
     return sent
 
 

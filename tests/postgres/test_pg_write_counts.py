@@ -20,11 +20,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.postgres.steps import spy_batches
 from tests.postgres.test_pg_optimistic import BIG, config, consistent, cp, dump, put
 from threadloom.checkpoint.postgres import PostgresSaver, writecounts
 from threadloom.checkpoint.postgres import optimistic as opt
 from threadloom.checkpoint.postgres.connection import CONFLICT_MARK
-from threadloom.checkpoint.postgres.executor import PgExecutor
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.storage import ops
 
@@ -123,14 +123,7 @@ def test_put_writes_sends_no_separate_count_adjustment(pair, monkeypatch) -> Non
     fast, _, url = pair
     parent = put(fast, config("t"), cp(1, BIG))
     sent: list[list[str]] = []
-    prepare = PgExecutor._prepare
-
-    def spy(self: PgExecutor, op: ops.Op) -> Any:
-        batch, decode = prepare(self, op)
-        sent.append([s.sql for s in batch])
-        return batch, decode
-
-    monkeypatch.setattr(PgExecutor, "_prepare", spy)
+    spy_batches(monkeypatch, lambda b: sent.append([s.sql for s in b]))
     fast.put_writes(parent, [("doc", BIG + "a"), ("x", BIG + "b")], "task")
     stmts = [s for batch in sent for s in batch if "plan_cache_mode" not in s]
     assert len(stmts) == 2
@@ -147,14 +140,7 @@ def test_a_pessimistic_put_writes_counts_in_its_writes_insert_too(pair, monkeypa
     _, slow, url = pair
     parent = put(slow, config("t"), cp(1, BIG))
     sent: list[list[str]] = []
-    prepare = PgExecutor._prepare
-
-    def spy(self: PgExecutor, op: ops.Op) -> Any:
-        batch, decode = prepare(self, op)
-        sent.append([s.sql for s in batch])
-        return batch, decode
-
-    monkeypatch.setattr(PgExecutor, "_prepare", spy)
+    spy_batches(monkeypatch, lambda b: sent.append([s.sql for s in b]))
     slow.put_writes(parent, [("doc", BIG + "a"), ("x", BIG + "b"), ("doc2", BIG)], "task")
     stmts = [s for batch in sent for s in batch]
     assert len(stmts) == 4  # thread lock, the task's row read, blob insert, writes insert

@@ -33,6 +33,8 @@ from threadloom.checkpoint.postgres.settle import settle
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
+_IDLE = pq.TransactionStatus.IDLE
+
 __all__ = ["AsyncPgConnector"]
 
 
@@ -67,23 +69,25 @@ class AsyncPgConnector(ConnectorBase):
             stack = AsyncExitStack()
             try:
                 conn = await stack.enter_async_context(self._connection())
-                stack.push_async_callback(
-                    self._asettle, conn, tx, conn._pipeline
-                )  # before it is given back
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
+                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
+                if tx.lazy:  # the rest, if at all, in _enter
+                    return
+                stack.push_async_callback(
+                    self._asettle, conn, tx, conn._pipeline
+                )  # before it is given back
                 if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.push_async_callback(arollback_if_open, conn)
-                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
-                if pipelined and not tx.lazy:
+                if pipelined:
                     await stack.enter_async_context(conn.pipeline())
                     tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     await stack.enter_async_context(conn.transaction())
                     if tx.snapshot:
                         await conn.execute(SNAPSHOT_SQL)
-                elif mode == "sql" and not tx.lazy:
+                elif mode == "sql":
                     stack.push_async_exit(aabort_implicit(conn))
                 elif mode == "snapshot":
                     await conn.execute(BEGIN_SNAPSHOT)
@@ -170,9 +174,12 @@ class AsyncPgConnector(ConnectorBase):
     async def _enter(self, tx: Tx) -> None:
         """The sync twin's ``_enter``."""
         tx.lazy = False
-        await tx.stack.enter_async_context(tx.conn.pipeline())
-        tx.pipeline = tx.conn._pipeline
-        tx.stack.push_async_exit(aabort_implicit(tx.conn))
+        conn, stack = tx.conn, tx.stack
+        stack.push_async_callback(self._asettle, conn, tx, None)
+        stack.push_async_callback(arollback_if_open, conn)
+        await stack.enter_async_context(conn.pipeline())
+        tx.pipeline = conn._pipeline
+        stack.push_async_exit(aabort_implicit(conn))
 
     async def _commit(self, tx: Tx) -> None:
         """The sync twin's ``_commit``: held statements and the Sync in one write."""
@@ -295,7 +302,7 @@ def aabort_implicit(conn: Any, commit: bool = False) -> Any:
 
 async def arollback_if_open(conn: Any) -> None:
     """Async twin of :func:`~threadloom.checkpoint.postgres.connection.rollback_if_open`."""
-    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+    if conn.closed or conn.pgconn.transaction_status == _IDLE:
         return
     try:
         await conn.execute("ROLLBACK")

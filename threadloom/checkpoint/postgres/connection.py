@@ -59,6 +59,8 @@ from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict, snapshot_wanted
 
 # ConnectorBase and CONFLICT_MARK live in .connector; named here for older imports
+_IDLE = pq.TransactionStatus.IDLE
+
 __all__ = ["CONFLICT_MARK", "ConnectorBase", "PgConnector", "is_dead"]
 
 
@@ -83,7 +85,7 @@ def abort_implicit(conn: Any, commit: bool = False) -> Callable[..., bool]:
 
 def rollback_if_open(conn: Any) -> None:
     """After a failed "sql" transaction: end it before the connection is reused."""
-    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+    if conn.closed or conn.pgconn.transaction_status == _IDLE:
         return
     try:
         conn.execute("ROLLBACK")
@@ -129,21 +131,23 @@ class PgConnector(ConnectorBase):
             stack = ExitStack()
             try:
                 conn = stack.enter_context(self._connection())
-                stack.callback(self._settle, conn, tx, conn._pipeline)  # before it is given back
                 tx.conn, tx.stack = conn, stack
                 pipelined, mode = self.plan(conn, tx.write, tx.snapshot)
                 tx.optimistic = tx.optimistic and mode == "sql"
+                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
+                if tx.lazy:  # the rest, if at all, in _enter
+                    return
+                stack.callback(self._settle, conn, tx, conn._pipeline)  # before it is given back
                 if mode in ("sql", "snapshot"):  # on failure: ROLLBACK after the pipeline
                     stack.callback(rollback_if_open, conn)
-                tx.lazy = lazy and mode == "sql" and lean.usable(conn)
-                if pipelined and not tx.lazy:
+                if pipelined:
                     stack.enter_context(conn.pipeline())
                     tx.pipeline = conn._pipeline
                 if mode == "psycopg":
                     stack.enter_context(conn.transaction())
                     if tx.snapshot:
                         conn.execute(SNAPSHOT_SQL)
-                elif mode == "sql" and not tx.lazy:
+                elif mode == "sql":
                     stack.push(abort_implicit(conn))
                 elif mode == "snapshot":
                     conn.execute(BEGIN_SNAPSHOT)
@@ -236,9 +240,12 @@ class PgConnector(ConnectorBase):
     def _enter(self, tx: Tx) -> None:
         """Enter the pipeline a lazy transaction put off (as :meth:`_open` would have)."""
         tx.lazy = False
-        tx.stack.enter_context(tx.conn.pipeline())
-        tx.pipeline = tx.conn._pipeline
-        tx.stack.push(abort_implicit(tx.conn))
+        conn, stack = tx.conn, tx.stack
+        stack.callback(self._settle, conn, tx, None)
+        stack.callback(rollback_if_open, conn)
+        stack.enter_context(conn.pipeline())
+        tx.pipeline = conn._pipeline
+        stack.push(abort_implicit(conn))
 
     def _commit(self, tx: Tx) -> None:
         """Send what a lazy transaction held back with its Sync, in one write

@@ -36,12 +36,20 @@ def in_caller_transaction(conn: Any) -> bool:
     whose BEGIN is not sent yet) that our work must join."""
     if getattr(conn, "_num_transactions", 0):
         return True
-    return conn.info.transaction_status != pq.TransactionStatus.IDLE
+    return conn.pgconn.transaction_status != _IDLE
+
+
+_IDLE = pq.TransactionStatus.IDLE
+_can_pipeline: list[bool] = []
 
 
 def use_pipeline(conn: Any, want: bool) -> bool:
     """Pipeline a batch when libpq can and the connection is not already in one."""
-    return want and conn._pipeline is None and psycopg.Capabilities().has_pipeline()
+    if not want or conn._pipeline is not None:
+        return False
+    if not _can_pipeline:  # the libpq loaded does not change
+        _can_pipeline.append(psycopg.Capabilities().has_pipeline())
+    return _can_pipeline[0]
 
 
 class ConnectorBase:
@@ -104,11 +112,16 @@ class ConnectorBase:
         at that later send instead of this call, and fails the transaction all
         the same. The log replays held batches in order like any other batch.
         Returns its results, or None when the batch must be sent now."""
-        if not batch or (tx.conn._pipeline is None and not tx.lazy):
+        if not batch or (not tx.lazy and tx.conn._pipeline is None):
             return None
-        if any(s.fetch != "none" for s in batch):
-            return None
-        self.queued.setdefault(id(tx), []).extend(batch)
+        for stmt in batch:
+            if stmt.fetch != "none":
+                return None
+        queued = self.queued.get(id(tx))
+        if queued is None:
+            self.queued[id(tx)] = list(batch)
+        else:
+            queued.extend(batch)
         results: list[Any] = [None] * len(batch)
         tx.log.append((batch, results))
         return results

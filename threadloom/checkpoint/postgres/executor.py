@@ -77,14 +77,14 @@ class PgExecutor:
         async with self.connector.atransaction(write, optimistic=True):
             yield
             tx = self.connector.current.get()
-            if tx is not None and tx.optimistic:
+            if tx is not None and tx.optimistic and tx.pending is not None:
                 guard = optimistic.flush(tx, plan, self.sql)
                 if guard:
                     await self.connector.aexecute(generic.batch(tx, guard))
 
     def _flush(self, send: Callable[[list[Stmt]], Any]) -> None:
         tx = self.connector.current.get()
-        if tx is not None and tx.optimistic:
+        if tx is not None and tx.optimistic and tx.pending is not None:
             guard = optimistic.flush(tx, plan, self.sql)
             if guard:
                 send(generic.batch(tx, guard))
@@ -94,11 +94,9 @@ class PgExecutor:
         tx = self.connector.current.get()
         head: list[Stmt] = []
         if tx is not None and tx.optimistic:
-            guess = optimistic.plan(op, self.sql, tx, plan)
+            guess = self._guess(op, tx)
             if guess is not None:
                 batch, answer = guess
-                if batch:  # (a read answered from nothing locks nothing yet: see flush)
-                    batch = generic.batch(tx, self._thread_lock(op, batch) + batch, op)
                 return batch, lambda r: answer
             head = optimistic.flush(tx, plan, self.sql)
         counted = None
@@ -107,17 +105,42 @@ class PgExecutor:
         batch, decode = counted if counted is not None else plan(op, self.sql)
         if not batch and not head:
             return [], decode
-        lock = self._thread_lock(op, batch) + head
+        lock = self._thread_lock(op, batch, tx) + head
         if tx is not None and tx.optimistic:
             lock, batch = generic.split(tx, lock, batch, op)
         skip = len(lock)
         return lock + batch, lambda r: decode(r[skip:])
 
+    def _guess(self, op: ops.Op, tx: Any) -> tuple[list[Stmt], Any] | None:
+        """An optimistic transaction's (statements, answer) for ``op``, or None
+        when it needs a real answer (:func:`.optimistic.plan`)."""
+        guess = optimistic.plan(op, self.sql, tx, plan)
+        if guess is not None and guess[0]:  # (a read answered from nothing locks nothing yet)
+            batch = guess[0]
+            return generic.batch(tx, self._thread_lock(op, batch, tx) + batch, op), guess[1]
+        return guess
+
     def execute(self, op: ops.Op) -> Any:
+        tx = self.connector.current.get()
+        if tx is not None and tx.optimistic:  # the usual write: answered without asking
+            guess = self._guess(op, tx)
+            if guess is not None:
+                batch, answer = guess
+                if batch and self.connector.hold(tx, batch) is None:
+                    self.connector.execute(batch)
+                return answer
         batch, decode = self._planned(op)
         return decode(self.connector.execute(batch) if batch else [])
 
     async def aexecute(self, op: ops.Op) -> Any:
+        tx = self.connector.current.get()
+        if tx is not None and tx.optimistic:  # the sync twin's fast path
+            guess = self._guess(op, tx)
+            if guess is not None:
+                batch, answer = guess
+                if batch and self.connector.hold(tx, batch) is None:
+                    await self.connector.aexecute(batch)
+                return answer
         batch, decode = self._planned(op)
         return decode(await self.connector.aexecute(batch) if batch else [])
 
@@ -127,7 +150,7 @@ class PgExecutor:
             return seenrows.watched(tx, op, self.sql, self._prepare)
         return self._prepare(op)
 
-    def _thread_lock(self, op: ops.Op, batch: list[Stmt]) -> list[Stmt]:
+    def _thread_lock(self, op: ops.Op, batch: list[Stmt], tx: Any) -> list[Stmt]:
         """In a writing transaction, the first operation on a thread takes a
         transaction-scoped advisory lock on it (pipelined: no extra round trip).
 
@@ -137,7 +160,6 @@ class PgExecutor:
         A put that sends blobs takes it in its blob insert instead (one
         statement less, see :func:`.saveplan.lock_in_first`).
         """
-        tx = self.connector.current.get()
         thread_id = op_thread(op)
         if tx is None or not tx.write or thread_id is None or thread_id in tx.locked:
             return []

@@ -89,6 +89,8 @@ def wants_generic(tx: Tx, op: ops.Op | None) -> bool:
 def batch(tx: Tx, stmts: list[Stmt], op: ops.Op | None = None) -> list[Stmt]:
     """``stmts`` (of ``op``) as sent in ``tx``: marked once generic plans are
     on, after :data:`PLAN_MODE` when ``op`` turns them on."""
+    if not tx.generic and not (tx.optimistic and costly(op)):  # as split would leave them
+        return stmts
     head, body = split(tx, [], stmts, op)
     return head + body
 

@@ -31,15 +31,20 @@ from typing import Any
 
 from psycopg import adapt, pq
 from psycopg._preparing import Prepare
-from psycopg._queries import PostgresQuery
-from psycopg.errors import error_from_result
+from psycopg._queries import _query2pg
+from psycopg.errors import ProgrammingError, error_from_result
 from psycopg.generators import fetch_many, send
 
 from threadloom.checkpoint.postgres.binarray import binds_on_client
-from threadloom.checkpoint.postgres.params import cheap_params, use_binary_arrays, wire_params
+from threadloom.checkpoint.postgres.params import (
+    cheap_params,
+    typed_slots,
+    use_binary_arrays,
+    wire_params,
+)
 from threadloom.checkpoint.postgres.stmt import Stmt
 
-__all__ = ["Outcome", "encode", "exchange_gen", "leave", "usable"]
+__all__ = ["Outcome", "Query", "encode", "exchange_gen", "leave", "usable"]
 
 _TEXT = pq.Format.TEXT
 _FATAL = pq.ExecStatus.FATAL_ERROR
@@ -70,7 +75,40 @@ class Outcome:
         return not self.sent or self.aborted
 
 
-def encode(conn: Any, batch: Sequence[Stmt]) -> list[PostgresQuery]:
+class Query:
+    """A statement as psycopg's prepared-statement cache reads it (``query``,
+    ``types``), for the calls that need one (see :func:`exchange_gen`)."""
+
+    __slots__ = ("query", "types")
+
+    def __init__(self, query: bytes, types: Any) -> None:
+        self.query, self.types = query, types
+
+
+Encoded = tuple[bytes, Any, Any, Any]  # query, params, types, formats
+
+_parsed: dict[tuple[str, str], tuple[bytes, list[Any], int, bool]] = {}
+
+
+def _parse(sql: str, encoding: str) -> tuple[bytes, list[Any], int, bool]:
+    """``sql`` with ``$n`` placeholders, the formats wanted per parameter,
+    their count, and whether a list parameter may need converting
+    (:mod:`.params`), parsed once per text (the statement texts are a few
+    fixed ones: psycopg's own cache re-encoded and re-hashed the text at
+    every call)."""
+    parsed = _parsed.get((sql, encoding))
+    if parsed is None:
+        query, formats, order, parts = _query2pg(sql.encode(encoding), encoding)
+        if order is not None:
+            raise TypeError("named placeholders are not used by the savers")
+        if len(_parsed) >= 512:  # generated texts (list filters) stay bounded
+            _parsed.clear()
+        arrays = bool(typed_slots(sql))
+        parsed = _parsed[sql, encoding] = (query, formats, len(parts) - 1, arrays)
+    return parsed
+
+
+def encode(conn: Any, batch: Sequence[Stmt]) -> list[Encoded]:
     """``batch``'s statements converted and dumped as psycopg's cursors would
     (same dumpers, same OIDs and formats, lists cast to arrays sent as in
     :mod:`.params`). A value psycopg cannot dump raises here, before anything
@@ -79,41 +117,58 @@ def encode(conn: Any, batch: Sequence[Stmt]) -> list[PostgresQuery]:
     if tx is None:
         tx = conn.__dict__["_threadloom_tx"] = adapt.Transformer(conn)
     params = wire_params if use_binary_arrays(conn) else cheap_params
+    encoding = tx.encoding
     out = []
     for stmt in batch:
-        pgq = PostgresQuery(tx)
-        pgq.convert(stmt.sql, params(stmt))
-        out.append(pgq)
+        query, formats, n, arrays = _parse(stmt.sql, encoding)
+        args = params(stmt) if arrays else stmt.params
+        if len(args) != n:
+            raise ProgrammingError(
+                f"the query has {n} placeholders but {len(args)} parameters were passed"
+            )
+        if n:
+            out.append((query, tx.dump_sequence(args, formats), tx.types, tx.formats))
+        else:
+            out.append((query, None, (), None))
     return out
 
 
-def exchange_gen(
-    conn: Any, queries: list[PostgresQuery], out: Outcome
-) -> Generator[Any, Any, None]:
+def exchange_gen(conn: Any, queries: list[Encoded], out: Outcome) -> Generator[Any, Any, None]:
     """Run ``queries`` and a Sync as one pipeline in one write; raise the
     first statement's error (after the Sync's reply, the connection idle
-    again). For ``conn.wait`` (sync) and ``await conn.wait`` (async) alike."""
+    again). For ``conn.wait`` (sync) and ``await conn.wait`` (async) alike.
+
+    Prepared statements follow the connection's cache exactly as a cursor's
+    execute would (``PrepareManager.get``, ``maybe_add_to_cache``,
+    ``validate``); a statement already prepared takes the short way those
+    calls take for it (a lookup, moved to the cache's end)."""
     pgconn = conn.pgconn
     prepared = conn._prepared
+    names = prepared._names
+    unprepared = prepared.prepare_threshold is None
     pending: list[Any] = []  # per result set: (key, prep, name) to validate, or None
     pgconn.enter_pipeline_mode()
-    for pgq in queries:
+    for query, params, types, formats in queries:
+        if unprepared:
+            name = None
+        else:
+            name = names.get((query, types))
+        if name:
+            names.move_to_end((query, types))
+            pgconn.send_query_prepared(name, params, param_formats=formats, result_format=_TEXT)
+            pending.append(None)
+            continue
+        pgq = Query(query, types)
         prep, name = prepared.get(pgq)
         if prep is _NO:
             pgconn.send_query_params(
-                pgq.query,
-                pgq.params,
-                param_formats=pgq.formats,
-                param_types=pgq.types,
-                result_format=_TEXT,
+                query, params, param_formats=formats, param_types=types, result_format=_TEXT
             )
         else:
             if prep is _SHOULD:
-                pgconn.send_prepare(name, pgq.query, param_types=pgq.types)
+                pgconn.send_prepare(name, query, param_types=types)
                 pending.append(None)
-            pgconn.send_query_prepared(
-                name, pgq.params, param_formats=pgq.formats, result_format=_TEXT
-            )
+            pgconn.send_query_prepared(name, params, param_formats=formats, result_format=_TEXT)
         key = prepared.maybe_add_to_cache(pgq, prep, name)
         pending.append((key, prep, name) if key is not None else None)
     pgconn.pipeline_sync()

@@ -120,13 +120,15 @@ def plan(op: ops.Op, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
         return _save_writes(op, sql, tx, pessimistic)
     if type(op) is ops.SaveCheckpoint:
         batch, answer = _save_checkpoint(op, sql)
-        return flush(tx, pessimistic, sql) + batch, answer
+        return (flush(tx, pessimistic, sql) if tx.pending is not None else []) + batch, answer
     if type(op) is ops.AdjustRefcounts:  # bounded for a generic plan (generic.py)
         rest = writecounts.unabsorbed(op, absorbed)
         batch = generic.adjust(rest, sql)[0] if rest is not None else []
-        return flush(tx, pessimistic, sql) + batch, None
+        return (flush(tx, pessimistic, sql) if tx.pending is not None else []) + batch, None
     if type(op) is lo.CheckLease:
-        return flush(tx, pessimistic, sql) + _check_lease(op, sql, pessimistic), ""
+        return (flush(tx, pessimistic, sql) if tx.pending is not None else []) + _check_lease(
+            op, sql, pessimistic
+        ), ""
     return None
 
 
@@ -186,7 +188,7 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
         tx.pending = None  # the insert below checks exactly what the flow assumed
     unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
     held = writecounts.held(op, list(unique.values()))
-    batch = flush(tx, pessimistic, sql) + insert_blobs(
+    batch = (flush(tx, pessimistic, sql) if tx.pending is not None else []) + insert_blobs(
         op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS
     )
     one = len(unique) == 1  # the usual case: scalars, no arrays to build and parse
