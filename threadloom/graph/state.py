@@ -92,7 +92,11 @@ class StateGraph:
         *,
         input_schema: Any = None,
         output_schema: Any = None,
+        **deprecated: Any,
     ) -> None:
+        context_schema, input_schema, output_schema = _old_names(
+            deprecated, context_schema, input_schema, output_schema
+        )
         if state_schema is None:
             if input_schema is None or output_schema is None:
                 raise InvalidGraphError("StateGraph needs a state_schema")
@@ -384,3 +388,30 @@ def __getattr__(name: str) -> object:
 
         return CompiledStateGraph
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_OLD_NAMES = {"config_schema": "context_schema", "input": "input_schema", "output": "output_schema"}
+
+
+def _old_names(
+    deprecated: dict[str, Any], context: Any, input_: Any, output: Any
+) -> tuple[Any, Any, Any]:
+    """LangGraph's earlier keyword names (``config_schema=``, ``input=``,
+    ``output=``), still accepted there with a deprecation warning: a ported
+    program keeps working, and the warning names the new keyword."""
+    import warnings
+
+    unknown = sorted(set(deprecated) - set(_OLD_NAMES))
+    if unknown:
+        raise TypeError(f"StateGraph() got unexpected keyword argument(s) {unknown}")
+    given = {"context_schema": context, "input_schema": input_, "output_schema": output}
+    for old, new in _OLD_NAMES.items():
+        if old in deprecated:
+            warnings.warn(
+                f"StateGraph({old}=...) is deprecated; use {new}=...",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            if given[new] is None:
+                given[new] = deprecated[old]
+    return given["context_schema"], given["input_schema"], given["output_schema"]
