@@ -46,6 +46,12 @@ CONFIG_KEY_CHECKPOINT_MAP: Final = sys.intern("checkpoint_map")
 # tag of internal tasks (a StateGraph's input node) that streams do not report
 TAG_HIDDEN: Final = sys.intern("langsmith:hidden")
 
+# tag that keeps a model's tokens out of stream_mode="messages"
+TAG_NOSTREAM: Final = sys.intern("nostream")
+
+# the config key holding the keys above
+CONF: Final = sys.intern("configurable")
+
 # task id used for writes that belong to no task (input, Command, resume)
 NULL_TASK_ID: Final = "00000000-0000-0000-0000-000000000000"
 

@@ -27,12 +27,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from uuid import uuid4
 
-from threadloom.constants import NS_SEP, PUSH, TAG_HIDDEN
+from threadloom.constants import NS_SEP, PUSH, TAG_HIDDEN, TAG_NOSTREAM
 from threadloom.types import Command
 
 __all__ = ["MessagesStream", "find_stream", "make_stream", "child_config_var"]
 
-TAG_NOSTREAM = "nostream"
 _ROLES = frozenset(("user", "human", "assistant", "ai", "tool", "system", "function"))
 Put = Callable[[tuple[tuple[str, ...], str, Any]], None]
 
