@@ -91,7 +91,8 @@ def run_channels(specs: Mapping[str, BaseChannel], checkpoint: Mapping[str, Any]
         channel = spec.from_checkpoint(values.get(name, MISSING))
         channel.key = name
         channels[name] = channel
-        clear, plain, finish, value_checkpoint = _kind_flags(type(channel))
+        cls = type(channel)
+        clear, plain, finish, value_checkpoint = _KIND_FLAGS.get(cls) or _kind_flags(cls)
         if clear:
             clearable.append((name, channel, plain))
         if finish:
