@@ -155,3 +155,34 @@ def test_cli_imports_a_langgraph_file_read_only(tmp_path: Path, capsys: Any) -> 
     assert main(["import-langgraph", str(tmp_path / "nope.db"), str(dest)]) == 1
     assert main(["import-langgraph", str(dest), str(tmp_path / "x.db")]) == 1  # not LangGraph's
     assert "no LangGraph checkpoints" in capsys.readouterr().err
+
+
+def test_from_langgraph_postgres(pg_url: str) -> None:
+    import uuid
+
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver as LGPostgresSaver
+    from psycopg.rows import dict_row
+
+    from threadloom.checkpoint.postgres import PostgresSaver
+
+    lg_schema, tl_schema = (f"imp_{k}_{uuid.uuid4().hex[:8]}" for k in ("lg", "tl"))
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f'CREATE SCHEMA "{lg_schema}"')
+        try:
+            kwargs = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+            opts = f"-c search_path={lg_schema}"
+            with psycopg.connect(pg_url, options=opts, **kwargs) as lg_conn:
+                lg_saver = LGPostgresSaver(lg_conn)
+                lg_saver.setup()
+                lg_graph = _run_langgraph(lg_saver)
+                with PostgresSaver.from_conn_string(pg_url, schema=tl_schema) as tl_saver:
+                    tl_saver.setup()
+                    result = import_langgraph(lg_saver, tl_saver)
+                    assert result.threads == set(THREADS)
+                    tl_graph = build(h._lib("threadloom"), tl_saver)
+                    for tid in THREADS:
+                        assert _views(tl_graph, tid) == _views(lg_graph, tid), tid
+        finally:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{lg_schema}" CASCADE')
+            admin.execute(f'DROP SCHEMA IF EXISTS "{tl_schema}" CASCADE')
