@@ -186,3 +186,27 @@ def test_from_langgraph_postgres(pg_url: str) -> None:
         finally:
             admin.execute(f'DROP SCHEMA IF EXISTS "{lg_schema}" CASCADE')
             admin.execute(f'DROP SCHEMA IF EXISTS "{tl_schema}" CASCADE')
+
+
+async def test_async_import_from_langgraph_async_saver() -> None:
+    from threadloom.checkpoint.migrate import aimport_langgraph
+
+    lg = h._lib("langgraph")
+    async with h.aopen_saver(lg, "sqlite") as lg_saver:
+        graph = build(lg, lg_saver)
+        for tid in THREADS:
+            await graph.ainvoke({"log": [], "messages": []}, {"configurable": {"thread_id": tid}})
+        expected: dict[str, list] = {}
+        for tid in THREADS:
+            cfg = {"configurable": {"thread_id": tid}}
+            expected[tid] = [s.config async for s in graph.aget_state_history(cfg)]
+        with pytest.raises(ConfigError, match="alist"):
+            await aimport_langgraph(object(), InMemorySaver())
+        target = InMemorySaver()
+        seen: list[int] = []
+        result = await aimport_langgraph(lg_saver, target, progress=lambda r: seen.append(r.writes))
+    assert result.threads == set(THREADS) and seen and seen[-1] == result.writes
+    tl_graph = build(h._lib("threadloom"), target)
+    for tid in THREADS:
+        got = [s.config for s in tl_graph.get_state_history({"configurable": {"thread_id": tid}})]
+        assert got == expected[tid]

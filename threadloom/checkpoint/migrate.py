@@ -27,7 +27,7 @@ from typing import Any
 
 from threadloom.errors import ConfigError
 
-__all__ = ["ImportResult", "import_langgraph"]
+__all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
 
 
 @dataclass
@@ -40,12 +40,15 @@ class ImportResult:
     writes: int = 0
 
 
+Progress = Callable[[ImportResult], None]
+
+
 def import_langgraph(
     source: Any,
     target: Any,
     *,
     thread_ids: Iterable[str] | None = None,
-    progress: Callable[[ImportResult], None] | None = None,
+    progress: Progress | None = None,
 ) -> ImportResult:
     """Copy every checkpoint and pending write of ``source`` (a LangGraph
     checkpointer: ``SqliteSaver``, ``PostgresSaver``, ``InMemorySaver``...) into
@@ -55,54 +58,83 @@ def import_langgraph(
         ConfigError: ``source`` has no serializer or cannot list its checkpoints.
         SerializationError: a value the target's serializer refuses to revive.
     """
-    convert = _converter(source, target)
-    wanted = None if thread_ids is None else {str(t) for t in _ids(thread_ids)}
+    convert = _converter(source, target, "list")
+    configs = _listing(thread_ids)
+    tuples = [t for config in configs for t in source.list(config)]
     result = ImportResult()
-    last_versions: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for tup in sorted(_listed(source, wanted), key=_order):
-        conf = tup.config["configurable"]
-        thread, ns, cid = (
-            str(conf["thread_id"]),
-            conf.get("checkpoint_ns", ""),
-            conf["checkpoint_id"],
-        )
+    plan = _plan(tuples, convert, result)
+    answer: Any = None
+    while True:
+        try:
+            method, args = plan.send(answer)
+        except StopIteration:
+            return result
+        answer = getattr(target, method)(*args)
+        if progress is not None and method == "put_writes":
+            progress(result)
+
+
+async def aimport_langgraph(
+    source: Any,
+    target: Any,
+    *,
+    thread_ids: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> ImportResult:
+    """Async twin of :func:`import_langgraph`: LangGraph's async savers
+    (``AsyncPostgresSaver``, ``AsyncSqliteSaver``) list only through ``alist``."""
+    convert = _converter(source, target, "alist")
+    tuples = [t for config in _listing(thread_ids) async for t in source.alist(config)]
+    result = ImportResult()
+    plan = _plan(tuples, convert, result)
+    answer: Any = None
+    while True:
+        try:
+            method, args = plan.send(answer)
+        except StopIteration:
+            return result
+        answer = await getattr(target, "a" + method)(*args)
+        if progress is not None and method == "put_writes":
+            progress(result)
+
+
+def _plan(tuples: list[Any], convert: Callable[[Any], Any], result: ImportResult) -> Any:
+    """The target calls of an import, as ``(method, args)``, for both drivers
+    above; a ``get_tuple``'s answer is sent back in (a checkpoint already in the
+    target is skipped). Parents come first: per thread and namespace, by id (ids
+    grow with time). A checkpoint stores only the channels whose version differs
+    from its parent's, as a run would have."""
+    versions_of: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for tup in sorted(tuples, key=_order):
+        thread, ns, cid = _order(tup)
         result.threads.add(thread)
         parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         checkpoint = convert(dict(tup.checkpoint))
-        versions = dict(checkpoint.get("channel_versions") or {})
-        last_versions[(thread, ns, cid)] = versions
+        versions = versions_of[(thread, ns, cid)] = dict(checkpoint.get("channel_versions") or {})
         at = _config(thread, ns, cid)
-        if target.get_tuple(at) is None:
-            before = last_versions.get((thread, ns, parent), {}) if parent else {}
+        if (yield "get_tuple", (at,)) is None:
+            before = versions_of.get((thread, ns, parent), {}) if parent else {}
             changed = {ch: v for ch, v in versions.items() if before.get(ch) != v}
-            target.put(
-                _config(thread, ns, parent), checkpoint, convert(dict(tup.metadata)), changed
-            )
+            metadata = convert(dict(tup.metadata))
+            yield "put", (_config(thread, ns, parent), checkpoint, metadata, changed)
             result.checkpoints += 1
         else:
             result.skipped += 1
-        result.writes += _put_writes(target, at, tup.pending_writes or (), convert)
-        if progress is not None:
-            progress(result)
-    return result
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in tup.pending_writes or ():
+            by_task.setdefault(task_id, []).append((channel, convert(value)))
+        for task_id, writes in by_task.items():
+            result.writes += len(writes)
+            yield "put_writes", (at, writes, task_id)
 
 
-def _put_writes(target: Any, at: dict[str, Any], pending: Iterable[Any], convert: Any) -> int:
-    """One ``put_writes`` per task, in the stored order."""
-    by_task: dict[str, list[tuple[str, Any]]] = {}
-    for task_id, channel, value in pending:
-        by_task.setdefault(task_id, []).append((channel, convert(value)))
-    for task_id, writes in by_task.items():
-        target.put_writes(at, writes, task_id)
-    return sum(len(w) for w in by_task.values())
-
-
-def _converter(source: Any, target: Any) -> Callable[[Any], Any]:
+def _converter(source: Any, target: Any, lister: str) -> Callable[[Any], Any]:
+    """Values as LangGraph's serializer writes them, revived by the target's."""
     dump = getattr(getattr(source, "serde", None), "dumps_typed", None)
-    if dump is None or not callable(getattr(source, "list", None)):
+    if dump is None or not callable(getattr(source, lister, None)):
         raise ConfigError(
-            f"import_langgraph: the source must be a LangGraph checkpointer (with .list() "
-            f"and .serde), got {type(source).__name__}"
+            f"import_langgraph: the source must be a LangGraph checkpointer (with "
+            f".{lister}() and .serde), got {type(source).__name__}"
         )
     serde = getattr(target, "serde", None)
     if serde is None:
@@ -117,24 +149,16 @@ def _converter(source: Any, target: Any) -> Callable[[Any], Any]:
     return convert
 
 
-def _listed(source: Any, wanted: set[str] | None) -> Iterable[Any]:
-    if wanted is None:
-        return source.list(None)
-    return (
-        tup
-        for thread in sorted(wanted)
-        for tup in source.list({"configurable": {"thread_id": thread}})
-    )
-
-
-def _ids(thread_ids: Iterable[str]) -> Iterable[str]:
+def _listing(thread_ids: Iterable[str] | None) -> list[Any]:
+    """The source ``list`` configs: everything, or one per wanted thread."""
+    if thread_ids is None:
+        return [None]
     if isinstance(thread_ids, (str, bytes)):
         raise ConfigError("thread_ids must be a list of thread ids, not one string")
-    return thread_ids
+    return [{"configurable": {"thread_id": t}} for t in sorted({str(t) for t in thread_ids})]
 
 
 def _order(tup: Any) -> tuple[str, str, str]:
-    """Parents first: per thread and namespace, by id (ids grow with time)."""
     conf = tup.config["configurable"]
     return str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
 
