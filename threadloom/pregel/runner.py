@@ -122,13 +122,6 @@ def retry_delay(scope: TaskScope, exc: BaseException, attempt: int) -> float | N
     return None
 
 
-def _run_once(scope: TaskScope) -> None:
-    if scope.run.config.get("callbacks"):  # LangChain callbacks, or a "messages" stream
-        observed(scope, lambda: _steps_then_writes(scope))  # a router's model call too
-    else:
-        _finish(scope, _call_steps(scope))
-
-
 def _steps_then_writes(scope: TaskScope) -> Any:
     value = _call_steps(scope)
     _finish(scope, value)
@@ -157,7 +150,11 @@ def run_task(scope: TaskScope) -> BaseException | None:
         attempt = 0
         while True:
             try:
-                _run_once(scope)
+                # LangChain callbacks or a "messages" stream (a router's model call too)
+                if scope.run.config.get("callbacks"):
+                    observed(scope, lambda: _steps_then_writes(scope))
+                else:
+                    _finish(scope, _call_steps(scope))
                 return None
             except BaseException as exc:
                 if _parent_command(scope, exc):
