@@ -165,15 +165,12 @@ class _SyncRun:
 
     def drain(self) -> Iterator[Any]:
         q = self.q
-        printed, modes, subgraphs = self.print_mode, self.stream_mode, self.subgraphs
         while not q.empty():  # the driver is the only consumer: no exception per call
             ev = q.get_nowait()
             if isinstance(ev, Done):
                 self.done.append(ev)
                 continue
-            if printed and ev[1] in printed:
-                print(f"[{ev[1]}] {ev[2]!r}")
-            ok, chunk = shape_output(ev, modes, subgraphs)  # self.shape, inlined
+            ok, chunk = self.shape(ev)
             if ok:
                 yield chunk
 
