@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -61,18 +62,18 @@ class RunChannels(NamedTuple):
     untracked: set[str]  # UntrackedValue channels: never in saved writes
 
 
-_KIND_FLAGS: dict[type, tuple[bool, bool, bool, bool]] = {}
+_KIND_FLAGS: weakref.WeakKeyDictionary[type, tuple[bool, bool]] = weakref.WeakKeyDictionary()
 
 
-def _kind_flags(cls: type) -> tuple[bool, bool, bool, bool]:
-    """(clearable, available iff ``value`` set, finishable, ``checkpoint()`` is ``value``)
-    of a channel class: class-level facts, read once per class, not per run."""
+def _kind_flags(cls: type) -> tuple[bool, bool]:
+    """(available iff ``value`` set, ``checkpoint()`` is ``value``) of a channel
+    class: facts about its methods, read once per class, not per run. The no-op
+    flags (``empty_update_is_noop``, ``finish_is_noop``) are read per channel:
+    a channel may set them on the instance."""
     flags = _KIND_FLAGS.get(cls)
     if flags is None:
         flags = _KIND_FLAGS[cls] = (
-            not cls.empty_update_is_noop,  # type: ignore[attr-defined]
             cls.is_available is ValueChannel.is_available,  # type: ignore[attr-defined]
-            not cls.finish_is_noop,  # type: ignore[attr-defined]
             cls.checkpoint in _VALUE_CHECKPOINTS,  # type: ignore[attr-defined]
         )
     return flags
@@ -92,10 +93,10 @@ def run_channels(specs: Mapping[str, BaseChannel], checkpoint: Mapping[str, Any]
         channel.key = name
         channels[name] = channel
         cls = type(channel)
-        clear, plain, finish, value_checkpoint = _KIND_FLAGS.get(cls) or _kind_flags(cls)
-        if clear:
+        plain, value_checkpoint = _KIND_FLAGS.get(cls) or _kind_flags(cls)
+        if not channel.empty_update_is_noop:
             clearable.append((name, channel, plain))
-        if finish:
+        if not channel.finish_is_noop:
             finishable.append((name, channel))
         stored.append((name, channel, value_checkpoint))
         if isinstance(spec, UntrackedValue):

@@ -100,7 +100,9 @@ class PregelNode:
         self.subgraphs = list(subgraphs)
         self.input_cache_key = (tuple(channels) if isinstance(channels, list) else channels, mapper)
         self._steps: list[tuple[Any, Style]] | None = None
-        self.pull_ids: tuple[tuple[str, ...], str, int, str] | None = None  # tasks._pull_ids
+        self.pull_ids: tuple[tuple[str, ...], str, tuple[str, ...], str] | None = (
+            None  # tasks._pull_ids
+        )
 
     def _bounds(self) -> list[Any]:
         return list(self.bound) if isinstance(self.bound, (list, tuple)) else [self.bound]

@@ -289,7 +289,7 @@ def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
     else:
         return None
     ids = getattr(proc, "pull_ids", None)
-    if ids is None or ids[2] != len(proc.triggers) or ids[3] != name:
+    if ids is None or ids[3] != name or ids[2] != tuple(proc.triggers):
         ids = _pull_ids(proc, name)
     triggers, tail, _, _ = ids
     parent_ns = plan.parent_ns
@@ -331,13 +331,15 @@ def _triggered(updated: set[str], trigger_to_nodes: Mapping[str, Sequence[str]])
     return list(found) if len(found) == 1 else sorted(set(found))
 
 
-def _pull_ids(proc: Any, name: str) -> tuple[tuple[str, ...], str, int, str]:
+def _pull_ids(proc: Any, name: str) -> tuple[tuple[str, ...], str, tuple[str, ...], str]:
     """A node's sorted triggers and the text its PULL task ids hash after the step
     (``name``, ``__pregel_pull``, the triggers: ids join their parts), kept on the
-    node (``pull_ids``) for every later run; redone if triggers were added (or the
-    node is planned under another name)."""
-    triggers = tuple(sorted(proc.triggers))
-    ids = (triggers, "".join((name, PULL, *triggers)), len(triggers), name)
+    node (``pull_ids``) for every later run; redone when its triggers are not the
+    ones it was made from (added or replaced), or the node is planned under
+    another name."""
+    raw = tuple(proc.triggers)
+    triggers = tuple(sorted(raw))
+    ids = (triggers, "".join((name, PULL, *triggers)), raw, name)
     try:
         proc.pull_ids = ids
     except AttributeError:  # a node-like object without the slot: no cache
