@@ -39,16 +39,45 @@ def _interrupt_dict(i: Any) -> dict[str, Any]:
     return {"value": i.value, "id": i.id, "response_schema": getattr(i, "response_schema", None)}
 
 
-def map_debug_tasks(tasks: Iterable[Any]) -> Iterator[dict[str, Any]]:
+# the run's own bookkeeping in a task config's metadata, which a tasks event leaves out
+_INTERNAL_METADATA = frozenset(
+    (
+        "thread_id",
+        "checkpoint_id",
+        "checkpoint_ns",
+        "checkpoint_map",
+        "langgraph_step",
+        "langgraph_node",
+        "langgraph_triggers",
+        "langgraph_path",
+        "langgraph_checkpoint_ns",
+    )
+)
+
+
+def map_debug_tasks(
+    tasks: Iterable[Any], config: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
     """``tasks`` events for tasks about to run (hidden ones, like a graph's input node,
-    are not reported: LangGraph skips tasks tagged ``langsmith:hidden``)."""
+    are not reported: LangGraph skips tasks tagged ``langsmith:hidden``).
+
+    ``metadata`` is what the task's config carries for the user: the run's
+    ``config["metadata"]`` and the node's own, without the run's bookkeeping keys,
+    plus the run's and the node's tags (LangGraph's ``seq:step:*`` tags left out)."""
+    config = config or {}
+    run_md = {
+        k: v for k, v in (config.get("metadata") or {}).items() if k not in _INTERNAL_METADATA
+    }
+    run_tags = [t for t in config.get("tags") or () if not t.startswith("seq:step")]
     for task in tasks:
-        if TAG_HIDDEN in task.proc.tags:
+        proc = task.proc
+        if TAG_HIDDEN in proc.tags or TAG_HIDDEN in run_tags:
             continue
         payload = {"id": task.id, "name": task.name, "input": task.input, "triggers": task.triggers}
-        md = {k: v for k, v in task.proc.metadata.items()}
-        if task.proc.tags:
-            md["tags"] = list(task.proc.tags)
+        md = {**run_md, **proc.metadata} if run_md else dict(proc.metadata)
+        tags = [*run_tags, *proc.tags] if run_tags else list(proc.tags)
+        if tags:
+            md["tags"] = tags
         if md:
             payload["metadata"] = md
         yield payload

@@ -173,7 +173,7 @@ class Loop(Saving):
             self.status = "interrupt_before"
             raise GraphInterrupt()
         if o.emitter.tasks:
-            o.emitter.emit("tasks", map_debug_tasks(self.tasks.values()), self.step)
+            o.emitter.emit("tasks", map_debug_tasks(self.tasks.values(), o.run.config), self.step)
         for task in self.tasks.values():
             if task.writes:
                 emit_task_writes(self, task, task.writes, cached=True)
