@@ -145,4 +145,6 @@ async def test_a_cancel_leaves_no_transaction_open(call, conn, request, monkeypa
             assert await _state(saver) == CLEAN, n
             if not run.hit:
                 break
-        assert n >= 3
+        assert (
+            n >= 2
+        )  # at least one suspension hit: an optimistic put on one connection now commits in one exchange (postgres/lean.py)

@@ -32,7 +32,7 @@ from typing import Any
 from psycopg import adapt, pq
 from psycopg._preparing import Prepare
 from psycopg._queries import _query2pg
-from psycopg.errors import ProgrammingError, error_from_result
+from psycopg.errors import OperationalError, ProgrammingError, error_from_result
 from psycopg.generators import fetch_many, send
 
 from threadloom.checkpoint.postgres.binarray import binds_on_client
@@ -49,6 +49,7 @@ __all__ = ["Outcome", "Query", "encode", "exchange_gen", "leave", "usable"]
 _TEXT = pq.Format.TEXT
 _FATAL = pq.ExecStatus.FATAL_ERROR
 _NO, _SHOULD = Prepare.NO, Prepare.SHOULD
+_PIPELINE_SYNC = pq.ExecStatus.PIPELINE_SYNC
 _OFF = pq.PipelineStatus.OFF
 
 
@@ -170,6 +171,10 @@ def exchange_gen(conn: Any, queries: list[Encoded], out: Outcome) -> Generator[A
                 pending.append(None)
             pgconn.send_query_prepared(name, params, param_formats=formats, result_format=_TEXT)
         key = prepared.maybe_add_to_cache(pgq, prep, name)
+        if key is None and prep is _SHOULD:
+            # validated like any prepared statement: a PREPARE the server skipped
+            # (an earlier statement failed) must drop its name from the cache
+            key = (query, types)
         pending.append((key, prep, name) if key is not None else None)
     pgconn.pipeline_sync()
     yield from send(pgconn)
@@ -184,10 +189,27 @@ def exchange_gen(conn: Any, queries: list[Encoded], out: Outcome) -> Generator[A
                     first = res
         if validate is not None:
             prepared.validate(*validate, results)
-    yield from fetch_many(pgconn)  # the Sync's reply: the transaction ended
+    first = yield from _sync_reply(pgconn, first)
+    out.aborted = out.aborted or first is not None
     pgconn.exit_pipeline_mode()
     if first is not None:
         raise error_from_result(first, encoding=pgconn._encoding)
+
+
+def _sync_reply(pgconn: Any, first: Any) -> Generator[Any, Any, Any]:
+    """Read the Sync's slot up to its PIPELINE_SYNC result: the transaction
+    ended there. An error in that slot is the COMMIT failing (a deferred
+    constraint, a serialization failure): the server rolled back and is ready
+    again, so it is returned as ``first`` (surely not committed) when no
+    statement failed before it. Without a PIPELINE_SYNC the outcome is unknown."""
+    for _ in range(4):  # an error, its end, then the PIPELINE_SYNC
+        results = yield from fetch_many(pgconn)
+        for res in results:
+            if res.status == _FATAL and first is None:
+                first = res
+        if results and results[-1].status == _PIPELINE_SYNC:
+            return first
+    raise OperationalError("the server did not end the pipeline after its Sync")
 
 
 def leave(conn: Any) -> bool:
