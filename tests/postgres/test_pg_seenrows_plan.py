@@ -13,7 +13,7 @@ import pytest
 
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver, seenrows
-from threadloom.checkpoint.postgres.executor import _load_refs, _load_writes
+from threadloom.checkpoint.postgres.opplans import _load_refs, _load_writes
 from threadloom.checkpoint.storage import ops
 from threadloom.errors import CorruptBlobError
 
