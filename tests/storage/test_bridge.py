@@ -97,8 +97,11 @@ def test_ctrl_c_before_the_work_started_means_it_never_runs() -> None:
         events.append("ran")
 
     try:
-        loop.call_soon_threadsafe(busy)
+        # scheduled inside the raises block: on a loaded box the loop thread can
+        # send the signal before run_sync is entered, and a KeyboardInterrupt
+        # landing outside the block stopped the whole test session
         with pytest.raises(KeyboardInterrupt):
+            loop.call_soon_threadsafe(busy)
             run_sync(work(), loop, "AsyncXSaver")
         assert events == []
     finally:
