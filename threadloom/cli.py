@@ -14,8 +14,9 @@ import argparse
 import os
 import sqlite3
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +218,7 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Copy the threads of a LangGraph SQLite database into a threadloom one."""
     from threadloom.checkpoint.migrate import import_langgraph
     from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.checkpoint.sqlite.lgfile import LangGraphDataWarning
 
     if not Path(args.source).is_file():
         raise StorageError(f"no database at {args.source!r}")
@@ -227,17 +229,19 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
             "import-langgraph reads the file with LangGraph's own SqliteSaver: "
             "pip install langgraph-checkpoint-sqlite"
         ) from None
-    source = sqlite3.connect(f"{Path(args.source).resolve().as_uri()}?mode=ro", uri=True)
-    try:
+    with ExitStack() as stack:
+        uri = f"{Path(args.source).resolve().as_uri()}?mode=ro"
+        source = stack.enter_context(closing(sqlite3.connect(uri, uri=True)))
         tables = {r[0] for r in source.execute("SELECT name FROM sqlite_master")}
         if not {"checkpoints", "writes"} <= tables:
             raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
-        with SqliteSaver.from_conn_string(args.dest) as target:
-            result = import_langgraph(
-                LangGraphSqliteSaver(source), target, thread_ids=args.thread or None
-            )
-    finally:
-        source.close()
+        with warnings.catch_warnings():
+            # the warning that sends users here, when dest is the LangGraph file itself
+            warnings.simplefilter("ignore", LangGraphDataWarning)
+            target = stack.enter_context(SqliteSaver.from_conn_string(args.dest))
+        result = import_langgraph(
+            LangGraphSqliteSaver(source), target, thread_ids=args.thread or None
+        )
     say(
         f"imported {result.checkpoints} checkpoints and {result.writes} pending writes "
         f"of {len(result.threads)} threads into {args.dest}"

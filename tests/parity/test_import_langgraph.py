@@ -9,6 +9,7 @@ ids), and an interrupted thread must resume to the same result on both.
 from __future__ import annotations
 
 import operator
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -210,3 +211,23 @@ async def test_async_import_from_langgraph_async_saver() -> None:
     for tid in THREADS:
         got = [s.config for s in tl_graph.get_state_history({"configurable": {"thread_id": tid}})]
         assert got == expected[tid]
+
+
+def test_opening_a_langgraph_file_warns_until_imported(tmp_path: Path) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
+
+    from threadloom.checkpoint.sqlite.lgfile import LangGraphDataWarning
+
+    path = str(tmp_path / "app.db")
+    with LGSqliteSaver.from_conn_string(path) as lg_saver:
+        _run_langgraph(lg_saver)
+    with pytest.warns(LangGraphDataWarning, match="import-langgraph"):
+        with SqliteSaver.from_conn_string(path) as saver:
+            assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LangGraphDataWarning)
+        from threadloom.cli import main
+
+        assert main(["import-langgraph", path, path]) == 0
+        with SqliteSaver.from_conn_string(path) as saver:  # imported: no warning
+            assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is not None

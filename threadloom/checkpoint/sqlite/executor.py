@@ -28,6 +28,7 @@ from threadloom.checkpoint.sqlite.durability import (
     restore_sql,
     strict_mode,
 )
+from threadloom.checkpoint.sqlite.lgfile import warn_if_langgraph_data
 from threadloom.checkpoint.sqlite.memo import ABSENT, DATA_VERSION, KNOWN, Memo, Reads, read_key
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
@@ -112,6 +113,7 @@ class SqliteExecutor:
                 # after the migrations: they run on the connection directly and
                 # need their BEGIN at once, not at a first op
                 self.strict = None if busy else strict_mode(pragmas)
+                warn_if_langgraph_data(self.conn, self.where)
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
 
