@@ -131,6 +131,20 @@ async def test_metadata_roundtrip_and_config_metadata(saver) -> None:
     assert await saver.list(None, filter={"ok": 1.5}) == []
 
 
+async def test_filter_on_none_matches_missing_keys(saver) -> None:
+    """``filter={"k": None}`` matches metadata with ``k`` null or absent, as
+    LangGraph's in-memory and SQLite savers do (it used to need ``k`` present);
+    ``True`` is still not ``1`` (session 9)."""
+    base = cfg()
+    for md in ({"k": None}, {}, {"k": 1}, {"k": True}):
+        await saver.put(base, checkpoint({}, {}), {"source": "loop", "step": 0, **md}, {})
+    assert len(await saver.list(None, filter={"k": None})) == 2
+    assert len(await saver.list(None, filter={"k": 1})) == 1
+    assert len(await saver.list(None, filter={"k": True})) == 1
+    assert len(await saver.list(None, filter={"k": None, "source": "loop"})) == 2
+    assert len(await saver.list(base, filter={"k": None}, limit=1)) == 1
+
+
 async def test_pending_writes_semantics(saver) -> None:
     (c1,) = await put_chain(saver, 1)
     await saver.put_writes(c1, [("a", 1), ("b", 2)], "task-b", "~path, b")

@@ -14,7 +14,6 @@ One re-entrant lock makes every flow atomic.
 
 from __future__ import annotations
 
-import json
 import threading
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
@@ -25,6 +24,7 @@ from typing import Any
 from threadloom.checkpoint.lease.memory import handlers as lease_handlers
 from threadloom.checkpoint.memory.ttl import handlers as ttl_handlers
 from threadloom.checkpoint.storage import ops as o
+from threadloom.checkpoint.storage.rows import metadata_matches
 
 __all__ = ["MemoryExecutor"]
 
@@ -111,7 +111,7 @@ class MemoryExecutor:
                 key = (row.checkpoint_id, row.thread_id, row.checkpoint_ns)
                 if op.after is not None and not key < op.after:
                     continue
-                if op.filter and not _match(row.metadata, op.filter):
+                if op.filter and not metadata_matches(row.metadata, op.filter):
                     continue
                 found.append((key, row))
         found.sort(key=lambda kr: kr[0], reverse=True)
@@ -137,7 +137,7 @@ class MemoryExecutor:
             if limit is not None and len(found) >= limit:
                 break
             row = rows[ids[i]]
-            if not op.filter or _match(row.metadata, op.filter):
+            if not op.filter or metadata_matches(row.metadata, op.filter):
                 found.append(row)
         return found
 
@@ -380,15 +380,3 @@ def _close(held: set[bytes], blobs: dict[bytes, o.BlobRow]) -> None:
                 if child not in held:
                     held.add(child)
                     todo.append(child)
-
-
-def _match(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:
-    md = json.loads(metadata)
-    for key, value in pairs:
-        if key not in md:
-            return False
-        expected = json.loads(value)
-        actual = md[key]
-        if actual != expected or type(actual) is bool and type(expected) is not bool:
-            return False
-    return True

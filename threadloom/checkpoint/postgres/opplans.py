@@ -111,13 +111,20 @@ def _list_checkpoints(op: ops.ListCheckpoints, sql: SQL) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     if op.filter:
         # `@>` is containment; `->` equality keeps the match exact for
-        # arrays/objects (containment alone would accept supersets)
-        wanted = {key: json.loads(value) for key, value in op.filter}
-        where += f" AND {_METADATA} @> %s::jsonb"
-        params.append(json.dumps(wanted))
-        for key, value in op.filter:
+        # arrays/objects (containment alone would accept supersets). A None
+        # value also matches a missing key (storage.rows.metadata_matches).
+        present = [(key, value) for key, value in op.filter if value != "null"]
+        if present:
+            wanted = {key: json.loads(value) for key, value in present}
+            where += f" AND {_METADATA} @> %s::jsonb"
+            params.append(json.dumps(wanted))
+        for key, value in present:
             where += f" AND {_METADATA} -> %s = %s::jsonb"
             params.extend((key, value))
+        for key, value in op.filter:
+            if value == "null":
+                where += f" AND coalesce({_METADATA} -> %s, 'null'::jsonb) = 'null'::jsonb"
+                params.append(key)
     if op.before is not None:
         where += " AND checkpoint_id < %s"
         params.append(pack_ordered(op.before))

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from threadloom.checkpoint.memory.executor import _match as metadata_matches
 from threadloom.checkpoint.redis.fields import SEP, checkpoint_row
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import CheckpointRow
+from threadloom.checkpoint.storage.rows import metadata_matches
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.redis.executor import Plan, RedisPlanner

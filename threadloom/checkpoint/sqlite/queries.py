@@ -50,8 +50,8 @@ def _filter_sql(key: str, json_value: str) -> tuple[str, list[Any]]:
     """Equality on one metadata key; ``key`` is pre-validated, values are bound."""
     path = f'$."{key}"'
     value = json.loads(json_value)
-    if value is None:
-        return "json_type(metadata, ?) = 'null'", [path]
+    if value is None:  # JSON null or no such key, as LangGraph's SQLite saver matches
+        return "coalesce(json_type(metadata, ?), 'null') = 'null'", [path]
     if isinstance(value, bool):
         return "json_type(metadata, ?) = ?", [path, "true" if value else "false"]
     if isinstance(value, (int, float)):

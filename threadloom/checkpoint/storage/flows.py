@@ -7,7 +7,6 @@ backend's executor, sync or async, inside one transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -25,7 +24,7 @@ from threadloom.checkpoint.storage.ops import (
     WriteRow,
 )
 from threadloom.checkpoint.storage.record import State
-from threadloom.checkpoint.storage.rows import filter_pairs
+from threadloom.checkpoint.storage.rows import filter_pairs, metadata_matches
 from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.errors import CorruptBlobError
 
@@ -163,8 +162,7 @@ def list_flow(
 def _matches(row: CheckpointRow, pairs: tuple[tuple[str, str], ...], before: str | None) -> bool:
     if before is not None and not row.checkpoint_id < before:
         return False
-    metadata = json.loads(row.metadata)
-    return all(k in metadata and metadata[k] == json.loads(v) for k, v in pairs)
+    return metadata_matches(row.metadata, pairs)
 
 
 def build_tuples(codec: ValueCodec, rows: Sequence[CheckpointRow], remember: bool = False) -> Flow:

@@ -21,6 +21,7 @@ __all__ = [
     "blob_hash",
     "dump_metadata",
     "filter_pairs",
+    "metadata_matches",
     "load_metadata",
     "pack",
     "unpack",
@@ -178,6 +179,20 @@ def load_metadata(text: str, thread_id: str, checkpoint_id: str) -> dict[str, An
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
         ) from exc
+
+
+def metadata_matches(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:
+    """Whether stored metadata (JSON text) passes a ``list(filter=...)``: every
+    key equal to its value, ``True`` not equal to ``1``. A ``None`` value also
+    matches a missing key, as LangGraph's in-memory and SQLite savers match it
+    (the SQL backends say the same in SQL)."""
+    md = json.loads(metadata)
+    for key, value in pairs:
+        expected = json.loads(value)
+        actual = md.get(key)
+        if actual != expected or (type(actual) is bool) is not (type(expected) is bool):
+            return False
+    return True
 
 
 def filter_pairs(filter: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
