@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.checkpoint.base import EXCLUDED_METADATA_KEYS
 from threadloom.constants import (
     CONFIG_KEY_CHECKPOINT_NS,
     ERROR,
@@ -39,22 +40,6 @@ def _interrupt_dict(i: Any) -> dict[str, Any]:
     return {"value": i.value, "id": i.id, "response_schema": getattr(i, "response_schema", None)}
 
 
-# the run's own bookkeeping in a task config's metadata, which a tasks event leaves out
-_INTERNAL_METADATA = frozenset(
-    (
-        "thread_id",
-        "checkpoint_id",
-        "checkpoint_ns",
-        "checkpoint_map",
-        "langgraph_step",
-        "langgraph_node",
-        "langgraph_triggers",
-        "langgraph_path",
-        "langgraph_checkpoint_ns",
-    )
-)
-
-
 def map_debug_tasks(
     tasks: Iterable[Any], config: Mapping[str, Any] | None = None
 ) -> Iterator[dict[str, Any]]:
@@ -66,7 +51,7 @@ def map_debug_tasks(
     plus the run's and the node's tags (LangGraph's ``seq:step:*`` tags left out)."""
     config = config or {}
     run_md = {
-        k: v for k, v in (config.get("metadata") or {}).items() if k not in _INTERNAL_METADATA
+        k: v for k, v in (config.get("metadata") or {}).items() if k not in EXCLUDED_METADATA_KEYS
     }
     run_tags = [t for t in config.get("tags") or () if not t.startswith("seq:step")]
     for task in tasks:
