@@ -231,3 +231,53 @@ def test_opening_a_langgraph_file_warns_until_imported(tmp_path: Path) -> None:
         assert main(["import-langgraph", path, path]) == 0
         with SqliteSaver.from_conn_string(path) as saver:  # imported: no warning
             assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is not None
+
+
+def test_a_foreign_checkpoints_table_does_not_warn(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = str(tmp_path / "app.db")
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE checkpoints (id INTEGER PRIMARY KEY, label TEXT)")
+        conn.execute("CREATE TABLE writes (id INTEGER PRIMARY KEY)")
+        conn.execute("INSERT INTO checkpoints (label) VALUES ('mine')")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with SqliteSaver.from_conn_string(path):
+            pass
+
+
+def test_a_class_langgraph_cannot_rebuild_here_is_refused_not_flattened() -> None:
+    import dataclasses
+    import sys
+    import types as pytypes
+
+    from threadloom.errors import SerializationError
+
+    mod = pytypes.ModuleType("tl_import_gone_mod")
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    Point.__module__ = mod.__name__
+    mod.Point = Point
+    sys.modules[mod.__name__] = mod
+    lg = h._lib("langgraph")
+    with h.open_saver(lg, "memory") as lg_saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        checkpoint = lg_saver.serde.loads_typed(lg_saver.serde.dumps_typed(_lg_empty()))
+        checkpoint["channel_values"] = {"p": Point(1)}
+        checkpoint["channel_versions"] = {"p": 1}
+        lg_saver.put(config, checkpoint, {"step": 0}, {"p": 1})
+        del sys.modules[mod.__name__]  # the class no longer imports in this process
+        target = InMemorySaver()
+        with pytest.raises(SerializationError, match="tl_import_gone_mod.Point"):
+            import_langgraph(lg_saver, target)
+    assert target.get_tuple({"configurable": {"thread_id": "t"}}) is None
+
+
+def _lg_empty() -> Any:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    return empty_checkpoint()

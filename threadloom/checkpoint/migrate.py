@@ -21,11 +21,12 @@ pending writes idempotently, so an interrupted import can simply be run again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.errors import ConfigError
+from threadloom.errors import ConfigError, SerializationError
 
 __all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
 
@@ -60,7 +61,8 @@ def import_langgraph(
     """
     convert = _converter(source, target, "list")
     configs = _listing(thread_ids)
-    tuples = [t for config in configs for t in source.list(config)]
+    with _loud_langgraph_fallback():
+        tuples = [t for config in configs for t in source.list(config)]
     result = ImportResult()
     plan = _plan(tuples, convert, result)
     answer: Any = None
@@ -84,7 +86,8 @@ async def aimport_langgraph(
     """Async twin of :func:`import_langgraph`: LangGraph's async savers
     (``AsyncPostgresSaver``, ``AsyncSqliteSaver``) list only through ``alist``."""
     convert = _converter(source, target, "alist")
-    tuples = [t for config in _listing(thread_ids) async for t in source.alist(config)]
+    with _loud_langgraph_fallback():
+        tuples = [t for config in _listing(thread_ids) async for t in source.alist(config)]
     result = ImportResult()
     plan = _plan(tuples, convert, result)
     answer: Any = None
@@ -126,6 +129,45 @@ def _plan(tuples: list[Any], convert: Callable[[Any], Any], result: ImportResult
         for task_id, writes in by_task.items():
             result.writes += len(writes)
             yield "put_writes", (at, writes, task_id)
+
+
+@contextmanager
+def _loud_langgraph_fallback() -> Iterator[None]:
+    """While the source is read: a stored object LangGraph cannot rebuild in this
+    process (its class does not import here) raises instead of coming back as
+    its raw fields, which the import would otherwise store as a plain dict."""
+    try:
+        from langgraph.checkpoint.serde import jsonplus
+    except ImportError:  # not LangGraph's serializer: nothing to make loud
+        yield
+        return
+    quiet = getattr(jsonplus, "_reconstruction_fallback", None)
+    if quiet is None:
+        yield
+        return
+
+    refused: list[SerializationError] = []
+
+    def loud(tup: Any, exc: Exception) -> Any:
+        name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
+        refused.append(
+            SerializationError(
+                f"import_langgraph: LangGraph cannot rebuild {name} in this process "
+                f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
+                "on the target's serializer), then import again"
+            )
+        )
+        raise refused[-1] from exc
+
+    jsonplus._reconstruction_fallback = loud
+    try:
+        yield
+    except Exception as exc:  # msgpack wraps what its ext hook raised
+        if refused:
+            raise refused[0] from exc
+        raise
+    finally:
+        jsonplus._reconstruction_fallback = quiet
 
 
 def _converter(source: Any, target: Any, lister: str) -> Callable[[Any], Any]:

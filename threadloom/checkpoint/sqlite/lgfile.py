@@ -25,7 +25,9 @@ def warn_if_langgraph_data(conn: Any, where: str) -> bool:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"checkpoints", "writes", "tl_checkpoints"} <= tables:
             return False
-        if conn.execute("SELECT 1 FROM checkpoints LIMIT 1").fetchone() is None:
+        # LangGraph's columns: an application's own table of that name fails here
+        probe = "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint, metadata"
+        if conn.execute(f"{probe} FROM checkpoints LIMIT 1").fetchone() is None:
             return False
         if conn.execute("SELECT 1 FROM tl_checkpoints LIMIT 1").fetchone() is not None:
             return False
