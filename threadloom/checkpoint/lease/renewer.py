@@ -25,6 +25,7 @@ class Renewer:
         # when the waiting thread wakes next (inf: not waiting); add() wakes it only
         # when the new lease falls due before that: no thread switch per run
         self._wake_at = float("inf")
+        self._renewing: Any = None  # the lease being renewed right now (remove waits)
 
     def add(self, lease: Any) -> None:
         with self._cond:
@@ -38,8 +39,14 @@ class Renewer:
                 self._cond.notify()
 
     def remove(self, lease: Any) -> None:
+        """Stop renewing ``lease``; if a renewal of it is running, wait for it to
+        end: the run's saver may be closed right after this returns, and a
+        renewal still using its connection then (SQLite) could crash the process."""
         with self._cond:
             self._leases.discard(lease)
+            if threading.current_thread() is not self._thread:
+                while self._renewing is lease:
+                    self._cond.wait()
 
     def _loop(self) -> None:
         while True:
@@ -53,11 +60,19 @@ class Renewer:
                     self._wake_at = float("inf")
                     continue
             for lease in due:
+                with self._cond:
+                    if lease not in self._leases:  # removed since it fell due
+                        continue
+                    self._renewing = lease
                 lease.touch()  # next renewal a period from now, whatever happens
                 try:
                     lease.renew()
                 except Exception:  # storage hiccup: the next fenced write decides
                     pass
+                finally:
+                    with self._cond:
+                        self._renewing = None
+                        self._cond.notify_all()
                 if lease.lost:
                     self.remove(lease)
 

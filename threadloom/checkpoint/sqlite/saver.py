@@ -120,7 +120,8 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         finally:
             if self._owns:
                 self._owns = False
-                self.conn.close()
+                with self.executor.lock:  # after a transaction another thread is in
+                    self.conn.close()
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
         if not self.is_setup:
