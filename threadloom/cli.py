@@ -218,7 +218,7 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Copy the threads of a LangGraph SQLite database into a threadloom one."""
     from threadloom.checkpoint.migrate import import_langgraph
     from threadloom.checkpoint.sqlite import SqliteSaver
-    from threadloom.checkpoint.sqlite.lgfile import LangGraphDataWarning
+    from threadloom.checkpoint.sqlite.lgfile import LangGraphDataWarning, has_langgraph_tables
 
     if not Path(args.source).is_file():
         raise StorageError(f"no database at {args.source!r}")
@@ -232,8 +232,7 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         uri = f"{Path(args.source).resolve().as_uri()}?mode=ro"
         source = stack.enter_context(closing(sqlite3.connect(uri, uri=True)))
-        tables = {r[0] for r in source.execute("SELECT name FROM sqlite_master")}
-        if not {"checkpoints", "writes"} <= tables:
+        if not has_langgraph_tables(source):
             raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
         with warnings.catch_warnings():
             # the warning that sends users here, when dest is the LangGraph file itself

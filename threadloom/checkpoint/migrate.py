@@ -112,12 +112,15 @@ def _plan(tuples: list[Any], convert: Callable[[Any], Any], result: ImportResult
         thread, ns, cid = _order(tup)
         result.threads.add(thread)
         parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        checkpoint = convert(dict(tup.checkpoint))
-        versions = versions_of[(thread, ns, cid)] = dict(checkpoint.get("channel_versions") or {})
+        # versions are plain strings or numbers: read as stored, values converted
+        # only for a checkpoint the target does not have yet
+        versions = dict(tup.checkpoint.get("channel_versions") or {})
+        versions_of[(thread, ns, cid)] = versions
         at = _config(thread, ns, cid)
         if (yield "get_tuple", (at,)) is None:
             before = versions_of.get((thread, ns, parent), {}) if parent else {}
             changed = {ch: v for ch, v in versions.items() if before.get(ch) != v}
+            checkpoint = convert(dict(tup.checkpoint))
             metadata = convert(dict(tup.metadata))
             yield "put", (_config(thread, ns, parent), checkpoint, metadata, changed)
             result.checkpoints += 1
