@@ -164,6 +164,7 @@ def run_task(scope: TaskScope) -> BaseException | None:
                 if delay is None:
                     return exc
                 scope.task.writes.clear()
+                scope.task.scratchpad.restart()
                 time.sleep(delay)
     finally:
         CURRENT.reset(token)
@@ -223,6 +224,7 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
                 if delay is None:
                     return exc
                 scope.task.writes.clear()
+                scope.task.scratchpad.restart()
                 await asyncio.sleep(delay)
     finally:
         CURRENT.reset(token)

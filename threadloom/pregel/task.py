@@ -80,6 +80,12 @@ class Scratchpad:
             self._interrupts = itertools.count()
         return next(self._interrupts)
 
+    def restart(self) -> None:
+        """A retry re-runs the node from its first line: its ``interrupt()`` calls
+        count from the first again, so they take the answers the task already
+        has instead of asking again under ids no later resume can match."""
+        self._interrupts = None
+
     def subgraph_counter(self) -> int:
         if self._subgraphs is None:
             self._subgraphs = itertools.count()
