@@ -15,7 +15,14 @@ from typing import Any, Generic, TypeVar
 
 from threadloom.errors import ConfigError
 
-__all__ = ["CONTEXT_KEY", "Runtime", "coerce_context", "current_runtime", "with_runtime"]
+__all__ = [
+    "CONTEXT_KEY",
+    "ExecutionInfo",
+    "Runtime",
+    "coerce_context",
+    "current_runtime",
+    "with_runtime",
+]
 
 CONTEXT_KEY = "__threadloom_context"
 """Key in ``config["configurable"]`` that carries the run's context object."""
@@ -23,14 +30,39 @@ CONTEXT_KEY = "__threadloom_context"
 C = TypeVar("C")
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutionInfo:
+    """Where and how often the running node executes, as LangGraph's
+    ``runtime.execution_info``: nodes use ``node_attempt`` to know they are
+    being retried and (thread_id, checkpoint_id, task_id) as an idempotency key
+    for side effects a retry or a resume would repeat."""
+
+    checkpoint_id: str
+    """The checkpoint the node's step started from."""
+    checkpoint_ns: str
+    task_id: str
+    thread_id: str | None = None
+    run_id: str | None = None
+    node_attempt: int = 1
+    """1 on the first run of the node in this step, 2 on its first retry, ..."""
+    node_first_attempt_time: float | None = None
+    """Unix time (seconds) the first attempt started."""
+
+    def patch(self, **overrides: Any) -> ExecutionInfo:
+        """A copy with the given fields replaced."""
+        return dataclasses.replace(self, **overrides)
+
+
 @dataclass(frozen=True)
 class Runtime(Generic[C]):
-    """Run-scoped things a node may need: the user context, store, custom stream writer."""
+    """Run-scoped things a node may need: the user context, store, custom stream
+    writer, and (inside a node) its :class:`ExecutionInfo`."""
 
     context: C | None = None
     store: Any = None
     stream_writer: Callable[[Any], None] = lambda _chunk: None
     previous: Any = None
+    execution_info: ExecutionInfo | None = None
 
 
 def coerce_context(schema: Any, context: Any) -> Any:
@@ -71,6 +103,20 @@ def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
         context=configurable.get(CONTEXT_KEY),
         store=getattr(scope, "store", None),
         stream_writer=writer,
+        execution_info=_execution_info(scope) if scope is not None else None,
+    )
+
+
+def _execution_info(scope: Any) -> ExecutionInfo:
+    run_id = scope.run.config.get("run_id")
+    return ExecutionInfo(
+        checkpoint_id=scope.checkpoint_id or "",
+        checkpoint_ns=scope.task.checkpoint_ns,
+        task_id=scope.task.id,
+        thread_id=scope.run.thread_id,
+        run_id=str(run_id) if run_id else None,
+        node_attempt=scope.attempt,
+        node_first_attempt_time=scope.first_attempt_time,
     )
 
 

@@ -76,6 +76,9 @@ class TaskScope:
     store: Any = None
     replay: Any = None  # ReplayState shared by nested runs during a root replay
     channels: Mapping[str, Any] | None = None
+    checkpoint_id: str | None = None  # the checkpoint the task's step started from
+    attempt: int = 1  # the runner counts retries here (runtime.execution_info)
+    first_attempt_time: float | None = None
     _config: dict[str, Any] | None = field(default=None)
 
     @property

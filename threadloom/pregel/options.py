@@ -173,7 +173,7 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
     """What a running task sees (and lends to graphs it calls)."""
     o = loop.o
     run = o.run
-    return TaskScope(  # positional (one per task): task ... store, replay, channels
+    return TaskScope(  # positional (one per task): task ... replay, channels, checkpoint id
         task,
         run,
         # a graph without a saver (checkpointer=False) passes its parent's on
@@ -187,4 +187,5 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
         o.store,
         loop.replay,
         loop.channels,
+        loop.checkpoint["id"],
     )

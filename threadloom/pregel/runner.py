@@ -146,6 +146,7 @@ def _call_steps(scope: TaskScope) -> Any:
 def run_task(scope: TaskScope) -> BaseException | None:
     """Run a task to completion (with retries); return its exception instead of raising."""
     token = CURRENT.set(scope)
+    scope.first_attempt_time = time.time()
     try:
         attempt = 0
         while True:
@@ -165,6 +166,7 @@ def run_task(scope: TaskScope) -> BaseException | None:
                     return exc
                 scope.task.writes.clear()
                 scope.task.scratchpad.restart()
+                scope.attempt = attempt + 1
                 time.sleep(delay)
     finally:
         CURRENT.reset(token)
@@ -205,6 +207,7 @@ async def _acall_steps(scope: TaskScope) -> Any:
 async def arun_task(scope: TaskScope) -> BaseException | None:
     """Async twin of :func:`run_task`."""
     token = CURRENT.set(scope)
+    scope.first_attempt_time = time.time()
     try:
         attempt = 0
         while True:
@@ -225,6 +228,7 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
                     return exc
                 scope.task.writes.clear()
                 scope.task.scratchpad.restart()
+                scope.attempt = attempt + 1
                 await asyncio.sleep(delay)
     finally:
         CURRENT.reset(token)

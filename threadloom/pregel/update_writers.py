@@ -45,6 +45,10 @@ class _UpdateScope:
         self.store = store  # routing functions may read runtime.store, as in a run
         self.replaying = False
         self._st = st
+        # runtime.execution_info of the update's writers: the checkpoint updated
+        self.checkpoint_id = st.checkpoint.get("id")
+        self.attempt = 1
+        self.first_attempt_time: float | None = None
 
     @property
     def scratchpad(self) -> Scratchpad:
