@@ -179,6 +179,20 @@ def _start_fresh_command(loop: Any, cmd: Command) -> None:
     loop.emit_values(True)
 
 
+def _no_input_message(loop: Any, inp: Any) -> str:
+    """Why there is nothing to run, in the caller's terms: resuming a thread that
+    has no checkpoint (a mistyped ``thread_id``, a deleted thread) is named as such."""
+    message = f"Received no input for {loop.graph.input_channels}"
+    if loop.has_parent or loop.is_nested or loop.o.checkpointer is None:
+        return message
+    thread = loop.o.run.thread_id
+    what = "Command(resume=...)" if isinstance(inp, Command) else "invoke(None)"
+    return (
+        f"{message}: thread {thread!r} has no checkpoint, so {what} has nothing to "
+        "resume (is the thread_id right? a new thread needs an input)"
+    )
+
+
 def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
     """Apply the run's input to ``loop``; return the channels updated so far.
 
@@ -239,7 +253,7 @@ def start_run(loop: Any, updated_channels: set[str] | None) -> set[str] | None:
         # a root run's input checkpoint may ride with the first step's save
         loop.put_checkpoint({"source": "input"}, hold=not loop.is_nested)
     elif mode.flag is None:
-        raise EmptyInputError(f"Received no input for {loop.graph.input_channels}")
+        raise EmptyInputError(_no_input_message(loop, inp))
     if not loop.is_nested:
         loop.resuming_flag = mode.resuming
         if mode.time_travel:
