@@ -6,6 +6,8 @@ import dataclasses
 import enum
 import typing
 
+import typing_extensions
+
 from threadloom.checkpoint.serde import allowlist_from_annotations
 
 
@@ -59,3 +61,14 @@ def test_builtins_and_any_yield_nothing():
 
 def test_recursive_types_terminate():
     assert allowlist_from_annotations(Node) == {Node, Coord, Leaf, Color, Status}
+
+
+class ExtState(typing_extensions.TypedDict, total=False):
+    """typing_extensions' TypedDict (what LangGraph's docs import) on Python < 3.12."""
+
+    leaf: Leaf
+    status: typing.Literal[Status.OK]
+
+
+def test_walks_typing_extensions_typeddict():
+    assert allowlist_from_annotations(ExtState) == {Leaf, Color, Status}

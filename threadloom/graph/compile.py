@@ -19,6 +19,7 @@ from typing import Any
 
 from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
+from threadloom.graph.allowlist import apply_allowlist, graph_types, trust_at_run
 from threadloom.graph.branch import BranchWriter, fresh_reader, injected_params
 from threadloom.graph.draw import DrawableGraph, graph_of
 from threadloom.graph.runtime import CONTEXT_KEY, coerce_context, with_runtime
@@ -28,7 +29,6 @@ from threadloom.graph.schema import (
     coerce_state,
     fields_of,
     needs_coercion,
-    schema_types,
 )
 from threadloom.graph.state import StateGraph, StateNodeSpec
 from threadloom.pregel.main import Pregel
@@ -47,13 +47,21 @@ class CompiledStateGraph(Pregel):
     def __init__(self, *, builder: StateGraph, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.builder = builder
+        # the classes of its schemas and its subgraphs' (see graph/allowlist.py)
+        self.trusted_types: tuple[type, ...] = ()
+        self.trusted_serde: Any = None  # the parent saver's serializer last widened
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
-        """As :meth:`Pregel.stream`; ``context=`` is handed to nodes as ``runtime.context``."""
+        """As :meth:`Pregel.stream`; ``context=`` is handed to nodes as ``runtime.context``.
+
+        Run as a subgraph, it first trusts its own classes in the parent's saver.
+        """
+        trust_at_run(self, config)
         return super().stream(input, self._with_context(config, kwargs), **kwargs)
 
     def astream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`stream`."""
+        trust_at_run(self, config)
         return super().astream(input, self._with_context(config, kwargs), **kwargs)
 
     def _with_context(self, config: Any, kwargs: dict[str, Any]) -> Any:
@@ -336,7 +344,8 @@ def compile_state_graph(
     interrupt_after = interrupt_after or []
     named = [n for n in (*_as_list(interrupt_before), *_as_list(interrupt_after)) if n != "*"]
     builder.validate(interrupt=named)
-    checkpointer = apply_allowlist(checkpointer, builder)
+    trusted = graph_types(builder)
+    checkpointer = apply_allowlist(checkpointer, trusted)
     channels = channels_for(builder.fields)
     from threadloom.channels import EphemeralValue
 
@@ -358,6 +367,7 @@ def compile_state_graph(
         name=name or "LangGraph",
         auto_validate=False,
     )
+    compiled.trusted_types = trusted
     compiled.attach_node(START, None)
     for key, spec in builder.nodes.items():
         compiled.attach_node(key, spec)
@@ -370,40 +380,6 @@ def compile_state_graph(
             compiled.attach_branch(start, branch_name, branch)
     compiled.trigger_to_nodes = compiled._index_triggers()  # nodes were attached after __init__
     return compiled.validate()
-
-
-def apply_allowlist(checkpointer: Any, builder: StateGraph) -> Any:
-    """Let the saver revive the user classes the state schemas mention.
-
-    threadloom's serializer only revives registered or allowlisted types. The
-    dataclasses, pydantic models and enums reachable from the graph's schemas are
-    trusted here, at compile time: through ``saver.with_allowlist(types)`` when the
-    saver offers it, else by widening the saver's serializer in place (so reading
-    the same saver directly, e.g. ``saver.get_tuple``, decodes them too).
-    """
-    if checkpointer is None or isinstance(checkpointer, bool):
-        return checkpointer
-    types: set[type] = set()
-    for schema in {builder.state_schema, builder.input_schema, builder.output_schema}:
-        types |= schema_types(schema)
-    for spec in builder.nodes.values():
-        types |= schema_types(spec.input_schema)
-    if builder.context_schema is not None:
-        types |= schema_types(builder.context_schema)
-    if not types:
-        return checkpointer
-    ordered = sorted(types, key=lambda t: (t.__module__, t.__qualname__))
-    if hasattr(checkpointer, "with_allowlist"):
-        return checkpointer.with_allowlist(ordered)
-    serde = getattr(checkpointer, "serde", None)
-    if serde is None or not hasattr(serde, "with_allowlist"):
-        return checkpointer
-    widened = serde.with_allowlist(ordered)
-    checkpointer.serde = widened
-    codec = getattr(checkpointer, "codec", None)  # the storage core encodes through it
-    if getattr(codec, "serde", None) is serde:
-        codec.serde = widened
-    return checkpointer
 
 
 def _as_list(value: Any) -> list[str]:

@@ -239,36 +239,26 @@ def coerce_state(schema: Any, values: dict[str, Any]) -> Any:
     return schema(**values)
 
 
-def schema_types(tp: Any, _seen: set[int] | None = None) -> set[type]:
+def schema_types(tp: Any) -> set[type]:
     """User classes reachable from a schema's annotations (for the serde allowlist).
 
-    Walks ``Annotated``, unions, generics and nested dataclass/pydantic fields;
-    builtins and typing constructs are skipped.
+    One walker for compile and users alike:
+    :func:`~threadloom.checkpoint.serde.allowlist_from_annotations` (``Annotated``,
+    unions, ``Literal[Enum.X]``, containers, TypedDicts, NamedTuples, dataclasses,
+    pydantic models and the type arguments of generic ones). A schema that is a
+    plain annotated class has its fields walked the same way.
     """
-    seen = _seen if _seen is not None else set()
-    if id(tp) in seen:
-        return set()
-    seen.add(id(tp))
-    found: set[type] = set()
-    tp = strip_annotated(tp)
-    for arg in get_args(tp):
-        found |= schema_types(arg, seen)
-    if not inspect.isclass(tp) or get_origin(tp) is not None:
+    from threadloom.checkpoint.serde.annotations import allowlist_from_annotations
+
+    found = allowlist_from_annotations(tp)
+    if not inspect.isclass(tp) or get_origin(tp) is not None or needs_coercion(tp):
         return found
-    if tp.__module__ in ("builtins", "typing", "collections.abc", "typing_extensions"):
+    if typing_extensions.is_typeddict(tp) or tp.__module__ in ("builtins", "typing"):
         return found
-    if dataclasses.is_dataclass(tp) or is_pydantic_model(tp) or _is_enum(tp):
-        found.add(tp)
     try:
-        nested = fields_of(tp)
-    except ValueError:  # unresolvable nested annotations: nothing more to allowlist there
+        fields = fields_of(tp)
+    except ValueError:  # unresolvable annotations: parse_schema reports them
         return found
-    for ann in nested.values():
-        found |= schema_types(ann, seen)
+    for annotation in fields.values():
+        found |= allowlist_from_annotations(annotation)
     return found
-
-
-def _is_enum(tp: type) -> bool:
-    import enum
-
-    return issubclass(tp, enum.Enum)

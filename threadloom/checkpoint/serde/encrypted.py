@@ -69,8 +69,9 @@ class EncryptedSerializer:
         with_allowlist = getattr(self.serde, "with_allowlist", None)
         if with_allowlist is None:
             return self
-        return type(self)(
-            with_allowlist(types), self.cipher, accept_plaintext=self.accept_plaintext
-        )
+        inner = with_allowlist(types)
+        if inner is self.serde:
+            return self
+        return type(self)(inner, self.cipher, accept_plaintext=self.accept_plaintext)
 
     with_msgpack_allowlist = with_allowlist

@@ -12,6 +12,7 @@ threadloom never imports them.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -48,18 +49,37 @@ class Registry:
         self._lazy: dict[str, Callable[[Registry], None]] = {}
         self._lock = threading.Lock()
         self._lazy_lock = threading.RLock()
+        self._watchers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def add(self, entry: TypeEntry) -> TypeEntry:
-        """Register ``entry``; re-registering the same class under the same name is a no-op."""
+        """Register ``entry``; re-registering the same class under the same name is a no-op.
+
+        A *redefinition* (another class object with the same module and qualified
+        name, e.g. a notebook cell run again) replaces the old one: stored values
+        then revive as the class the program uses now. Any other class under a
+        taken name is refused.
+        """
         with self._lock:
             known = self._by_name.get(entry.name)
             if known is not None and known.cls is not entry.cls:
-                raise ValueError(
-                    f"serializer name {entry.name!r} is already taken by {default_name(known.cls)}"
-                )
+                if not _redefines(known.cls, entry.cls):
+                    raise ValueError(
+                        f"serializer name {entry.name!r} is already taken by "
+                        f"{default_name(known.cls)}"
+                    )
+                self._by_type[entry.cls] = entry
+                self._by_name[entry.name] = entry
+                for watcher in list(self._watchers):
+                    watcher.forget_decoders()  # they may hold the old class's decode
+                return entry
             self._by_type.setdefault(entry.cls, entry)
             self._by_name.setdefault(entry.name, entry)
             return self._by_type[entry.cls]
+
+    def watch(self, watcher: Any) -> None:
+        """Call ``watcher.forget_decoders()`` whenever a class is redefined (held weakly)."""
+        with self._lock:
+            self._watchers.add(watcher)
 
     def add_lazy(self, prefix: str, loader: Callable[[Registry], None]) -> None:
         """Run ``loader`` the first time a class or name under ``prefix`` is looked up."""
@@ -94,6 +114,10 @@ class Registry:
 
     def __contains__(self, cls: object) -> bool:
         return isinstance(cls, type) and self.by_type(cls) is not None
+
+
+def _redefines(old: type, new: type) -> bool:
+    return old.__module__ == new.__module__ and old.__qualname__ == new.__qualname__
 
 
 REGISTRY = Registry()

@@ -98,10 +98,19 @@ class Resolver:
             if registry.by_type(cls) is None and cls not in self._by_type:
                 entry = entry_for(cls)
                 self._by_type[cls] = entry
-                self._by_name.setdefault(entry.name, entry)
+                # the latest class under a name wins: a notebook cell run again
+                # redefines the state classes, and stored values revive as the new ones
+                self._by_name.pop(entry.name, None)
+                self._by_name[entry.name] = entry
         self.cache: dict[type, TypeEntry] = {}  # resolved entries, read by the packer
-        # stored name (or alias number) -> decode; safe to keep: a name never changes class
+        # stored name (or alias number) -> decode; the registry clears it when a
+        # redefined class replaces a registered one (see Registry.add)
         self._decoders: dict[str | int, Callable[[Any], Any]] = {}
+        registry.watch(self)
+
+    def forget_decoders(self) -> None:
+        """Drop the per-name decode cache (a registered class was redefined)."""
+        self._decoders.clear()
 
     # -- dumps ----------------------------------------------------------------
 
@@ -151,6 +160,23 @@ class Resolver:
             return [origin.name, refs, origin.encode(obj)]
 
         return TypeEntry(GENERIC, cls, encode, origin.decode)
+
+    def trusts_latest(self, cls: type) -> bool:
+        """Whether ``cls`` is trusted and is the class its stored name revives as."""
+        if not isinstance(cls, type):
+            return False  # the copy's constructor then says what is wrong with it
+        pair = generic_origin(cls)
+        if pair is not None:
+            cls = pair[0]
+        if cls in _NATIVE:
+            return True
+        entry = self.registry.by_type(cls)
+        if entry is None:
+            entry = self._by_type.get(cls)
+            if entry is None:
+                return False
+        current = self.entry_named(entry.name)
+        return current is not None and current.cls is cls
 
     def name_of(self, cls: type) -> str | None:
         entry = self.registry.by_type(cls) or self._by_type.get(cls)

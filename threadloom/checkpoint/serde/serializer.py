@@ -86,14 +86,19 @@ class MsgpackSerializer:
         return self._options["cipher"]
 
     def with_allowlist(self, types: Iterable[type]) -> MsgpackSerializer:
-        """A copy that also trusts ``types`` (called by the graph layer at compile time)."""
-        extra = [t for t in types if t not in self._resolver.allowed]
-        if not extra:
+        """A copy that also trusts ``types`` (called by the graph layer at compile time).
+
+        When a class of ``types`` has the name of another trusted class (the same
+        class defined again, e.g. a notebook cell run twice), the copy revives
+        that name as the class of ``types``: the most recent one wins.
+        """
+        wanted = list(dict.fromkeys(types))
+        if all(self._resolver.trusts_latest(t) for t in wanted):
             return self
+        mentioned = set(wanted)
+        kept = [t for t in self._resolver.allowed if t not in mentioned]
         clone = type(self).__new__(type(self))
-        MsgpackSerializer.__init__(
-            clone, allowed=(*self._resolver.allowed, *extra), **self._options
-        )
+        MsgpackSerializer.__init__(clone, allowed=(*kept, *wanted), **self._options)
         return clone
 
     with_msgpack_allowlist = with_allowlist  # LangGraph's spelling
