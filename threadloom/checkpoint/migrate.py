@@ -15,33 +15,58 @@ messages stay messages, and the target's safe-deserialization rules apply (an
 application class the target's serializer does not allow is refused with a
 ``SerializationError`` naming it; allow it on the target's ``serde``).
 
-Re-running an import skips checkpoints the target already has and stores
-pending writes idempotently, so an interrupted import can simply be run again.
+A thread is imported whole or not at all, so a failed import never leaves a
+truncated thread that a program would silently continue from: a thread the
+target did not hold before is deleted from the target again when bringing it
+over fails (a refused value, a storage error); for a thread it holds already
+(an earlier import), the new values are converted, and so checked against the
+target's rules, before the first of them is written. Threads go one at a time, and only
+one checkpoint's values are held at once (a thread is read twice: once to check,
+once to write), so memory does not grow with the size of the source.
+
+Re-running an import skips checkpoints and pending writes the target already
+has, so an interrupted import can simply be run again.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.errors import ConfigError, SerializationError
+from threadloom.errors import ConfigError, SerializationError, StorageError
 
 __all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
 
 
 @dataclass
 class ImportResult:
-    """What one :func:`import_langgraph` call copied."""
+    """What one :func:`import_langgraph` call did (``progress`` sees it grow)."""
 
     threads: set[str] = field(default_factory=set)
-    checkpoints: int = 0
-    skipped: int = 0  # already in the target (an earlier, interrupted import)
-    writes: int = 0
+    checkpoints: int = 0  # written by this call
+    skipped: int = 0  # checkpoints already in the target (an earlier import)
+    writes: int = 0  # pending writes stored by this call
+    skipped_writes: int = 0  # pending writes already in the target
 
 
 Progress = Callable[[ImportResult], None]
+
+
+@dataclass
+class _Entry:
+    """What the write pass needs to know of one source checkpoint (no values)."""
+
+    ns: str
+    cid: str
+    parent: str | None
+    versions: dict[str, Any]
+    present: bool  # the target has this checkpoint already
+    tasks: set[str]  # tasks whose pending writes the target lacks
+    kept: int  # pending writes the target has already
 
 
 def import_langgraph(
@@ -53,27 +78,41 @@ def import_langgraph(
 ) -> ImportResult:
     """Copy every checkpoint and pending write of ``source`` (a LangGraph
     checkpointer: ``SqliteSaver``, ``PostgresSaver``, ``InMemorySaver``...) into
-    ``target`` (a threadloom saver); only ``thread_ids`` when given.
+    ``target`` (a threadloom saver); only ``thread_ids`` when given. Each thread
+    is all-or-nothing (see the module docstring); ``progress`` is called after
+    each checkpoint, written or skipped.
 
     Raises:
         ConfigError: ``source`` has no serializer or cannot list its checkpoints.
-        SerializationError: a value the target's serializer refuses to revive.
+        SerializationError: a value the target's serializer refuses to revive
+            (nothing of that thread was written).
     """
     convert = _converter(source, target, "list")
-    configs = _listing(thread_ids)
-    with _loud_langgraph_fallback():
-        tuples = [t for config in configs for t in source.list(config)]
     result = ImportResult()
-    plan = _plan(tuples, convert, result)
-    answer: Any = None
-    while True:
-        try:
-            method, args = plan.send(answer)
-        except StopIteration:
-            return result
-        answer = getattr(target, method)(*args)
-        if progress is not None and method == "put_writes":
-            progress(result)
+    with _loud_langgraph_fallback():
+        for thread in _threads(source, thread_ids):
+            fresh = next(iter(target.list(_config(thread, None, None), limit=1)), None) is None
+            entries = []
+            for tup in source.list(_config(thread, None, None)):
+                have = None if fresh else target.get_tuple(_config(*_order(tup)))
+                entries.append(_survey(tup, have, None if fresh else convert))
+            if entries:
+                result.threads.add(thread)
+            try:
+                for entry in _sorted(entries):
+                    tup = source.get_tuple(_at(thread, entry)) if _needs(entry) else None
+                    for method, args in _calls(thread, entry, tup, convert, result):
+                        getattr(target, method)(*args)
+                    if progress is not None:
+                        progress(result)
+            except BaseException as exc:
+                if fresh:  # none of it, not a truncated thread that looks whole
+                    try:
+                        target.delete_thread(thread)
+                    except Exception as undo:
+                        _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
+                raise
+    return result
 
 
 async def aimport_langgraph(
@@ -86,52 +125,119 @@ async def aimport_langgraph(
     """Async twin of :func:`import_langgraph`: LangGraph's async savers
     (``AsyncPostgresSaver``, ``AsyncSqliteSaver``) list only through ``alist``."""
     convert = _converter(source, target, "alist")
-    with _loud_langgraph_fallback():
-        tuples = [t for config in _listing(thread_ids) async for t in source.alist(config)]
     result = ImportResult()
-    plan = _plan(tuples, convert, result)
-    answer: Any = None
-    while True:
-        try:
-            method, args = plan.send(answer)
-        except StopIteration:
-            return result
-        answer = await getattr(target, "a" + method)(*args)
-        if progress is not None and method == "put_writes":
-            progress(result)
-
-
-def _plan(tuples: list[Any], convert: Callable[[Any], Any], result: ImportResult) -> Any:
-    """The target calls of an import, as ``(method, args)``, for both drivers
-    above; a ``get_tuple``'s answer is sent back in (a checkpoint already in the
-    target is skipped). Parents come first: per thread and namespace, by id (ids
-    grow with time). A checkpoint stores only the channels whose version differs
-    from its parent's, as a run would have."""
-    versions_of: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for tup in sorted(tuples, key=_order):
-        thread, ns, cid = _order(tup)
-        result.threads.add(thread)
-        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-        # versions are plain strings or numbers: read as stored, values converted
-        # only for a checkpoint the target does not have yet
-        versions = dict(tup.checkpoint.get("channel_versions") or {})
-        versions_of[(thread, ns, cid)] = versions
-        at = _config(thread, ns, cid)
-        if (yield "get_tuple", (at,)) is None:
-            before = versions_of.get((thread, ns, parent), {}) if parent else {}
-            changed = {ch: v for ch, v in versions.items() if before.get(ch) != v}
-            checkpoint = convert(dict(tup.checkpoint))
-            metadata = convert(dict(tup.metadata))
-            yield "put", (_config(thread, ns, parent), checkpoint, metadata, changed)
-            result.checkpoints += 1
+    with _loud_langgraph_fallback():
+        if thread_ids is None:
+            threads = sorted({_order(t)[0] async for t in source.alist(None)})
         else:
-            result.skipped += 1
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in tup.pending_writes or ():
+            threads = _wanted(thread_ids)
+        for thread in threads:
+            fresh = [t async for t in target.alist(_config(thread, None, None), limit=1)] == []
+            entries = []
+            async for tup in source.alist(_config(thread, None, None)):
+                have = None if fresh else await target.aget_tuple(_config(*_order(tup)))
+                entries.append(_survey(tup, have, None if fresh else convert))
+            if entries:
+                result.threads.add(thread)
+            try:
+                for entry in _sorted(entries):
+                    tup = await source.aget_tuple(_at(thread, entry)) if _needs(entry) else None
+                    for method, args in _calls(thread, entry, tup, convert, result):
+                        await getattr(target, "a" + method)(*args)
+                    if progress is not None:
+                        progress(result)
+            except BaseException as exc:
+                if fresh:  # none of it, not a truncated thread that looks whole
+                    try:
+                        await target.adelete_thread(thread)
+                    except Exception as undo:
+                        _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
+                raise
+    return result
+
+
+def _note(exc: BaseException, text: str) -> None:
+    add_note = getattr(exc, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(text)
+
+
+def _survey(tup: Any, have: Any, check: Callable[[Any], Any] | None) -> _Entry:
+    """The entry of ``tup`` (``have``: the target's tuple of it, or None). With
+    ``check`` (a thread the target holds already: it is not deleted on failure),
+    what the target lacks is converted here and dropped, so a value the target
+    refuses stops the import before the thread's first write."""
+    _, ns, cid = _order(tup)
+    convert = check or _unchecked
+    if have is None:
+        convert(dict(tup.checkpoint))
+        convert(dict(tup.metadata))
+    stored: dict[str, Counter[str]] = {}
+    for task_id, channel, _ in (have.pending_writes or ()) if have is not None else ():
+        stored.setdefault(task_id, Counter())[channel] += 1
+    wanted: dict[str, Counter[str]] = {}
+    for task_id, channel, _ in tup.pending_writes or ():
+        wanted.setdefault(task_id, Counter())[channel] += 1
+    tasks = {task for task, channels in wanted.items() if stored.get(task) != channels}
+    kept = sum(sum(wanted[task].values()) for task in wanted.keys() - tasks)
+    for task_id, _, value in tup.pending_writes or ():
+        if task_id in tasks:
+            convert(value)
+    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    # versions are plain strings or numbers: kept as stored
+    versions = dict(tup.checkpoint.get("channel_versions") or {})
+    return _Entry(ns, cid, parent, versions, have is not None, tasks, kept)
+
+
+def _unchecked(value: Any) -> Any:
+    return value
+
+
+def _sorted(entries: list[_Entry]) -> list[_Entry]:
+    """Parents first: per namespace, by id (ids grow with time); each entry
+    learns its parent's versions (a checkpoint stores only the channels whose
+    version differs from its parent's, as a run would have)."""
+    entries.sort(key=lambda e: (e.ns, e.cid))
+    versions_of = {(e.ns, e.cid): e.versions for e in entries}
+    for e in entries:
+        before = versions_of.get((e.ns, e.parent), {}) if e.parent else {}
+        e.versions = {ch: v for ch, v in e.versions.items() if before.get(ch) != v}
+    return entries
+
+
+def _needs(entry: _Entry) -> bool:
+    return not entry.present or bool(entry.tasks)
+
+
+def _calls(
+    thread: str, entry: _Entry, tup: Any, convert: Callable[[Any], Any], result: ImportResult
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The target calls that bring one checkpoint over (``tup``: read from the
+    source again, None when nothing is missing), counted in ``result``."""
+    at = _at(thread, entry)
+    calls: list[tuple[str, tuple[Any, ...]]] = []
+    result.skipped_writes += entry.kept
+    if entry.present:
+        result.skipped += 1
+    elif tup is None:
+        raise StorageError(
+            f"import_langgraph: checkpoint {entry.cid!r} of thread {thread!r} left the "
+            "source during the import"
+        )
+    else:
+        checkpoint = convert(dict(tup.checkpoint))
+        metadata = convert(dict(tup.metadata))
+        parent = _config(thread, entry.ns, entry.parent)
+        calls.append(("put", (parent, checkpoint, metadata, entry.versions)))
+        result.checkpoints += 1
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in (tup.pending_writes or ()) if tup is not None else ():
+        if task_id in entry.tasks:
             by_task.setdefault(task_id, []).append((channel, convert(value)))
-        for task_id, writes in by_task.items():
-            result.writes += len(writes)
-            yield "put_writes", (at, writes, task_id)
+    for task_id, writes in by_task.items():
+        result.writes += len(writes)
+        calls.append(("put_writes", (at, writes, task_id)))
+    return calls
 
 
 @contextmanager
@@ -194,13 +300,26 @@ def _converter(source: Any, target: Any, lister: str) -> Callable[[Any], Any]:
     return convert
 
 
-def _listing(thread_ids: Iterable[str] | None) -> list[Any]:
-    """The source ``list`` configs: everything, or one per wanted thread."""
-    if thread_ids is None:
-        return [None]
+def _wanted(thread_ids: Iterable[str]) -> list[str]:
     if isinstance(thread_ids, (str, bytes)):
         raise ConfigError("thread_ids must be a list of thread ids, not one string")
-    return [{"configurable": {"thread_id": t}} for t in sorted({str(t) for t in thread_ids})]
+    return sorted({str(t) for t in thread_ids})
+
+
+def _threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
+    """The threads to import, found without holding the source's values: by SQL
+    for LangGraph's ``SqliteSaver``, from the keys of its ``InMemorySaver``,
+    otherwise by listing everything once (each value dropped as it comes)."""
+    if thread_ids is not None:
+        return _wanted(thread_ids)
+    conn, storage = getattr(source, "conn", None), getattr(source, "storage", None)
+    if isinstance(conn, sqlite3.Connection) and callable(getattr(source, "cursor", None)):
+        with source.cursor(transaction=False) as cur:
+            cur.execute("SELECT DISTINCT thread_id FROM checkpoints")
+            return sorted(str(row[0]) for row in cur.fetchall())
+    if isinstance(storage, dict):
+        return sorted(str(t) for t, spaces in storage.items() if spaces)
+    return sorted({_order(tup)[0] for tup in source.list(None)})
 
 
 def _order(tup: Any) -> tuple[str, str, str]:
@@ -208,8 +327,14 @@ def _order(tup: Any) -> tuple[str, str, str]:
     return str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
 
 
-def _config(thread: str, ns: str, checkpoint_id: str | None) -> dict[str, Any]:
-    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+def _at(thread: str, entry: _Entry) -> dict[str, Any]:
+    return _config(thread, entry.ns, entry.cid)
+
+
+def _config(thread: str, ns: str | None, checkpoint_id: str | None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
