@@ -3,7 +3,8 @@
 The inspection commands (threads, history, tree, stats) open the database
 read-only (a ``mode=ro`` SQLite URI: no schema setup, no migration, nothing
 written; SQLite may create a WAL file's ``-wal``/``-shm`` side files, which
-readers need) and go through the SqliteSaver API. What they print comes from
+readers need) and go through the SqliteSaver API, needing no stored value
+(an app's classes or a key). What they print comes from
 the database (thread ids often come from web requests), so control characters
 are escaped before they reach the terminal. ``--help`` on any command shows its use.
 """
@@ -11,6 +12,7 @@ are escaped before they reach the terminal. ``--help`` on any command shows its 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sqlite3
 import sys
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.demo.tree import TreeRow, render_tree
-from threadloom.errors import ConfigError, StorageError, ThreadloomError
+from threadloom.errors import ConfigError, SerializationError, StorageError, ThreadloomError
 
 __all__ = ["main", "open_readonly", "printable"]
 
@@ -44,8 +46,9 @@ def say(text: str = "", err: bool = False) -> None:
     print(printable(text), file=sys.stderr if err else sys.stdout)
 
 
-def open_readonly(db: str) -> Any:
-    """A SqliteSaver reading ``db`` through a read-only connection (never set up).
+def open_readonly(db: str, *, serde: Any = None) -> Any:
+    """A SqliteSaver reading ``db`` through a read-only connection (never set up),
+    with ``serde`` (default: the strict default serializer).
 
     Raises:
         StorageError: no file at ``db``, not a SQLite database, no threadloom
@@ -76,7 +79,7 @@ def open_readonly(db: str) -> Any:
     except BaseException:
         conn.close()
         raise
-    saver = SqliteSaver(conn)
+    saver = SqliteSaver(conn, serde=serde)
     saver.is_setup = True  # setup() would write the schema and PRAGMAs
     return saver
 
@@ -105,9 +108,42 @@ def _check_schema(conn: sqlite3.Connection, db: str) -> None:
         )
 
 
+class _Skimming:
+    """The serializer of the listing commands (they print ids and metadata, never
+    values): an app's classes come back as ``UnknownObject`` (nothing imported or
+    run), a value it cannot read at all (encrypted, no key) as an empty list."""
+
+    def __init__(self) -> None:
+        from threadloom.checkpoint.serde import MsgpackSerializer
+
+        self._inner = MsgpackSerializer(on_unknown="raw")
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise StorageError("the inspection commands never write")
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        try:
+            return self._inner.loads_typed(data)
+        except SerializationError:
+            return []
+
+
+def _skimming(db: str) -> Any:
+    """A read-only saver for commands that never print values: values do not
+    stop them. Lists and dicts stored piece by piece are not assembled at all
+    (their pieces, encrypted, would not add up); other values go through
+    :class:`_Skimming`."""
+    saver = open_readonly(db, serde=_Skimming())
+    codec = getattr(saver, "codec", None)
+    if hasattr(codec, "_assemble") and hasattr(codec, "_assemble_dict"):
+        codec._assemble = lambda *args, **kwargs: []
+        codec._assemble_dict = lambda *args, **kwargs: {}
+    return saver
+
+
 @contextmanager
 def _reader(db: str) -> Iterator[Any]:
-    saver = open_readonly(db)
+    saver = _skimming(db)
     try:
         yield saver
     finally:
@@ -217,6 +253,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_import_langgraph(args: argparse.Namespace) -> int:
     """Copy the threads of a LangGraph SQLite database into a threadloom one."""
     from threadloom.checkpoint.migrate import import_langgraph
+    from threadloom.checkpoint.serde import MsgpackSerializer
     from threadloom.checkpoint.sqlite import SqliteSaver
     from threadloom.checkpoint.sqlite.lgfile import LangGraphDataWarning, has_langgraph_tables
 
@@ -229,24 +266,52 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
             "import-langgraph reads the file with LangGraph's own SqliteSaver: "
             "pip install langgraph-checkpoint-sqlite"
         ) from None
+    allowed = [_import_class(spec) for spec in args.allow or ()]
     with ExitStack() as stack:
         uri = f"{Path(args.source).resolve().as_uri()}?mode=ro"
-        source = stack.enter_context(closing(sqlite3.connect(uri, uri=True)))
-        if not has_langgraph_tables(source):
+        conn = stack.enter_context(closing(sqlite3.connect(uri, uri=True)))
+        if not has_langgraph_tables(conn):
             raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
+        source = LangGraphSqliteSaver(conn)
+        widen = getattr(source.serde, "with_msgpack_allowlist", None)
+        if allowed and widen is not None:  # LangGraph in strict mode revives them too
+            source.serde = widen(allowed)
         with warnings.catch_warnings():
             # the warning that sends users here, when dest is the LangGraph file itself
             warnings.simplefilter("ignore", LangGraphDataWarning)
-            target = stack.enter_context(SqliteSaver.from_conn_string(args.dest))
-        result = import_langgraph(
-            LangGraphSqliteSaver(source), target, thread_ids=args.thread or None
-        )
+            serde = MsgpackSerializer(allowed=allowed)
+            target = stack.enter_context(SqliteSaver.from_conn_string(args.dest, serde=serde))
+        try:
+            result = import_langgraph(source, target, thread_ids=args.thread or None)
+        except SerializationError as exc:
+            raise SerializationError(f"{exc}; here: --allow MODULE:CLASS (repeatable)") from exc
+    there = {"checkpoints": result.skipped, "pending writes": result.skipped_writes}
+    kept = " and ".join(f"{n} {what}" for what, n in there.items() if n)
     say(
         f"imported {result.checkpoints} checkpoints and {result.writes} pending writes "
         f"of {len(result.threads)} threads into {args.dest}"
-        + (f" ({result.skipped} checkpoints were there already)" if result.skipped else "")
+        + (f" ({kept} were there already)" if kept else "")
     )
     return 0
+
+
+def _import_class(spec: str) -> type:
+    """The class named ``module:Qual.Name`` (``--allow``), imported here: the
+    user names it, so importing it is their choice (the stored data never is)."""
+    module_name, _, qualname = spec.partition(":")
+    if not module_name or not qualname:
+        raise ConfigError(f"--allow takes module:Class, got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"--allow {spec}: cannot import it ({exc}); is its package on PYTHONPATH?"
+        ) from exc
+    if not isinstance(obj, type):
+        raise ConfigError(f"--allow {spec}: not a class")
+    return obj
 
 
 def _positive_int(text: str) -> int:
@@ -277,6 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("source", help="a LangGraph SqliteSaver database (opened read-only)")
             p.add_argument("dest", help="the threadloom SQLite database to import into")
             p.add_argument("--thread", action="append", help="import only this thread (repeatable)")
+            p.add_argument(
+                "--allow",
+                action="append",
+                metavar="MODULE:CLASS",
+                help="an application class the stored state holds, allowed on both sides "
+                "(repeatable; its module must import here, e.g. via PYTHONPATH)",
+            )
             continue
         if name == "demo":
             p.add_argument(
