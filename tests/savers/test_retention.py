@@ -126,17 +126,19 @@ async def test_prune_dry_run_reports_what_the_real_run_frees(saver, strategy, op
     assert real.blobs > 0 and real.bytes_freed > 0
 
 
-async def test_prune_keeps_subgraph_parents_and_open_interrupts(saver) -> None:
+async def test_prune_keeps_subgraph_calls_of_kept_checkpoints_and_open_interrupts(saver) -> None:
     root = await grow(saver, 2)
     # an older fork tip still waiting on an interrupt
     fork = await saver.put(root[0], _plain(), {"source": "fork", "step": 9}, {})
     await saver.put_writes(fork, [(INTERRUPT, ["question?"])], "task", "~p")
+    call = await grow(saver, 2, ns="sub:1", parents={"": fork["configurable"]["checkpoint_id"]})
     root += await grow(saver, 2, start=2)
     parent_id = root[1]["configurable"]["checkpoint_id"]
-    await grow(saver, 2, ns="sub:1", parents={"": parent_id})
+    await grow(saver, 2, ns="sub:2", parents={"": parent_id})  # a finished call
     await saver.prune(["t"], strategy="keep_latest")
     kept = set(await ids(saver))
-    assert parent_id in kept  # the subgraph's latest points at it
+    assert parent_id not in kept and await ids(saver, ns="sub:2") == []  # goes with its root
+    assert await ids(saver, ns="sub:1") == [call[-1]["configurable"]["checkpoint_id"]]
     assert fork["configurable"]["checkpoint_id"] in kept
     assert root[-1]["configurable"]["checkpoint_id"] in kept
     assert root[0]["configurable"]["checkpoint_id"] not in kept

@@ -338,10 +338,13 @@ class MemoryExecutor:
         cps = [r for k, rows in self.checkpoints.items() if wanted(k[0]) for r in rows.values()]
         ws = [w for k, rows in self.writes.items() if wanted(k[0]) for w in rows.values()]
         refs = [r for k, rows in self.refs.items() if wanted(k[0]) for r in rows.values()]
-        held = set()
-        for row in (*refs, *ws):
-            held.update(row.hashes[i : i + o.HASH_SIZE] for i in range(0, len(row.hashes), 16))
-        _close(held, self.blobs)
+        if op.thread_id is None:  # what is stored, as the SQL backends count it
+            held = set(self.blobs)
+        else:
+            held = set()
+            for row in (*refs, *ws):
+                held.update(row.hashes[i : i + o.HASH_SIZE] for i in range(0, len(row.hashes), 16))
+            _close(held, self.blobs)
         per_channel: dict[str, list[int]] = {}
         per_thread: Counter[str] = Counter()
         for ref in refs:

@@ -10,15 +10,15 @@ every chunk it needs directly.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from typing import Any
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.lease.ops import ReadLease
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states
+from threadloom.checkpoint.storage.keeprule import kept_checkpoints
 from threadloom.checkpoint.storage.ops import (
     AdjustRefcounts,
     CheckpointRow,
@@ -35,8 +35,6 @@ from threadloom.checkpoint.storage.ops import (
 from threadloom.checkpoint.storage.puts import release
 from threadloom.checkpoint.storage.rows import unpack, version_key
 from threadloom.checkpoint.storage.values import ValueCodec
-from threadloom.checkpoint.storage.writes import decode_entries
-from threadloom.constants import INTERRUPT
 from threadloom.errors import ConfigError, ThreadBusyError
 
 __all__ = [
@@ -52,7 +50,7 @@ Flow = Generator[Any, Any, Any]
 STRATEGIES = ("keep_latest", "keep_last_n", "before", "delete")
 
 
-def _held(rows: Sequence[Any]) -> Counter[bytes]:
+def _held(rows: Iterable[Any]) -> Counter[bytes]:
     """References held by ref rows or write rows (their ``hashes``)."""
     counts: Counter[bytes] = Counter()
     for row in rows:
@@ -207,67 +205,47 @@ def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str], force: bool 
 
 def copy_thread_flow(codec: ValueCodec, source: str, target: str, force: bool = False) -> Flow:
     """Copy the whole history under ``target``; blobs are shared, not copied.
-    Only the target is guarded: reading a running source is like ``get_state``."""
+    Only the target is guarded: reading a running source is like ``get_state``.
+
+    Rows are inserted or replaced, so a copy repeated (a retry after an unknown
+    outcome, a re-sync) must count only the difference: each copied row takes
+    its references and each target row it replaces gives its own back. The
+    target is read first: Redis runs hash-only operations in the scope of the
+    thread last named, and the insert must find the source there."""
     if source == target:
         raise ConfigError(f"copy_thread: source and target are the same thread {source!r}")
     yield from guard_flow("copy_thread (target)", [target], force)
+    old_refs = yield LoadThreadRefs(target, None)
+    old_writes = yield LoadWrites(target, None, None)
     rows = yield ListCheckpoints(source, None)
-    refs = yield LoadThreadRefs(source, None)
-    writes = yield LoadWrites(source, None, None)
+    refs = {_ref_key(r): r._replace(thread_id=target) for r in (yield LoadThreadRefs(source, None))}
+    writes = {
+        _write_key(w): w._replace(thread_id=target) for w in (yield LoadWrites(source, None, None))
+    }
     codec.forget_thread(target)
     yield InsertRows(
         tuple(r._replace(thread_id=target) for r in rows),
-        tuple(r._replace(thread_id=target) for r in refs),
-        tuple(w._replace(thread_id=target) for w in writes),
+        tuple(refs.values()),
+        tuple(writes.values()),
     )
-    counts = _held(refs) + _held(writes)
-    if counts:
-        yield AdjustRefcounts(tuple(counts.items()))
+    gained = _held(refs.values()) + _held(writes.values())
+    lost = _held([r for r in old_refs if _ref_key(r) in refs])
+    lost += _held([w for w in old_writes if _write_key(w) in writes])
+    # every gained hash is listed, even at 0: Redis's insert already counted it
+    deltas = {h: gained[h] - lost[h] for h in gained.keys() | lost.keys()}
+    if deltas:
+        yield AdjustRefcounts(tuple(deltas.items()))
+    freed = tuple(h for h, d in deltas.items() if d < 0)
+    if freed:
+        yield from release(Counter(), candidates=freed)
 
 
-def _keep(rows: list[CheckpointRow], strategy: str, keep_last: int | None, before: str | None):
-    """Ids kept by the strategy alone, per namespace (rows are newest first)."""
-    if strategy == "delete":
-        return set()
-    n = {"keep_latest": 1, "keep_last_n": keep_last}.get(strategy)
-    keep: set[tuple[str, str]] = set()
-    seen: Counter[str] = Counter()
-    for row in rows:
-        ns = row.checkpoint_ns
-        seen[ns] += 1
-        if seen[ns] == 1 or (n is not None and seen[ns] <= n):
-            keep.add((ns, row.checkpoint_id))
-        elif strategy == "before" and row.checkpoint_id >= before:  # type: ignore[operator]
-            keep.add((ns, row.checkpoint_id))
-    return keep
+def _ref_key(r: Any) -> tuple[str, str, str]:
+    return (r.checkpoint_ns, r.channel, r.version)
 
 
-def _protect(rows: list[CheckpointRow], keep: set[tuple[str, str]], writes: list[Any]) -> None:
-    """Add what kept checkpoints need: ``metadata.parents`` ancestors (subgraph
-    checkpoints point at their parent graph's checkpoint) and checkpoints with an
-    open interrupt (an ``__interrupt__`` write and no child checkpoint)."""
-    exists = {(r.checkpoint_ns, r.checkpoint_id) for r in rows}
-    has_child = {(r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
-    for w in writes:
-        key = (w.checkpoint_ns, w.checkpoint_id)
-        if (
-            key in exists
-            and key not in has_child
-            and any(e[1] == INTERRUPT for e in decode_entries(w))
-        ):
-            keep.add(key)
-    by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
-    todo = list(keep)
-    while todo:
-        row = by_key.get(todo.pop())
-        if row is None:
-            continue
-        parents = json.loads(row.metadata).get("parents") or {}
-        for ns, cid in parents.items() if isinstance(parents, dict) else ():
-            key = (ns, cid)
-            if key in exists and key not in keep:
-                keep.add(key)
-                todo.append(key)
+def _write_key(w: Any) -> tuple[str, str, str]:
+    return (w.checkpoint_ns, w.checkpoint_id, w.task_id)
 
 
 def prune_flow(
@@ -302,9 +280,7 @@ def prune_flow(
         if not rows:
             continue
         writes = yield LoadWrites(thread_id, None, None)
-        keep = _keep(rows, strategy, keep_last, before)
-        if strategy != "delete":
-            _protect(rows, keep, writes)
+        keep = kept_checkpoints(rows, writes, strategy, keep_last, before)
         by_ns: dict[str, list[CheckpointRow]] = defaultdict(list)
         for row in rows:
             by_ns[row.checkpoint_ns].append(row)

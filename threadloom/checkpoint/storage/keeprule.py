@@ -1,0 +1,132 @@
+"""Which checkpoints a prune keeps (docs/storage.md, "Retention").
+
+A thread's state is its root namespace. A *subgraph call* namespace (its path
+holds a task id after ``:``, as ``child:<task id>``) is the state of one call
+made from one root checkpoint, the one its ``metadata["parents"][""]`` names:
+the call is live while that root checkpoint is kept, and goes with it
+otherwise. Keeping the latest checkpoint of every call namespace (and then
+the root checkpoint each one points at) kept one root checkpoint per finished
+call, so ``keep_latest`` history grew with every turn of a graph that calls a
+subgraph. A namespace without a task id (a ``checkpointer=True`` subgraph,
+whose state outlives each call) is pruned by the strategy on its own.
+
+Always kept besides: a checkpoint with an open interrupt (an ``__interrupt__``
+write and no child) in the root or a live namespace, the calls made from a
+kept root checkpoint (an interrupted subgraph's checkpoints), and the
+checkpoints of enclosing subgraph namespaces a kept nested one points at. A
+call namespace whose root checkpoint has no row (deleted by hand, or not
+saved yet) is pruned by the strategy on its own, as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.checkpoint.storage.ops import CheckpointRow
+from threadloom.checkpoint.storage.writes import decode_entries
+from threadloom.constants import INTERRUPT, NS_END
+
+__all__ = ["kept_checkpoints"]
+
+Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
+
+
+def kept_checkpoints(
+    rows: Sequence[CheckpointRow],
+    writes: Sequence[Any],
+    strategy: str,
+    keep_last: int | None,
+    before: str | None,
+) -> set[Key]:
+    """The ``(ns, id)`` a prune keeps; ``rows`` are the thread's, newest first."""
+    if strategy == "delete":
+        return set()
+    by_ns: dict[str, list[CheckpointRow]] = defaultdict(list)
+    for row in rows:
+        by_ns[row.checkpoint_ns].append(row)
+    interrupted = _open_interrupts(rows, writes)
+    keep: set[Key] = set()
+    calls = []
+    for ns, ns_rows in by_ns.items():
+        if NS_END in ns:
+            calls.append(ns)
+        else:
+            keep |= _by_strategy(ns, ns_rows, strategy, keep_last, before, interrupted)
+    roots = {cid for ns, cid in keep if ns == ""}
+    saved = {r.checkpoint_id for r in by_ns.get("", ())}
+    for ns in calls:
+        root = _root_of(by_ns[ns][0])
+        if root is None or root in roots or root not in saved:
+            keep |= _by_strategy(ns, by_ns[ns], strategy, keep_last, before, interrupted)
+    _enclosing(rows, keep)
+    return keep
+
+
+def _by_strategy(
+    ns: str,
+    rows: list[CheckpointRow],
+    strategy: str,
+    keep_last: int | None,
+    before: str | None,
+    interrupted: set[Key],
+) -> set[Key]:
+    """One namespace's kept ids: its latest always, then by the strategy."""
+    n = keep_last if strategy == "keep_last_n" else 1
+    keep = set()
+    for i, row in enumerate(rows):
+        key = (ns, row.checkpoint_id)
+        if i < n or key in interrupted:
+            keep.add(key)
+        elif strategy == "before" and row.checkpoint_id >= before:  # type: ignore[operator]
+            keep.add(key)
+    return keep
+
+
+def _open_interrupts(rows: Sequence[CheckpointRow], writes: Sequence[Any]) -> set[Key]:
+    """Checkpoints with an ``__interrupt__`` write and no child checkpoint:
+    resuming one must not re-run the tasks that already wrote."""
+    exists = {(r.checkpoint_ns, r.checkpoint_id) for r in rows}
+    has_child = {(r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
+    found = set()
+    for w in writes:
+        key = (w.checkpoint_ns, w.checkpoint_id)
+        if (
+            key in exists
+            and key not in has_child
+            and key not in found
+            and any(e[1] == INTERRUPT for e in decode_entries(w))
+        ):
+            found.add(key)
+    return found
+
+
+def _parents(row: CheckpointRow) -> dict[str, str]:
+    try:
+        parents = json.loads(row.metadata).get("parents")
+    except (ValueError, AttributeError):
+        return {}
+    return parents if isinstance(parents, dict) else {}
+
+
+def _root_of(row: CheckpointRow) -> str | None:
+    root = _parents(row).get("")
+    return root if isinstance(root, str) else None
+
+
+def _enclosing(rows: Sequence[CheckpointRow], keep: set[Key]) -> None:
+    """Add the enclosing subgraph checkpoints kept nested ones point at (the
+    root's are kept or not by the rule above, never through this walk)."""
+    by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
+    todo = list(keep)
+    while todo:
+        row = by_key.get(todo.pop())
+        if row is None:
+            continue
+        for ns, cid in _parents(row).items():
+            key = (ns, cid)
+            if ns and key in by_key and key not in keep:
+                keep.add(key)
+                todo.append(key)
