@@ -21,7 +21,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 
-__all__ = ["PLANNERS", "TABLE", "fence"]
+__all__ = ["PLANNERS", "TABLE", "fence", "fence_params"]
 
 NOW = "(extract(epoch from clock_timestamp()) * 1000)"
 COLS = f"holder, token, (expires_at - {NOW})::bigint, stop"
@@ -109,8 +109,14 @@ def fence(op: lo.CheckLease, sql: Any) -> tuple[str, tuple[Any, ...]]:
         f" u AS (UPDATE {t} SET expires_at = {NOW} + %s FROM l WHERE thread_id = %s"
         f" AND token = %s AND l.expires_at <= {NOW} + %s * 2 / 3)"
     )
-    params = (op.thread_id, op.token, op.ttl_ms, op.thread_id, op.token, op.ttl_ms)
-    return ctes, params
+    return ctes, fence_params(op)
+
+
+def fence_params(op: lo.CheckLease) -> tuple[Any, ...]:
+    """The parameters of :func:`fence`'s CTEs (its text depends on the schema
+    only, so the optimistic fence builds it once: ``postgres/optimistic.py``)."""
+    t, k, ttl = op.thread_id, op.token, op.ttl_ms
+    return (t, k, ttl, t, k, ttl)
 
 
 def _check(op: lo.CheckLease, sql: Any) -> Any:

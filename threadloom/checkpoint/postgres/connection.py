@@ -179,15 +179,21 @@ class PgConnector(ConnectorBase):
             conn.close()
 
     @contextmanager
-    def transaction(self, write: bool, optimistic: bool = False) -> Iterator[None]:
+    def transaction(
+        self, write: bool, optimistic: bool = False, before_commit: Callable[[], Any] | None = None
+    ) -> Iterator[None]:
         """One transaction for a whole flow (the storage driver's interface).
 
         ``optimistic``: the executor may answer reads without asking (only in
         the saver's own pipelined transactions; joined ones never are); a
         refused one raises :class:`~..storage.drive.OptimisticConflict`.
+        ``before_commit``: run after the body, inside the transaction (the
+        executor's last statements of an optimistic one).
         """
         if self.current.get() is not None:
             yield  # already inside one (a flow run from a flow): join it
+            if before_commit is not None:
+                before_commit()
             return
         snapshot = not write and (self.snapshot_reads or snapshot_wanted())
         tx = Tx(write, optimistic=optimistic, snapshot=snapshot)
@@ -195,6 +201,8 @@ class PgConnector(ConnectorBase):
         token = self.current.set(tx)
         try:
             yield
+            if before_commit is not None:
+                before_commit()
             if tx.lazy:
                 self._commit(tx)
             elif self.queued.get(id(tx)):

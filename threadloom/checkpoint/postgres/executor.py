@@ -7,8 +7,8 @@ transaction, sync or async.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Generator
+from contextlib import AbstractContextManager, asynccontextmanager
 from typing import Any
 
 from threadloom.checkpoint.postgres import generic, optimistic, seenrows, writecounts
@@ -40,15 +40,17 @@ class PgExecutor:
         """Whether a flow runs now (a flow run from it joins its transaction)."""
         return self.connector.current.get() is not None
 
-    @contextmanager
-    def optimistic_transaction(self, write: bool) -> Iterator[None]:
+    def optimistic_transaction(self, write: bool) -> AbstractContextManager[None]:
         """A write flow's transaction in which reads a flow needs only for rare
         cases are answered without a round trip (:mod:`.optimistic`); a refused
         one raises :class:`~threadloom.checkpoint.storage.drive.OptimisticConflict`
-        and the driver runs the flow again in :meth:`transaction`."""
-        with self.connector.transaction(write, optimistic=True):
-            yield
-            self._flush(self.connector.execute)
+        and the driver runs the flow again in :meth:`transaction`. The
+        connector runs :meth:`_flush_sync` after the flow, inside the
+        transaction (one context manager per write instead of two)."""
+        return self.connector.transaction(write, optimistic=True, before_commit=self._flush_sync)
+
+    def _flush_sync(self) -> None:
+        self._flush(self.connector.execute)
 
     @asynccontextmanager
     async def aoptimistic_transaction(self, write: bool) -> AsyncIterator[None]:

@@ -170,7 +170,23 @@ def _pad(digits: str, fill: str) -> int:
 
 
 def pack_ordered(value: str) -> bytes:
-    """A checkpoint id packed so that byte order is the strings' order."""
+    """A checkpoint id packed so that byte order is the strings' order.
+
+    Remembered for the last ids packed: a step packs its checkpoint's id, and
+    the next step packs it again as its parent and its diff base."""
+    packed = _ordered.get(value)
+    if packed is None:
+        packed = _pack_ordered(value)
+        if len(_ordered) >= 256:
+            _ordered.clear()
+        _ordered[value] = packed
+    return packed
+
+
+_ordered: dict[str, bytes] = {}
+
+
+def _pack_ordered(value: str) -> bytes:
     if len(value) == 36 and _UUID.fullmatch(value):
         return b"\x01" + bytes.fromhex(value.replace("-", ""))
     below = _below(value)

@@ -33,11 +33,25 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
+from threadloom.checkpoint.lease.postgres import fence_params
 from threadloom.checkpoint.postgres import generic, writecounts
 from threadloom.checkpoint.postgres.blobinsert import NEW_COUNTS, insert_blobs
-from threadloom.checkpoint.postgres.connector import CONFLICT_MARK
-from threadloom.checkpoint.postgres.idpack import packed_ckpt, packed_ref, packed_write
+from threadloom.checkpoint.postgres.idpack import (
+    packed_ckpt,
+    packed_ref,
+    packed_write,
+)
 from threadloom.checkpoint.postgres.queries import SQL, columns
+from threadloom.checkpoint.postgres.rowsave import (
+    NO_REFS,
+    REFUSE,
+    _check,
+    _checked_upsert,
+    _lock_others,
+    _text,
+    refuse_unless,
+    save_row,
+)
 from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
 from threadloom.checkpoint.postgres.stmt import LOCK_SLOT, Stmt, Tx
 from threadloom.checkpoint.storage import ops
@@ -47,17 +61,6 @@ __all__ = ["LOCK_SLOT", "REFUSE", "flush", "lock_first", "plan", "refuse_unless"
 
 Guess = tuple[list[Stmt], Any]
 Planner = Callable[[Any, SQL], tuple[list[Stmt], Any]]
-
-REFUSE = f"('{CONFLICT_MARK}:' || pg_backend_pid())::int"
-"""Fails the statement, and so the transaction. ``pg_backend_pid()`` is not
-immutable, so the planner cannot fold the cast (and fail) before the condition
-guarding it is evaluated."""
-
-
-def refuse_unless(cond: str) -> str:
-    """A SELECT list item: 1 when ``cond`` holds, else the transaction fails."""
-    return f"CASE WHEN {cond} THEN 1 ELSE {REFUSE} END"
-
 
 _LOCKED = "(SELECT 1 FROM pg_advisory_xact_lock(%s)) = 1"
 
@@ -71,20 +74,6 @@ def thread_lock_key(sql: SQL, thread_id: str) -> int:
 def _lock_key(schema: str, thread_id: str) -> int:
     digest = blake2b(f"{schema}\0{thread_id}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
-
-
-_texts: dict[tuple[str, ...], Any] = {}
-
-
-def _text(key: tuple[str, ...], build: Callable[[], Any]) -> Any:
-    """A statement text derived from the fixed texts of :class:`.queries.SQL`,
-    built once (a put used to rebuild its texts at every call)."""
-    text = _texts.get(key)
-    if text is None:
-        if len(_texts) >= 256:
-            _texts.clear()
-        text = _texts[key] = build()
-    return text
 
 
 def lock_first(batch: list[Stmt], key: int) -> bool:
@@ -137,12 +126,16 @@ def _check_lease(op: lo.CheckLease, sql: SQL, pessimistic: Planner) -> list[Stmt
     stop (answer ``""``). The fence's renewal runs as planned; the transaction
     fails when it found no live lease of ours or a stop request, and the run
     again learns which (lease lost, or the stop) from the pessimistic fence."""
-    ctes, params = lease_fence(op, sql)
-    stmt = (
+    stmt = _text(("fence", sql.s), lambda: _fence_text(op, sql))
+    return [Stmt(stmt, fence_params(op))]
+
+
+def _fence_text(op: lo.CheckLease, sql: SQL) -> str:
+    ctes = lease_fence(op, sql)[0]
+    return (
         f"WITH {ctes} SELECT CASE WHEN NOT ({LOCK_SLOT}) THEN 0"
         f" WHEN (SELECT stop FROM l) = '' THEN 1 ELSE {REFUSE} END"
     )
-    return [Stmt(stmt, params)]
 
 
 def flush(tx: Tx, pessimistic: Planner, sql: SQL) -> list[Stmt]:
@@ -174,28 +167,30 @@ def _load_writes(op: ops.LoadWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
     """Rows the flow expects to be new: a plain insert that fails on an existing one."""
-    expected = op.expected
-    if not op.rows or expected is None or len(expected) != len(op.rows):
+    expected, rows = op.expected, op.rows
+    if not rows or expected is None or len(expected) != len(rows):
         return None
-    if any(e is not None for e in expected):
-        return None
+    for e in expected:
+        if e is not None:
+            return None
     pending = tx.pending
-    if pending is not None and all(
-        (w.thread_id, w.checkpoint_ns) == (pending.thread_id, pending.checkpoint_ns)
-        and w.checkpoint_id in pending.checkpoint_ids
-        for w in op.rows
-    ):
+    if pending is not None and _pending_covers(pending, rows):
         tx.pending = None  # the insert below checks exactly what the flow assumed
-    unique = {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in op.rows}
-    held = writecounts.held(op, list(unique.values()))
-    batch = (flush(tx, pessimistic, sql) if tx.pending is not None else []) + insert_blobs(
-        op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS
-    )
-    one = len(unique) == 1  # the usual case: scalars, no arrays to build and parse
-    if one:
-        params = (*packed_write(next(iter(unique.values()))), 1)
+    if len(rows) == 1:  # the usual case: scalars, no arrays to build and parse
+        unique = list(rows)
     else:
-        params = (*columns(map(packed_write, unique.values()), 7), len(unique))
+        unique = list(
+            {(w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id): w for w in rows}.values()
+        )
+    held = writecounts.held(op, unique)
+    batch = flush(tx, pessimistic, sql) if tx.pending is not None else []
+    if op.blobs:
+        batch += insert_blobs(op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS)
+    one = len(unique) == 1
+    if one:
+        params = (*packed_write(unique[0]), 1)
+    else:
+        params = (*columns(map(packed_write, unique), 7), len(unique))
     if held is None:
         stmt = _text(("writes", sql.upsert_writes, one), lambda: _insert_writes(sql, one))
         batch.append(Stmt(stmt, params))
@@ -209,6 +204,16 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
         batch.append(Stmt(stmt, (hashes, hashes, counts, *params, len(hashes))))
         tx.absorbed = held
     return batch, frozenset(b.hash for b in op.blobs)
+
+
+def _pending_covers(pending: ops.LoadWrites, rows: Any) -> bool:
+    """Whether every row is of the checkpoint(s) the pending ``LoadWrites`` read."""
+    for w in rows:
+        if w.thread_id != pending.thread_id or w.checkpoint_ns != pending.checkpoint_ns:
+            return False
+        if w.checkpoint_id not in pending.checkpoint_ids:
+            return False
+    return True
 
 
 def _insert_writes(sql: SQL, one: bool) -> str:
@@ -227,6 +232,8 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
     The answer: nothing stale, every ref inserted (a key repeated in the call
     only once, as the pessimistic plan reports it), no new blob to settle
     (their children are counted by the insert)."""
+    if not (op.refs or op.blobs or op.needs):  # a state kept whole in the record
+        return save_row(op, sql), NO_REFS
     flags, seen, holds = [], set(), Counter[bytes]()
     for ref in op.refs:
         key = (ref.channel, ref.version)
@@ -300,19 +307,6 @@ def _checked_save_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
     )
 
 
-def _lock_others(sql: SQL) -> str:
-    """``a``: the blobs asked for, ``mine`` when this transaction's blob insert
-    created the row (:data:`.generic.NEW_BLOBS`; not ``xmin``, which after an
-    xid wraparound can equal an old frozen row's); ``l``: the others, locked in
-    hash order."""
-    return (
-        f"WITH a AS MATERIALIZED (SELECT hash, hash = ANY({generic.OWN}) AS mine"
-        f" FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])),"
-        f" l AS (SELECT hash FROM {sql.blobs}"
-        " WHERE hash = ANY(ARRAY(SELECT hash FROM a WHERE NOT mine)) ORDER BY hash FOR UPDATE) "
-    )
-
-
 def _refs_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
     """The refs insert, failing unless it inserted every ref; after a blob
     insert it adds no count to the rows that insert created (:data:`NEW_COUNTS`)."""
@@ -327,59 +321,3 @@ def _refs_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
             f"coalesce(current_setting('{NEW_COUNTS}', true), ''), ',')::bigint[])",
         )
     return stmt
-
-
-def _checked_upsert(op: ops.SaveCheckpoint, sql: SQL) -> Stmt | None:
-    """The checkpoint upsert, failing the transaction when its diff base is gone
-    (evaluated once, before the row is written). None when the upsert's text
-    has no ``VALUES (...)`` to turn into a SELECT.
-
-    Only a keyframe's upsert has a lock slot: the base check reads the thread
-    in the statement's snapshot, which must follow the lock (a put first in
-    its transaction then sends the lock as a statement of its own), else a
-    ``delete_thread`` committed while the put waited leaves a diff against a
-    deleted base."""
-    cparams: list[Any] = []
-    where = LOCK_SLOT
-    if _cached_base(op):  # no lock slot: the base check needs a snapshot taken after it
-        cond, cparams = _base_exists(op, sql)
-        where = f"({refuse_unless(cond)}) = 1"
-    stmt = _text(("upsert", sql.upsert_ckpt, where), lambda: _upsert_where(sql, where))
-    if stmt == "":
-        return None
-    return Stmt(stmt, (*packed_ckpt(op.row), *cparams))
-
-
-def _upsert_where(sql: SQL, where: str) -> str:
-    """The checkpoint upsert as ``INSERT ... SELECT <values> WHERE <where>``
-    ("" when its text has no ``VALUES (...)``)."""
-    text = sql.upsert_ckpt
-    start = text.find("VALUES (")
-    end = text.find(")", start)
-    if start < 0 or end < 0:
-        return ""
-    return f"{text[:start]}SELECT {text[start + 8 : end]} WHERE {where}{text[end + 1 :]}"
-
-
-def _check(op: ops.SaveCheckpoint, sql: SQL, locking: list[bytes]) -> Stmt | None:
-    """Lock every blob the refs hold or reuse (hash order) that this
-    transaction did not insert, and fail unless all are there and the diff base
-    exists (see :func:`.saveplan.check`: a blob deleted while the lock waited is
-    not returned, so it counts as missing). A blob row this transaction
-    inserted is invisible to every other until the commit, so nobody can delete
-    it: locking it only wrote a row-lock WAL record and dirtied its page (5 of
-    a bench put's ~55 WAL records)."""
-    parts: list[str] = []
-    params: list[Any] = []
-    with_ = ""
-    if locking:
-        with_ = _text(("lock", sql.blobs), lambda: _lock_others(sql))
-        parts.append("(SELECT count(*) FROM l) + (SELECT count(*) FROM a WHERE mine) = %s")
-        params += [locking, len(locking)]
-    if _cached_base(op):
-        base, bparams = _base_exists(op, sql)
-        parts.append(base)
-        params += bparams
-    if not parts:
-        return None
-    return Stmt(f"{with_}SELECT {refuse_unless(' AND '.join(parts))}", tuple(params))

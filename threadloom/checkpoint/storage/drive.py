@@ -28,8 +28,8 @@ what this does not catch.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Generator, Iterator
+from types import GeneratorType
 from typing import Any, NamedTuple
 
 from threadloom.checkpoint.storage.rereads import (
@@ -132,26 +132,29 @@ def _restarter(flow: Any) -> _Restart | None:
     Why here: callers hand the driver a generator, and an optimistic run that
     the store refuses has to start over from the same arguments.
     """
-    code = getattr(flow, "gi_code", None)
-    if code is None or not rebuildable(code):
+    if type(flow) is not GeneratorType:
         return None
-    if inspect.getgeneratorstate(flow) != inspect.GEN_CREATED:
+    code = flow.gi_code
+    if not rebuildable(code):
         return None
+    frame = flow.gi_frame  # not yet started: neither running, suspended nor closed
+    if frame is None or flow.gi_running or flow.gi_suspended:
+        return None
+    local = frame.f_locals
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    local = flow.gi_frame.f_locals
     args = {name: local[name] for name in names}
     inner = []
     for name, value in args.items():
         if type(value) in PLAIN:
             continue
-        if inspect.isgenerator(value):
+        if type(value) is GeneratorType:
             again = _restarter(value)
             if again is None:
                 return None
             inner.append((name, again))
         elif consumable(value, 4):  # a second run would see it exhausted
             return None
-    return _Restart(code, flow.gi_frame.f_globals, args, inner)
+    return _Restart(code, frame.f_globals, args, inner)
 
 
 def _forget(restart: Any, conflict: OptimisticConflict) -> None:

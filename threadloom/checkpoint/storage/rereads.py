@@ -78,7 +78,20 @@ def consumable(value: Any, depth: int) -> bool:
                 if consumable(item, depth - 1):
                     return True
         return False
-    return isinstance(value, Iterator)
+    known = _ITERATOR.get(kind)
+    if known is None:
+        known = isinstance(value, Iterator)
+        if value.__class__ is kind:  # (a proxy may claim another class)
+            if len(_ITERATOR) >= 512:  # classes made on the fly stay bounded
+                _ITERATOR.clear()
+            _ITERATOR[kind] = known
+    return known
+
+
+_ITERATOR: dict[type, bool] = {}
+"""Whether a type is an :class:`~collections.abc.Iterator` (the ABC check, a
+few hundred instructions, ran for every argument of every write flow; it
+looks at the class only; a class registered as one later is not seen)."""
 
 
 SNAPSHOT: ContextVar[bool] = ContextVar("threadloom_snapshot_read", default=False)
