@@ -74,6 +74,19 @@ def test_subgraph_node_classes_are_trusted_by_the_parent_saver() -> None:
     assert Draft in saver.serde.allowed  # trusted at compile, before any run
 
 
+def test_classes_of_a_subgraph_two_levels_down_are_trusted_at_compile() -> None:
+    middle = StateGraph(Parent)
+    middle.add_node("child", _sub())
+    middle.add_edge(START, "child")
+    parent = StateGraph(Parent)
+    parent.add_node("middle", middle.compile())
+    parent.add_edge(START, "middle")
+    saver = InMemorySaver()
+    app = parent.compile(checkpointer=saver)
+    assert Draft in saver.serde.allowed
+    assert app.invoke({"log": []}, {"configurable": {"thread_id": "2"}}) == {"log": ["v1"]}
+
+
 def test_subgraph_called_inside_a_node_function_trusts_its_classes() -> None:
     sub = _sub()
     parent = StateGraph(Parent)

@@ -30,6 +30,8 @@ _LAST: weakref.WeakKeyDictionary[Any, dict[str, type]] = weakref.WeakKeyDictiona
 
 def graph_types(builder: Any, _seen: set[int] | None = None) -> tuple[type, ...]:
     """Every class the schemas of ``builder`` and of its subgraph nodes mention, sorted."""
+    from threadloom.graph.state import StateGraph
+
     seen = _seen if _seen is not None else set()
     seen.add(id(builder))
     types: set[type] = set()
@@ -40,7 +42,7 @@ def graph_types(builder: Any, _seen: set[int] | None = None) -> tuple[type, ...]
     for spec in builder.nodes.values():
         types |= schema_types(spec.input_schema)
         sub = getattr(spec.runnable, "builder", None)  # a compiled StateGraph as a node
-        if sub is not None and hasattr(sub, "nodes") and id(sub) not in seen:
+        if isinstance(sub, StateGraph) and id(sub) not in seen:
             types |= set(graph_types(sub, seen))
     return tuple(sorted(types, key=lambda t: (t.__module__, t.__qualname__)))
 
