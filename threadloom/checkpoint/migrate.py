@@ -8,36 +8,40 @@ id, parent, metadata and values, and every pending write, per thread and
 namespace, so ``get_state``, the history, time travel and resuming an
 interrupted thread carry on where LangGraph left off.
 
-Values travel the way they would between two processes: LangGraph's own
-serializer writes them and the target saver's serializer reads them, so
-LangGraph's ``Interrupt``/``Send``/``Command`` become threadloom's, LangChain
-messages stay messages, and the target's safe-deserialization rules apply (an
-application class the target's serializer does not allow is refused with a
-``SerializationError`` naming it; allow it on the target's ``serde``).
+Values travel the way they would between two processes: LangGraph's serializer
+writes them and the target's reads them, so LangGraph's ``Interrupt``/``Send``/
+``Command`` become threadloom's, LangChain messages stay messages, and the
+target's safe-deserialization rules apply (a class it does not allow is refused
+with a ``SerializationError`` naming it; allow it on the target's ``serde``).
 
-A thread is imported whole or not at all, so a failed import never leaves a
-truncated thread that a program would silently continue from: a thread the
-target did not hold before is deleted from the target again when bringing it
-over fails (a refused value, a storage error); for a thread it holds already
-(an earlier import), the new values are converted, and so checked against the
-target's rules, before the first of them is written. Threads go one at a time, and only
-one checkpoint's values are held at once (a thread is read twice: once to check,
-once to write), so memory does not grow with the size of the source.
-
-Re-running an import skips checkpoints and pending writes the target already
-has, so an interrupted import can simply be run again.
+A thread comes over whole or not at all. It is read twice, one checkpoint at a
+time: a survey checks every value to be written against the target's rules (a
+refused value writes nothing), then the checkpoints are written oldest first.
+When a write fails, a thread the target did not hold before is deleted again,
+unless another program wrote to it meanwhile (then it stays, and the error
+says so). Re-running skips checkpoints and pending writes the target holds
+already (equal values); a pending write it holds with another value (its
+program went on differently) is left and counted in ``differing_writes``.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from threadloom.errors import ConfigError, SerializationError, StorageError
+from threadloom.checkpoint.base import WRITES_IDX_MAP
+from threadloom.checkpoint.migrate_source import (
+    Converter,
+    afind_threads,
+    athread_tuples,
+    config_of,
+    find_threads,
+    loud_langgraph_fallback,
+    order,
+    thread_tuples,
+)
+from threadloom.errors import StorageError
 
 __all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
 
@@ -50,10 +54,12 @@ class ImportResult:
     checkpoints: int = 0  # written by this call
     skipped: int = 0  # checkpoints already in the target (an earlier import)
     writes: int = 0  # pending writes stored by this call
-    skipped_writes: int = 0  # pending writes already in the target
+    skipped_writes: int = 0  # pending writes the target holds already, equal
+    differing_writes: int = 0  # the target holds another value there: left as it is
 
 
 Progress = Callable[[ImportResult], None]
+_PLAIN = (str, int, float, bool, type(None), bytes, bytearray)  # nothing to refuse
 
 
 @dataclass
@@ -65,8 +71,9 @@ class _Entry:
     parent: str | None
     versions: dict[str, Any]
     present: bool  # the target has this checkpoint already
-    tasks: set[str]  # tasks whose pending writes the target lacks
-    kept: int  # pending writes the target has already
+    todo: dict[str, set[int]]  # task -> which of its writes (by position) to write
+    kept: int  # pending writes the target has already (equal)
+    differ: int  # pending writes the target holds with another value
 
 
 def import_langgraph(
@@ -87,28 +94,30 @@ def import_langgraph(
         SerializationError: a value the target's serializer refuses to revive
             (nothing of that thread was written).
     """
-    convert = _converter(source, target, "list")
+    conv = Converter(source, target, "list")
     result = ImportResult()
-    with _loud_langgraph_fallback():
-        for thread in _threads(source, thread_ids):
-            fresh = next(iter(target.list(_config(thread, None, None), limit=1)), None) is None
-            entries = []
-            for tup in source.list(_config(thread, None, None)):
-                have = None if fresh else target.get_tuple(_config(*_order(tup)))
-                entries.append(_survey(tup, have, None if fresh else convert))
-            if entries:
+    with loud_langgraph_fallback():
+        for thread in find_threads(source, thread_ids):
+            whole = config_of(thread, None, None)
+            fresh = next(iter(target.list(whole, limit=1)), None) is None
+            survey = _Survey(conv)
+            for tup in thread_tuples(source, thread):
+                survey.add(tup, None if fresh else target.get_tuple(config_of(*order(tup))))
+            if survey.entries:
                 result.threads.add(thread)
+            writer = _Writer(thread, conv, result)
             try:
-                for entry in _sorted(entries):
+                for entry in survey.sorted():
                     tup = source.get_tuple(_at(thread, entry)) if _needs(entry) else None
-                    for method, args in _calls(thread, entry, tup, convert, result):
+                    for method, args in writer.calls(entry, tup):
                         getattr(target, method)(*args)
                     if progress is not None:
                         progress(result)
             except BaseException as exc:
-                if fresh:  # none of it, not a truncated thread that looks whole
+                if fresh:  # none of it, unless another program wrote to it meanwhile
                     try:
-                        target.delete_thread(thread)
+                        if _removable(exc, thread, writer.written, map(order, target.list(whole))):
+                            target.delete_thread(thread)
                     except Exception as undo:
                         _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
                 raise
@@ -124,36 +133,52 @@ async def aimport_langgraph(
 ) -> ImportResult:
     """Async twin of :func:`import_langgraph`: LangGraph's async savers
     (``AsyncPostgresSaver``, ``AsyncSqliteSaver``) list only through ``alist``."""
-    convert = _converter(source, target, "alist")
+    conv = Converter(source, target, "alist")
     result = ImportResult()
-    with _loud_langgraph_fallback():
-        if thread_ids is None:
-            threads = sorted({_order(t)[0] async for t in source.alist(None)})
-        else:
-            threads = _wanted(thread_ids)
-        for thread in threads:
-            fresh = [t async for t in target.alist(_config(thread, None, None), limit=1)] == []
-            entries = []
-            async for tup in source.alist(_config(thread, None, None)):
-                have = None if fresh else await target.aget_tuple(_config(*_order(tup)))
-                entries.append(_survey(tup, have, None if fresh else convert))
-            if entries:
+    with loud_langgraph_fallback():
+        for thread in await afind_threads(source, thread_ids):
+            whole = config_of(thread, None, None)
+            fresh = [t async for t in target.alist(whole, limit=1)] == []
+            survey = _Survey(conv)
+            async for tup in athread_tuples(source, thread):
+                have = None if fresh else await target.aget_tuple(config_of(*order(tup)))
+                survey.add(tup, have)
+            if survey.entries:
                 result.threads.add(thread)
+            writer = _Writer(thread, conv, result)
             try:
-                for entry in _sorted(entries):
+                for entry in survey.sorted():
                     tup = await source.aget_tuple(_at(thread, entry)) if _needs(entry) else None
-                    for method, args in _calls(thread, entry, tup, convert, result):
+                    for method, args in writer.calls(entry, tup):
                         await getattr(target, "a" + method)(*args)
                     if progress is not None:
                         progress(result)
             except BaseException as exc:
-                if fresh:  # none of it, not a truncated thread that looks whole
+                if fresh:  # none of it, unless another program wrote to it meanwhile
                     try:
-                        await target.adelete_thread(thread)
+                        keys = [order(t) async for t in target.alist(whole)]
+                        if _removable(exc, thread, writer.written, keys):
+                            await target.adelete_thread(thread)
                     except Exception as undo:
                         _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
                 raise
     return result
+
+
+def _removable(
+    exc: BaseException, thread: str, written: set[tuple[str, str]], keys: Iterable[Any]
+) -> bool:
+    """Whether the failed thread holds only what this call wrote: a checkpoint
+    another program wrote to it meanwhile would be deleted with it."""
+    foreign = [cid for _, ns, cid in keys if (ns, cid) not in written]
+    if foreign:
+        _note(
+            exc,
+            f"thread {thread!r} was not removed again: it holds {len(foreign)} checkpoint(s) "
+            f"this import did not write (e.g. {foreign[0]!r}, written meanwhile by another "
+            f"program); the {len(written)} checkpoint(s) this import wrote are still there",
+        )
+    return not foreign
 
 
 def _note(exc: BaseException, text: str) -> None:
@@ -162,179 +187,177 @@ def _note(exc: BaseException, text: str) -> None:
         add_note(text)
 
 
-def _survey(tup: Any, have: Any, check: Callable[[Any], Any] | None) -> _Entry:
-    """The entry of ``tup`` (``have``: the target's tuple of it, or None). With
-    ``check`` (a thread the target holds already: it is not deleted on failure),
-    what the target lacks is converted here and dropped, so a value the target
-    refuses stops the import before the thread's first write."""
-    _, ns, cid = _order(tup)
-    convert = check or _unchecked
-    if have is None:
-        convert(dict(tup.checkpoint))
-        convert(dict(tup.metadata))
-    stored: dict[str, Counter[str]] = {}
-    for task_id, channel, _ in (have.pending_writes or ()) if have is not None else ():
-        stored.setdefault(task_id, Counter())[channel] += 1
-    wanted: dict[str, Counter[str]] = {}
-    for task_id, channel, _ in tup.pending_writes or ():
-        wanted.setdefault(task_id, Counter())[channel] += 1
-    tasks = {task for task, channels in wanted.items() if stored.get(task) != channels}
-    kept = sum(sum(wanted[task].values()) for task in wanted.keys() - tasks)
-    for task_id, _, value in tup.pending_writes or ():
-        if task_id in tasks:
-            convert(value)
-    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    # versions are plain strings or numbers: kept as stored
-    versions = dict(tup.checkpoint.get("channel_versions") or {})
-    return _Entry(ns, cid, parent, versions, have is not None, tasks, kept)
+class _Survey:
+    """Pass one over a thread (no values kept): what each checkpoint needs, and
+    every value the write pass will write checked against the target's rules,
+    so a refused value raises before the thread's first write. A channel's
+    value is checked once per version (both LangGraph's savers and ours key a
+    channel's value by its version), and a list's or dict's parts once per
+    thread, by their serialized bytes: a message list that grows by one message
+    per checkpoint is not revived whole at every checkpoint."""
+
+    def __init__(self, conv: Converter) -> None:
+        self.conv = conv
+        self.entries: list[_Entry] = []
+        self.versions: set[tuple[str, str, Any]] = set()
+        self.parts: set[int] = set()
+
+    def add(self, tup: Any, have: Any) -> None:
+        _, ns, cid = order(tup)
+        versions = dict(tup.checkpoint.get("channel_versions") or {})
+        if have is None:
+            rest = dict(tup.checkpoint)
+            values = rest.pop("channel_values", None) or {}
+            self.conv.convert(rest)
+            self.conv.convert(dict(tup.metadata))
+            for channel, value in values.items():
+                key = (ns, channel, versions.get(channel))
+                if key not in self.versions:
+                    self._check(value)
+                    if key[2] is not None:
+                        self.versions.add(key)
+        todo, kept, differ = self._writes(tup.pending_writes or (), have)
+        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        entry = _Entry(ns, cid, parent, versions, have is not None, todo, kept, differ)
+        self.entries.append(entry)
+
+    def _check(self, value: Any) -> None:
+        if type(value) is dict:
+            parts: Iterable[Any] = (p for item in value.items() for p in item)
+        elif type(value) in (list, tuple):
+            parts = value
+        else:
+            parts = (value,)
+        for part in parts:
+            if type(part) in _PLAIN:
+                continue
+            dumped = self.conv.dump(part)
+            key = hash(dumped)
+            if key not in self.parts:
+                self.conv.load(dumped)
+                self.parts.add(key)
+
+    def _writes(self, writes: Iterable[Any], have: Any) -> tuple[dict[str, set[int]], int, int]:
+        """Which writes the target lacks. One it holds counts when equal; where
+        it holds another value (its program went on differently: a special
+        channel's slot taken, or the task's regular writes there) it is left."""
+        stored: dict[str, list[tuple[str, Any]]] = {}
+        for task_id, channel, value in (have.pending_writes or ()) if have is not None else ():
+            stored.setdefault(task_id, []).append((channel, value))
+        taken = {t: {_slot(ch) for ch, _ in there} for t, there in stored.items()}
+        todo: dict[str, set[int]] = {}
+        kept = differ = 0
+        position: dict[str, int] = {}
+        for task_id, channel, value in writes:
+            n = position[task_id] = position.get(task_id, -1) + 1
+            there = stored.get(task_id)
+            if there is None:
+                self._check(value)
+                todo.setdefault(task_id, set()).add(n)
+                continue
+            mine = self.conv.convert(value)  # compared, and so checked
+            same = next(
+                (i for i, (ch, v) in enumerate(there) if ch == channel and _equal(v, mine)), None
+            )
+            if same is not None:
+                del there[same]
+                kept += 1
+            elif _slot(channel) in taken[task_id]:
+                differ += 1
+            else:
+                todo.setdefault(task_id, set()).add(n)
+        return todo, kept, differ
+
+    def sorted(self) -> list[_Entry]:
+        """Parents first: per namespace, by id (ids grow with time); each entry
+        learns its parent's versions (a checkpoint stores only the channels whose
+        version differs from its parent's, as a run would have)."""
+        entries = self.entries
+        entries.sort(key=lambda e: (e.ns, e.cid))
+        versions_of = {(e.ns, e.cid): e.versions for e in entries}
+        for e in entries:
+            before = versions_of.get((e.ns, e.parent), {}) if e.parent else {}
+            e.versions = {ch: v for ch, v in e.versions.items() if before.get(ch) != v}
+        return entries
 
 
-def _unchecked(value: Any) -> Any:
-    return value
+def _slot(channel: str) -> str:
+    """A special channel has its own slot in a task's writes; the regular ones
+    are written together, so one of them there means all of them are."""
+    return channel if channel in WRITES_IDX_MAP else ""
 
 
-def _sorted(entries: list[_Entry]) -> list[_Entry]:
-    """Parents first: per namespace, by id (ids grow with time); each entry
-    learns its parent's versions (a checkpoint stores only the channels whose
-    version differs from its parent's, as a run would have)."""
-    entries.sort(key=lambda e: (e.ns, e.cid))
-    versions_of = {(e.ns, e.cid): e.versions for e in entries}
-    for e in entries:
-        before = versions_of.get((e.ns, e.parent), {}) if e.parent else {}
-        e.versions = {ch: v for ch, v in e.versions.items() if before.get(ch) != v}
-    return entries
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # an array's ==, say: not known to be equal
+        return False
 
 
 def _needs(entry: _Entry) -> bool:
-    return not entry.present or bool(entry.tasks)
+    return not entry.present or bool(entry.todo)
 
 
-def _calls(
-    thread: str, entry: _Entry, tup: Any, convert: Callable[[Any], Any], result: ImportResult
-) -> list[tuple[str, tuple[Any, ...]]]:
-    """The target calls that bring one checkpoint over (``tup``: read from the
-    source again, None when nothing is missing), counted in ``result``."""
-    at = _at(thread, entry)
-    calls: list[tuple[str, tuple[Any, ...]]] = []
-    result.skipped_writes += entry.kept
-    if entry.present:
-        result.skipped += 1
-    elif tup is None:
-        raise StorageError(
-            f"import_langgraph: checkpoint {entry.cid!r} of thread {thread!r} left the "
-            "source during the import"
-        )
-    else:
-        checkpoint = convert(dict(tup.checkpoint))
-        metadata = convert(dict(tup.metadata))
-        parent = _config(thread, entry.ns, entry.parent)
-        calls.append(("put", (parent, checkpoint, metadata, entry.versions)))
-        result.checkpoints += 1
-    by_task: dict[str, list[tuple[str, Any]]] = {}
-    for task_id, channel, value in (tup.pending_writes or ()) if tup is not None else ():
-        if task_id in entry.tasks:
-            by_task.setdefault(task_id, []).append((channel, convert(value)))
-    for task_id, writes in by_task.items():
-        result.writes += len(writes)
-        calls.append(("put_writes", (at, writes, task_id)))
-    return calls
+class _Writer:
+    """Pass two: the target calls that bring one checkpoint over, counted. The
+    converted values of the last checkpoint written are kept, so a channel whose
+    version did not change is not converted again."""
 
+    def __init__(self, thread: str, conv: Converter, result: ImportResult) -> None:
+        self.thread, self.conv, self.result = thread, conv, result
+        self.written: set[tuple[str, str]] = set()  # (ns, id) of checkpoints put
+        self.last: dict[str, tuple[tuple[str, Any], Any]] = {}
 
-@contextmanager
-def _loud_langgraph_fallback() -> Iterator[None]:
-    """While the source is read: a stored object LangGraph cannot rebuild in this
-    process (its class does not import here) raises instead of coming back as
-    its raw fields, which the import would otherwise store as a plain dict."""
-    try:
-        from langgraph.checkpoint.serde import jsonplus
-    except ImportError:  # not LangGraph's serializer: nothing to make loud
-        yield
-        return
-    quiet = getattr(jsonplus, "_reconstruction_fallback", None)
-    if quiet is None:
-        yield
-        return
-
-    refused: list[SerializationError] = []
-
-    def loud(tup: Any, exc: Exception) -> Any:
-        name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
-        refused.append(
-            SerializationError(
-                f"import_langgraph: LangGraph cannot rebuild {name} in this process "
-                f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
-                "on the target's serializer), then import again"
+    def calls(self, entry: _Entry, tup: Any) -> list[tuple[str, tuple[Any, ...]]]:
+        """``tup``: read from the source again, None when nothing is missing."""
+        result, thread = self.result, self.thread
+        at = _at(thread, entry)
+        calls: list[tuple[str, tuple[Any, ...]]] = []
+        result.skipped_writes += entry.kept
+        result.differing_writes += entry.differ
+        if entry.present:
+            result.skipped += 1
+        elif tup is None:
+            raise StorageError(
+                f"import_langgraph: checkpoint {entry.cid!r} of thread {thread!r} left the "
+                "source during the import"
             )
-        )
-        raise refused[-1] from exc
+        else:
+            checkpoint = self._checkpoint(entry.ns, tup.checkpoint)
+            metadata = self.conv.convert(dict(tup.metadata))
+            parent = config_of(thread, entry.ns, entry.parent)
+            calls.append(("put", (parent, checkpoint, metadata, entry.versions)))
+            self.written.add((entry.ns, entry.cid))
+            result.checkpoints += 1
+        by_task: dict[str, list[tuple[str, Any]]] = {}
+        position: dict[str, int] = {}
+        for task_id, channel, value in (tup.pending_writes or ()) if tup is not None else ():
+            n = position[task_id] = position.get(task_id, -1) + 1
+            if n in entry.todo.get(task_id, ()):
+                by_task.setdefault(task_id, []).append((channel, self.conv.convert(value)))
+        for task_id, writes in by_task.items():
+            result.writes += len(writes)
+            calls.append(("put_writes", (at, writes, task_id)))
+        return calls
 
-    jsonplus._reconstruction_fallback = loud
-    try:
-        yield
-    except Exception as exc:  # msgpack wraps what its ext hook raised
-        if refused:
-            raise refused[0] from exc
-        raise
-    finally:
-        jsonplus._reconstruction_fallback = quiet
-
-
-def _converter(source: Any, target: Any, lister: str) -> Callable[[Any], Any]:
-    """Values as LangGraph's serializer writes them, revived by the target's."""
-    dump = getattr(getattr(source, "serde", None), "dumps_typed", None)
-    if dump is None or not callable(getattr(source, lister, None)):
-        raise ConfigError(
-            f"import_langgraph: the source must be a LangGraph checkpointer (with "
-            f".{lister}() and .serde), got {type(source).__name__}"
-        )
-    serde = getattr(target, "serde", None)
-    if serde is None:
-        from threadloom.checkpoint.serde import MsgpackSerializer
-
-        serde = MsgpackSerializer()
-    load = serde.loads_typed
-
-    def convert(value: Any) -> Any:
-        return load(dump(value))
-
-    return convert
-
-
-def _wanted(thread_ids: Iterable[str]) -> list[str]:
-    if isinstance(thread_ids, (str, bytes)):
-        raise ConfigError("thread_ids must be a list of thread ids, not one string")
-    return sorted({str(t) for t in thread_ids})
-
-
-def _threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
-    """The threads to import, found without holding the source's values: by SQL
-    for LangGraph's ``SqliteSaver``, from the keys of its ``InMemorySaver``,
-    otherwise by listing everything once (each value dropped as it comes)."""
-    if thread_ids is not None:
-        return _wanted(thread_ids)
-    conn, storage = getattr(source, "conn", None), getattr(source, "storage", None)
-    if isinstance(conn, sqlite3.Connection) and callable(getattr(source, "cursor", None)):
-        with source.cursor(transaction=False) as cur:
-            cur.execute("SELECT DISTINCT thread_id FROM checkpoints")
-            return sorted(str(row[0]) for row in cur.fetchall())
-    if isinstance(storage, dict):
-        return sorted(str(t) for t, spaces in storage.items() if spaces)
-    return sorted({_order(tup)[0] for tup in source.list(None)})
-
-
-def _order(tup: Any) -> tuple[str, str, str]:
-    conf = tup.config["configurable"]
-    return str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+    def _checkpoint(self, ns: str, checkpoint: Any) -> dict[str, Any]:
+        rest = dict(checkpoint)
+        values = rest.pop("channel_values", None) or {}
+        versions = rest.get("channel_versions") or {}
+        out = self.conv.convert(rest)
+        keys = {channel: (ns, versions.get(channel)) for channel in values}
+        last = self.last
+        need = {
+            channel: value
+            for channel, value in values.items()
+            if keys[channel][1] is None or last.get(channel, ((), None))[0] != keys[channel]
+        }
+        fresh = self.conv.convert(need) if need else {}
+        cv = {ch: fresh[ch] if ch in need else last[ch][1] for ch in values}
+        self.last = {ch: (keys[ch], value) for ch, value in cv.items()}
+        out["channel_values"] = cv
+        return out
 
 
 def _at(thread: str, entry: _Entry) -> dict[str, Any]:
-    return _config(thread, entry.ns, entry.cid)
-
-
-def _config(thread: str, ns: str | None, checkpoint_id: str | None) -> dict[str, Any]:
-    conf: dict[str, Any] = {"thread_id": thread}
-    if ns is not None:
-        conf["checkpoint_ns"] = ns
-    if checkpoint_id:
-        conf["checkpoint_id"] = checkpoint_id
-    return {"configurable": conf}
+    return config_of(thread, entry.ns, entry.cid)

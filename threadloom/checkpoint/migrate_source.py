@@ -1,0 +1,190 @@
+"""Reading a LangGraph checkpointer for :mod:`threadloom.checkpoint.migrate`:
+its threads and their checkpoints, one checkpoint in memory at a time where the
+saver allows it, and its values converted for the target's serializer."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from threadloom.errors import ConfigError, SerializationError
+
+__all__ = [
+    "Converter",
+    "afind_threads",
+    "athread_tuples",
+    "config_of",
+    "find_threads",
+    "loud_langgraph_fallback",
+    "order",
+    "thread_tuples",
+]
+
+_THREADS_SQL = "SELECT DISTINCT thread_id FROM checkpoints"
+_IDS_SQL = "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s"
+
+
+@contextmanager
+def loud_langgraph_fallback() -> Iterator[None]:
+    """While the source is read: a stored object LangGraph cannot rebuild in this
+    process (its class does not import here) raises instead of coming back as
+    its raw fields, which the import would otherwise store as a plain dict."""
+    try:
+        from langgraph.checkpoint.serde import jsonplus
+    except ImportError:  # not LangGraph's serializer: nothing to make loud
+        yield
+        return
+    quiet = getattr(jsonplus, "_reconstruction_fallback", None)
+    if quiet is None:
+        yield
+        return
+
+    refused: list[SerializationError] = []
+
+    def loud(tup: Any, exc: Exception) -> Any:
+        name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
+        refused.append(
+            SerializationError(
+                f"import_langgraph: LangGraph cannot rebuild {name} in this process "
+                f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
+                "on the target's serializer), then import again"
+            )
+        )
+        raise refused[-1] from exc
+
+    jsonplus._reconstruction_fallback = loud
+    try:
+        yield
+    except Exception as exc:  # msgpack wraps what its ext hook raised
+        if refused:
+            raise refused[0] from exc
+        raise
+    finally:
+        jsonplus._reconstruction_fallback = quiet
+
+
+class Converter:
+    """Values as LangGraph's serializer writes them, revived by the target's."""
+
+    def __init__(self, source: Any, target: Any, lister: str) -> None:
+        dump = getattr(getattr(source, "serde", None), "dumps_typed", None)
+        if dump is None or not callable(getattr(source, lister, None)):
+            raise ConfigError(
+                f"import_langgraph: the source must be a LangGraph checkpointer (with "
+                f".{lister}() and .serde), got {type(source).__name__}"
+            )
+        serde = getattr(target, "serde", None)
+        if serde is None:
+            from threadloom.checkpoint.serde import MsgpackSerializer
+
+            serde = MsgpackSerializer()
+        self.dump: Callable[[Any], tuple[str, bytes]] = dump
+        self.load: Callable[[tuple[str, bytes]], Any] = serde.loads_typed
+
+    def convert(self, value: Any) -> Any:
+        return self.load(self.dump(value))
+
+
+def _wanted(thread_ids: Iterable[str]) -> list[str]:
+    if isinstance(thread_ids, (str, bytes)):
+        raise ConfigError("thread_ids must be a list of thread ids, not one string")
+    return sorted({str(t) for t in thread_ids})
+
+
+def _postgres(source: Any, name: str) -> bool:
+    """LangGraph's (Async)PostgresSaver: its ``list`` buffers every row it
+    returns (a client cursor), so threads and checkpoint ids are found by SQL
+    and each checkpoint is read on its own."""
+    module = "postgres.aio" if name.startswith("Async") else "postgres"
+    return _langgraph(source, module, name) and hasattr(source, "_cursor")
+
+
+def _langgraph(source: Any, module: str, name: str) -> bool:
+    cls = getattr(sys.modules.get(f"langgraph.checkpoint.{module}"), name, None)
+    return cls is not None and isinstance(source, cls)
+
+
+def find_threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
+    """The threads to import, found without holding the source's values: by SQL
+    for LangGraph's SQLite and Postgres savers (sync and async), from the keys of its
+    ``InMemorySaver``, otherwise by listing everything once (each value dropped
+    as it comes, but decoded: a full pass over the source)."""
+    if thread_ids is not None:
+        return _wanted(thread_ids)
+    conn, storage = getattr(source, "conn", None), getattr(source, "storage", None)
+    if isinstance(conn, sqlite3.Connection) and callable(getattr(source, "cursor", None)):
+        with source.cursor(transaction=False) as cur:
+            cur.execute(_THREADS_SQL)
+            return sorted(str(row[0]) for row in cur.fetchall())
+    if isinstance(storage, dict):
+        return sorted(str(t) for t, spaces in storage.items() if spaces)
+    if _postgres(source, "PostgresSaver"):
+        with source._cursor() as cur:
+            cur.execute(_THREADS_SQL)
+            return sorted(str(row["thread_id"]) for row in cur.fetchall())
+    return sorted({order(tup)[0] for tup in source.list(None)})
+
+
+async def afind_threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
+    if thread_ids is not None:
+        return _wanted(thread_ids)
+    storage = getattr(source, "storage", None)
+    if isinstance(storage, dict):
+        return sorted(str(t) for t, spaces in storage.items() if spaces)
+    if _postgres(source, "AsyncPostgresSaver"):
+        async with source._cursor() as cur:
+            await cur.execute(_THREADS_SQL)
+            return sorted(str(row["thread_id"]) for row in await cur.fetchall())
+    if _langgraph(source, "sqlite.aio", "AsyncSqliteSaver"):
+        await source.setup()  # (as its alist does)
+        async with source.lock, source.conn.execute(_THREADS_SQL) as cur:
+            return sorted(str(row[0]) for row in await cur.fetchall())
+    return sorted({order(t)[0] async for t in source.alist(None)})
+
+
+def thread_tuples(source: Any, thread: str) -> Iterator[Any]:
+    """A thread's checkpoints with their values and writes, one at a time where
+    the source allows: by id for LangGraph's ``PostgresSaver``; other savers
+    through their ``list`` (LangGraph's memory and SQLite savers yield one at a
+    time; a saver whose ``list`` fetches all rows first holds the thread)."""
+    if not _postgres(source, "PostgresSaver"):
+        yield from source.list(config_of(thread, None, None))
+        return
+    with source._cursor() as cur:
+        cur.execute(_IDS_SQL, (thread,))
+        ids = [(row["checkpoint_ns"], row["checkpoint_id"]) for row in cur.fetchall()]
+    for ns, cid in ids:
+        tup = source.get_tuple(config_of(thread, ns, cid))
+        if tup is not None:  # (deleted meanwhile)
+            yield tup
+
+
+async def athread_tuples(source: Any, thread: str) -> AsyncIterator[Any]:
+    if not _postgres(source, "AsyncPostgresSaver"):
+        async for tup in source.alist(config_of(thread, None, None)):
+            yield tup
+        return
+    async with source._cursor() as cur:
+        await cur.execute(_IDS_SQL, (thread,))
+        ids = [(row["checkpoint_ns"], row["checkpoint_id"]) for row in await cur.fetchall()]
+    for ns, cid in ids:
+        tup = await source.aget_tuple(config_of(thread, ns, cid))
+        if tup is not None:
+            yield tup
+
+
+def order(tup: Any) -> tuple[str, str, str]:
+    conf = tup.config["configurable"]
+    return str(conf["thread_id"]), conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+
+
+def config_of(thread: str, ns: str | None, checkpoint_id: str | None) -> dict[str, Any]:
+    conf: dict[str, Any] = {"thread_id": thread}
+    if ns is not None:
+        conf["checkpoint_ns"] = ns
+    if checkpoint_id:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
