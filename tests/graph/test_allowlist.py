@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import gc
 import operator
 from typing import Annotated, Generic, Literal, NamedTuple, Optional, TypeVar
 
@@ -11,7 +12,9 @@ import pydantic
 from typing_extensions import TypedDict
 
 from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.checkpoint.serde import register
 from threadloom.graph import START, StateGraph
+from threadloom.graph.allowlist import graph_types
 from threadloom.graph.schema import schema_types
 
 T = TypeVar("T")
@@ -165,3 +168,90 @@ def test_a_redefined_state_class_revives_as_the_current_one() -> None:
     assert scope["Thing"] is not old
     assert type(scope["app"].get_state(cfg).values["thing"]) is scope["Thing"]
     assert scope["app"].invoke({}, cfg)["n"] == 2
+
+
+def test_a_redefinition_beats_a_registered_class_and_compiles_do_not_repeat_work() -> None:
+    saver = InMemorySaver()
+    scope: dict = {"StateGraph": StateGraph, "START": START, "saver": saver}
+    scope["__name__"] = "tests.graph.notebook_registered"
+    cfg = {"configurable": {"thread_id": "nb"}}
+    cell = compile(_CELL, "<cell>", "exec", dont_inherit=True)
+    exec(cell, scope)
+    register(scope["Thing"])  # registered in another cell, which is not run again
+    scope["app"].invoke({}, cfg)
+    exec(cell, scope)  # the state cell run again
+    assert type(scope["app"].get_state(cfg).values["thing"]) is scope["Thing"]
+    assert scope["app"].invoke({}, cfg)["n"] == 2
+    serde, dropped = saver.serde, []
+    saver.forget_cached = lambda: dropped.append(1)  # type: ignore[method-assign]
+    for _ in range(3):  # nothing changed: no copy of the serializer, caches kept
+        scope["graph"].compile(checkpointer=saver)
+    assert saver.serde is serde and dropped == []
+
+
+def _factory(saver: object, tag: str) -> tuple[object, type]:
+    """A graph whose state class is defined inside the function building it."""
+
+    @dataclasses.dataclass
+    class Box:
+        v: str
+
+    S = TypedDict("S", {"box": Box, "seen": Annotated[list, operator.add]}, total=False)  # noqa: UP013 (local classes under postponed annotations)
+
+    def node(s: dict) -> dict:
+        mine = isinstance(s.get("box"), Box)
+        return {"box": Box(tag), "seen": [f"{tag}:{'mine' if mine else type(s.get('box'))}"]}
+
+    graph = StateGraph(S)
+    graph.add_node("n", node)
+    graph.add_edge(START, "n")
+    return graph.compile(checkpointer=saver), Box
+
+
+def test_factory_graphs_compiled_per_request_do_not_pile_up_classes() -> None:
+    saver = InMemorySaver()
+    app1, box1 = _factory(saver, "one")
+    cfg = {"configurable": {"thread_id": "t1"}}
+    app1.invoke({}, cfg)
+    for i in range(300):  # a server compiling a graph per request
+        _factory(saver, f"r{i}")
+    gc.collect()
+    boxes = [c for c in saver.serde.allowed if c.__qualname__.endswith("Box")]
+    # before: 301; typing's own bounded caches keep a few recent ones alive
+    assert box1 in boxes and len(boxes) < 100
+    # app1 still stores its own Box (revived as the latest live Box: docs/serde.md)
+    assert app1.invoke({}, cfg)["box"] == box1("one")
+
+
+def _writes(box: object) -> object:
+    return lambda s: {"box": box}
+
+
+def test_a_parent_class_wins_over_a_same_named_subgraph_class() -> None:
+    for _ in range(10):  # set order follows addresses: one try could pass by luck
+        scope: dict = {"__name__": "tests.graph.same_name"}
+        source = "import dataclasses\n@dataclasses.dataclass\nclass Box:\n    v: str\n"
+        code = compile(source, "<cell>", "exec", dont_inherit=True)
+        exec(code, scope)
+        inner = scope["Box"]
+        exec(code, scope)
+        outer = scope["Box"]
+
+        SubS = TypedDict("SubS", {"box": inner}, total=False)  # noqa: UP013
+        ParentS = TypedDict("ParentS", {"box": outer}, total=False)  # noqa: UP013
+
+        sub = StateGraph(SubS)
+        sub.add_node("s", lambda s: {})
+        sub.add_edge(START, "s")
+        parent = StateGraph(ParentS)
+        parent.add_node("sub", sub.compile())
+        parent.add_node("p", _writes(outer("x")))
+        parent.add_edge(START, "p")
+        parent.add_edge("p", "sub")
+        assert [t for t in graph_types(parent) if t.__name__ == "Box"][-1] is outer
+        saver = InMemorySaver()
+        app = parent.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "t"}}
+        app.invoke({}, cfg)
+        assert type(app.get_state(cfg).values["box"]) is outer
+        assert parent.compile(checkpointer=saver).checkpointer.serde is saver.serde

@@ -19,32 +19,51 @@ import threading
 import weakref
 from typing import Any
 
+from threadloom.checkpoint.serde import EncryptedSerializer, MsgpackSerializer
 from threadloom.graph.schema import schema_types
 
 __all__ = ["apply_allowlist", "graph_types", "trust_at_run"]
 
 _LOCK = threading.RLock()  # one widening at a time: two would lose each other's classes
-# per saver: stored name -> the class last trusted under it (to see redefinitions)
-_LAST: weakref.WeakKeyDictionary[Any, dict[str, type]] = weakref.WeakKeyDictionary()
+# per saver: stored name -> the class last trusted under it (weakly; to see redefinitions)
+_LAST: weakref.WeakKeyDictionary[Any, dict[str, weakref.ref[type]]] = weakref.WeakKeyDictionary()
 
 
-def graph_types(builder: Any, _seen: set[int] | None = None) -> tuple[type, ...]:
-    """Every class the schemas of ``builder`` and of its subgraph nodes mention, sorted."""
+def graph_types(builder: Any) -> tuple[type, ...]:
+    """Every class the schemas of ``builder`` and of its subgraph nodes mention.
+
+    Sorted by stored name. Where two classes share one (a subgraph built by a
+    factory function), the one mentioned nearest the parent comes last, then the
+    later-added node's: trusted last, it is the one the name revives as, the
+    same in every process (set order is not).
+    """
+    found: dict[type, tuple[int, int]] = {}  # class -> (-depth, order) of its nearest mention
+    _collect(builder, 0, found, set())
+    return tuple(sorted(found, key=lambda t: (t.__module__, t.__qualname__, found[t])))
+
+
+def _collect(builder: Any, depth: int, found: dict[type, tuple[int, int]], seen: set[int]) -> None:
     from threadloom.graph.state import StateGraph
 
-    seen = _seen if _seen is not None else set()
     seen.add(id(builder))
     types: set[type] = set()
     for schema in {builder.state_schema, builder.input_schema, builder.output_schema}:
         types |= schema_types(schema)
     if builder.context_schema is not None:
         types |= schema_types(builder.context_schema)
+    subgraphs = []
     for spec in builder.nodes.values():
         types |= schema_types(spec.input_schema)
         sub = getattr(spec.runnable, "builder", None)  # a compiled StateGraph as a node
         if isinstance(sub, StateGraph) and id(sub) not in seen:
-            types |= set(graph_types(sub, seen))
-    return tuple(sorted(types, key=lambda t: (t.__module__, t.__qualname__)))
+            subgraphs.append(sub)
+    order = len(found)
+    for cls in types:
+        if cls not in found or found[cls] < (-depth, order):
+            found[cls] = (-depth, order)
+    for sub in subgraphs:
+        if id(sub) not in seen:
+            _collect(sub, depth + 1, found, seen)
 
 
 def apply_allowlist(checkpointer: Any, types: tuple[type, ...]) -> Any:
@@ -79,33 +98,39 @@ def trust_at_run(graph: Any, config: Any) -> None:
     serde = getattr(saver, "serde", None)
     if serde is None or serde is graph.trusted_serde:
         return
-    widen_in_place(saver, types)
+    widen_in_place(saver, types, refresh=False)  # the parent's compile ordered the rest
     graph.trusted_serde = getattr(saver, "serde", None)
 
 
-def widen_in_place(saver: Any, types: tuple[type, ...]) -> None:
-    """Make ``saver`` (and the saver a wrapper such as ``FencedSaver`` holds) trust ``types``."""
+def widen_in_place(saver: Any, types: tuple[type, ...], refresh: bool = True) -> None:
+    """Make ``saver`` (and the saver a wrapper such as ``FencedSaver`` holds) trust ``types``.
+
+    ``refresh=False``: classes it trusts already keep their place (see ``with_allowlist``).
+    """
     with _LOCK:
         inner = getattr(saver, "__dict__", {}).get("inner")
         target = saver
         if inner is not None and inner is not saver:
             before = getattr(inner, "serde", None)
-            _widen(inner, types)
+            _widen(inner, types, refresh)
             if getattr(saver, "serde", None) is before:
                 saver.serde = getattr(inner, "serde", None)
             target = inner
-        _widen(saver, types)
-        if _redefined(target, types):
+        _widen(saver, types, refresh)
+        if refresh and _redefined(target, types):
             forget = getattr(target, "forget_cached", None)
             if forget is not None:
                 forget()
 
 
-def _widen(saver: Any, types: tuple[type, ...]) -> None:
+def _widen(saver: Any, types: tuple[type, ...], refresh: bool) -> None:
     serde = getattr(saver, "serde", None)
     if serde is None or not hasattr(serde, "with_allowlist"):
         return
-    widened = serde.with_allowlist(types)
+    if refresh or not _takes_refresh(serde):
+        widened = serde.with_allowlist(types)
+    else:
+        widened = serde.with_allowlist(types, refresh=False)
     if widened is serde:
         return
     saver.serde = widened
@@ -114,16 +139,24 @@ def _widen(saver: Any, types: tuple[type, ...]) -> None:
         codec.serde = widened
 
 
+def _takes_refresh(serde: Any) -> bool:
+    """Whether ``serde.with_allowlist`` understands ``refresh=`` (custom ones may not)."""
+    if isinstance(serde, EncryptedSerializer):
+        return _takes_refresh(serde.serde)
+    return isinstance(serde, MsgpackSerializer)
+
+
 def _redefined(saver: Any, types: tuple[type, ...]) -> bool:
     """Whether a class of ``types`` replaces another one last trusted under its name."""
     try:
         last = _LAST.setdefault(saver, {})
     except TypeError:  # not weakly referenceable: nothing remembered
         return False
+    latest = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in types}  # last one wins
     changed = False
-    for cls in types:
-        name = f"{cls.__module__}.{cls.__qualname__}"
+    for name, cls in latest.items():
         known = last.get(name)
-        changed = changed or (known is not None and known is not cls)
-        last[name] = cls
+        before = known() if known is not None else None  # a dead class has no cached values
+        changed = changed or (before is not None and before is not cls)
+        last[name] = weakref.ref(cls)
     return changed

@@ -65,11 +65,12 @@ class EncryptedSerializer:
         """Decrypt and revive; refuses plaintext rows unless ``accept_plaintext``."""
         return self.serde.loads_typed(self._envelope.open(*data))
 
-    def with_allowlist(self, types: Iterable[type]) -> EncryptedSerializer:
+    def with_allowlist(self, types: Iterable[type], **options: Any) -> EncryptedSerializer:
+        """The inner serializer's ``with_allowlist`` (``options`` passed on), encrypted alike."""
         with_allowlist = getattr(self.serde, "with_allowlist", None)
         if with_allowlist is None:
             return self
-        inner = with_allowlist(types)
+        inner = with_allowlist(types, **options)
         if inner is self.serde:
             return self
         return type(self)(inner, self.cipher, accept_plaintext=self.accept_plaintext)

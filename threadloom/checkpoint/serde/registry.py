@@ -11,15 +11,27 @@ threadloom never imports them.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["TypeEntry", "Registry", "REGISTRY", "register", "entry_for"]
+__all__ = ["TypeEntry", "Registry", "REGISTRY", "register", "entry_for", "next_stamp"]
 
 T = TypeVar("T", bound=type)
+
+_STAMPS = itertools.count(1)
+
+
+def next_stamp() -> int:
+    """A number larger than every one handed out before: when a class was last trusted.
+
+    Registering and allowlisting draw from the same counter, so under one stored
+    name the class most recently registered *or* allowlisted wins.
+    """
+    return next(_STAMPS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +58,20 @@ class Registry:
     def __init__(self) -> None:
         self._by_type: dict[type, TypeEntry] = {}
         self._by_name: dict[str, TypeEntry] = {}
+        self._stamps: dict[str, int] = {}  # name -> when its class was last registered
         self._lazy: dict[str, Callable[[Registry], None]] = {}
         self._lock = threading.Lock()
         self._lazy_lock = threading.RLock()
         self._watchers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     def add(self, entry: TypeEntry) -> TypeEntry:
-        """Register ``entry``; re-registering the same class under the same name is a no-op.
+        """Register ``entry``; re-registering the same class under the same name keeps it.
 
         A *redefinition* (another class object with the same module and qualified
         name, e.g. a notebook cell run again) replaces the old one: stored values
         then revive as the class the program uses now. Any other class under a
-        taken name is refused.
+        taken name is refused. Every add makes its class the latest trusted under
+        its name, also over a class a serializer allowlisted earlier.
         """
         with self._lock:
             known = self._by_name.get(entry.name)
@@ -69,12 +83,17 @@ class Registry:
                     )
                 self._by_type[entry.cls] = entry
                 self._by_name[entry.name] = entry
-                for watcher in list(self._watchers):
-                    watcher.forget_decoders()  # they may hold the old class's decode
-                return entry
-            self._by_type.setdefault(entry.cls, entry)
-            self._by_name.setdefault(entry.name, entry)
+            else:
+                self._by_type.setdefault(entry.cls, entry)
+                self._by_name.setdefault(entry.name, entry)
+            self._stamps[entry.name] = next_stamp()
+            for watcher in list(self._watchers):
+                watcher.forget_decoders()  # they may hold another class's decode
             return self._by_type[entry.cls]
+
+    def stamp(self, name: str) -> int:
+        """When the class registered under ``name`` was last registered (0: never)."""
+        return self._stamps.get(name, 0)
 
     def watch(self, watcher: Any) -> None:
         """Call ``watcher.forget_decoders()`` whenever a class is redefined (held weakly)."""

@@ -7,6 +7,7 @@ by type name, revived as :class:`RevivedError` when their class is unknown).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,6 +21,7 @@ from threadloom.checkpoint.serde.registry import (
     TypeEntry,
     default_name,
     entry_for,
+    next_stamp,
 )
 
 __all__ = ["Resolver", "UnknownObject", "Unsupported", "UnknownType", "GENERIC"]
@@ -69,7 +71,12 @@ def _not_allowed(cls: type) -> str:
 
 
 class Resolver:
-    """Registry lookups plus one serializer's allowlist, cached per class."""
+    """Registry lookups plus one serializer's allowlist, cached per class.
+
+    Allowlisted classes are held weakly: a class nobody else references any
+    more (a graph built per request by a factory function) drops out instead of
+    piling up. Whoever still holds an instance or a live graph holds its class.
+    """
 
     def __init__(
         self,
@@ -84,32 +91,142 @@ class Resolver:
         self.registry = registry
         self.on_unknown = on_unknown
         self.permissive = permissive
-        self.allowed: tuple[type, ...] = tuple(dict.fromkeys(allowed))
-        self._by_type: dict[type, TypeEntry] = {}
-        self._by_name: dict[str, TypeEntry] = {}
-        for cls in self.allowed:
-            if not isinstance(cls, type):
-                raise TypeError(f"allowed= takes classes, got {cls!r} (names are never resolved)")
-            pair = generic_origin(cls)
-            if pair is not None:  # Page[Item]: stored as origin + type args
-                cls = pair[0]
-            if cls in _NATIVE:
-                continue
-            if registry.by_type(cls) is None and cls not in self._by_type:
-                entry = entry_for(cls)
-                self._by_type[cls] = entry
-                # the latest class under a name wins: a notebook cell run again
-                # redefines the state classes, and stored values revive as the new ones
-                self._by_name.pop(entry.name, None)
-                self._by_name[entry.name] = entry
+        # allowlisted class (weakly) -> when it was trusted; plain dicts so a
+        # copy (with_allowlist) is one C-level copy, dead keys pruned now and then
+        self._trusted: dict[weakref.ref[type], int] = {}
+        # stored name -> (when, class) of the latest allowlisted class under it
+        self._latest: dict[str, tuple[int, weakref.ref[type]]] = {}
+        self._prune_at = 64
+        self._setup()
+        self._trust(allowed)
+
+    def _setup(self) -> None:
         self.cache: dict[type, TypeEntry] = {}  # resolved entries, read by the packer
+        self._entries: dict[type, TypeEntry] = {}  # allowlisted class -> derived entry
         # stored name (or alias number) -> decode; the registry clears it when a
-        # redefined class replaces a registered one (see Registry.add)
+        # registration changes which class a name revives as (see Registry.add)
         self._decoders: dict[str | int, Callable[[Any], Any]] = {}
-        registry.watch(self)
+        self.registry.watch(self)
+
+    def widened(self, types: Iterable[type], refresh: bool = True) -> Resolver:
+        """A copy that also trusts ``types``, the last one under a name winning.
+
+        ``refresh=False`` leaves classes already trusted where they are: only the
+        new ones are added (a nested subgraph's run must not take a name back
+        from the class its parent's compile made the latest).
+
+        Python work is per new class; the maps are copied whole in C, and dead
+        classes are pruned once the maps have doubled since the last prune.
+        """
+        clone = Resolver.__new__(Resolver)
+        clone.registry, clone.on_unknown = self.registry, self.on_unknown
+        clone.permissive = self.permissive
+        clone._trusted, clone._latest = dict(self._trusted), dict(self._latest)
+        clone._prune_at = self._prune_at
+        clone._setup()
+        clone._trust(types, refresh)
+        return clone
+
+    def _trust(self, types: Iterable[type], refresh: bool = True) -> None:
+        for cls in dict.fromkeys(types):
+            cls = _stored_class(cls)
+            if cls is None:
+                continue
+            registered = self.registry.by_type(cls)
+            if registered is not None and registered.name != default_name(cls):
+                continue  # stored under the name it was registered with
+            ref = weakref.ref(cls)
+            known = registered is not None or ref in self._trusted
+            if known and not refresh:
+                continue
+            if not known:
+                entry_for(cls)  # refuse a class no codec can be derived for, now
+            stamp = next_stamp()
+            self._trusted[ref] = stamp
+            self._latest[default_name(cls)] = (stamp, ref)
+        if len(self._trusted) >= self._prune_at:
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget dead classes; each name keeps its latest live class (an older one
+        still referenced somewhere serves the name when the newest has died)."""
+        trusted: dict[weakref.ref[type], int] = {}
+        latest: dict[str, tuple[int, weakref.ref[type]]] = {}
+        for ref, stamp in self._trusted.items():
+            cls = ref()
+            if cls is None:
+                continue
+            trusted[ref] = stamp
+            name = default_name(cls)
+            if name not in latest or stamp > latest[name][0]:
+                latest[name] = (stamp, ref)
+        self._trusted, self._latest = trusted, latest
+        self._prune_at = max(64, 2 * len(trusted))
+
+    @property
+    def allowed(self) -> tuple[type, ...]:
+        """The live allowlisted classes, oldest trust first."""
+        pairs = sorted((s, r()) for r, s in list(self._trusted.items()) if r() is not None)
+        return tuple(cls for _, cls in pairs)  # type: ignore[misc]
+
+    def _allowlisted(self, cls: type) -> bool:
+        try:
+            return weakref.ref(cls) in self._trusted
+        except TypeError:  # not weakly referenceable: never allowlisted
+            return False
+
+    def _allowed_entry(self, cls: type) -> TypeEntry | None:
+        return self._entry_of(cls) if self._allowlisted(cls) else None
+
+    def _entry_of(self, cls: type) -> TypeEntry:
+        entry = self._entries.get(cls)
+        if entry is None:
+            entry = self._entries[cls] = entry_for(cls)
+        return entry
+
+    def _latest_allowed(self, name: str) -> tuple[int, type] | None:
+        """The latest live allowlisted class stored under ``name``, with its stamp."""
+        pair = self._latest.get(name)
+        if pair is None:
+            return None
+        cls = pair[1]()
+        if cls is not None:
+            return pair[0], cls
+        best: tuple[int, weakref.ref[type]] | None = None  # it died: an older one may live
+        for ref, stamp in list(self._trusted.items()):
+            alive = ref()
+            if alive is not None and default_name(alive) == name:
+                if best is None or stamp > best[0]:
+                    best = (stamp, ref)
+        if best is None:
+            self._latest.pop(name, None)
+            return None
+        self._latest[name] = best
+        return best[0], best[1]()  # type: ignore[return-value]
+
+    def winner(self, name: str) -> type | None:
+        """The class ``name`` revives as: the latest registered or allowlisted under it."""
+        entry = self.entry_named(name)
+        return entry.cls if entry is not None else None
+
+    def trusts_all(self, types: Iterable[type], refresh: bool = True) -> bool:
+        """Whether every class of ``types`` is trusted and (``refresh``), per stored
+        name, the last one of ``types`` under it is the class that name revives as."""
+        last: dict[str, type] = {}
+        for tp in types:
+            cls = _stored_class(tp)
+            if cls is None:
+                continue
+            entry = self.registry.by_type(cls)
+            if entry is not None and entry.name != default_name(cls):
+                continue  # stored under the name it was registered with
+            if entry is None and not self._allowlisted(cls):
+                return False
+            last[default_name(cls)] = cls
+        return not refresh or all(self.winner(name) is cls for name, cls in last.items())
 
     def forget_decoders(self) -> None:
-        """Drop the per-name decode cache (a registered class was redefined)."""
+        """Drop the per-name decode cache (a registration changed a name's class)."""
         self._decoders.clear()
 
     # -- dumps ----------------------------------------------------------------
@@ -130,7 +247,7 @@ class Resolver:
             raise Unsupported(cls, f"cannot store {default_name(cls)}: {exc}") from exc
 
     def _resolve(self, cls: type) -> TypeEntry:
-        entry = self.registry.by_type(cls) or self._by_type.get(cls)
+        entry = self.registry.by_type(cls) or self._allowed_entry(cls)
         if entry is not None and issubclass(cls, BaseException):
             entry = TypeEntry(EXCEPTION, cls, exception_state, entry.decode)
         elif entry is None:
@@ -143,7 +260,7 @@ class Resolver:
             return TypeEntry(EXCEPTION, cls, exception_state, revive_unknown)
         pair = generic_origin(cls)
         if pair is not None:
-            origin_entry = self.registry.by_type(pair[0]) or self._by_type.get(pair[0])
+            origin_entry = self.registry.by_type(pair[0]) or self._allowed_entry(pair[0])
             if origin_entry is not None:
                 return self._generic_entry(cls, origin_entry, pair[1])
         if self.permissive and structs.is_structured(cls):
@@ -161,31 +278,26 @@ class Resolver:
 
         return TypeEntry(GENERIC, cls, encode, origin.decode)
 
-    def trusts_latest(self, cls: type) -> bool:
-        """Whether ``cls`` is trusted and is the class its stored name revives as."""
-        if not isinstance(cls, type):
-            return False  # the copy's constructor then says what is wrong with it
-        pair = generic_origin(cls)
-        if pair is not None:
-            cls = pair[0]
-        if cls in _NATIVE:
-            return True
-        entry = self.registry.by_type(cls)
-        if entry is None:
-            entry = self._by_type.get(cls)
-            if entry is None:
-                return False
-        current = self.entry_named(entry.name)
-        return current is not None and current.cls is cls
-
     def name_of(self, cls: type) -> str | None:
-        entry = self.registry.by_type(cls) or self._by_type.get(cls)
-        return entry.name if entry is not None else None
+        entry = self.registry.by_type(cls)
+        if entry is not None:
+            return entry.name
+        return default_name(cls) if self._allowlisted(cls) else None
 
     # -- loads ----------------------------------------------------------------
 
     def entry_named(self, name: str) -> TypeEntry | None:
-        return self.registry.by_name(name) or self._by_name.get(name)
+        """The entry ``name`` revives through: the class most recently registered or
+        allowlisted under it (a notebook cell re-run redefines classes)."""
+        registered = self.registry.by_name(name)
+        own = self._latest_allowed(name) if self._latest else None
+        if own is None:
+            return registered
+        if registered is not None and self.registry.stamp(name) > own[0]:
+            return registered
+        if registered is not None and registered.cls is own[1]:
+            return registered
+        return self._entry_of(own[1])
 
     def class_named(self, name: str) -> type | None:
         entry = self.entry_named(name)
@@ -198,7 +310,10 @@ class Resolver:
         if entry is not None:
             return entry
         self.registry.by_name(module)  # let lazy integrations register first
-        for candidate in (*self._by_name.values(), *self.registry.entries()):
+        for cls in reversed(self.allowed):
+            if cls.__module__ == module and cls.__name__ == name:
+                return self._entry_of(cls)
+        for candidate in self.registry.entries():
             cls = candidate.cls
             if cls.__module__ == module and cls.__name__ == name:
                 return candidate
@@ -249,3 +364,13 @@ class Resolver:
             raise UnknownType(str(exc.args[0])) from None
         cls = origin.cls[args if len(args) > 1 else args[0]]
         return structs.construct_model(cls, fields)
+
+
+def _stored_class(tp: Any) -> type | None:
+    """The class trusting ``tp`` means (a generic model's origin); None for natives."""
+    if not isinstance(tp, type):
+        raise TypeError(f"allowed= takes classes, got {tp!r} (names are never resolved)")
+    pair = generic_origin(tp)
+    if pair is not None:  # Page[Item]: stored as origin + type args
+        tp = pair[0]
+    return None if tp in _NATIVE else tp

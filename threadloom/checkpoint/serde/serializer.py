@@ -6,6 +6,7 @@ Tags: ``"null"`` (None), ``"bytes"`` (raw bytes), ``"msgpack"``, ``"msgpack+zstd
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Any
 
@@ -85,20 +86,22 @@ class MsgpackSerializer:
     def cipher(self) -> CipherProtocol | None:
         return self._options["cipher"]
 
-    def with_allowlist(self, types: Iterable[type]) -> MsgpackSerializer:
+    def with_allowlist(self, types: Iterable[type], *, refresh: bool = True) -> MsgpackSerializer:
         """A copy that also trusts ``types`` (called by the graph layer at compile time).
 
         When a class of ``types`` has the name of another trusted class (the same
         class defined again, e.g. a notebook cell run twice), the copy revives
-        that name as the class of ``types``: the most recent one wins.
+        that name as the class of ``types``: the most recently registered or
+        allowlisted one wins. Allowlisted classes are held weakly (see Resolver).
+        ``refresh=False`` adds only classes not trusted yet; the others keep their place.
         """
         wanted = list(dict.fromkeys(types))
-        if all(self._resolver.trusts_latest(t) for t in wanted):
+        if self._resolver.trusts_all(wanted, refresh):
             return self
-        mentioned = set(wanted)
-        kept = [t for t in self._resolver.allowed if t not in mentioned]
-        clone = type(self).__new__(type(self))
-        MsgpackSerializer.__init__(clone, allowed=(*kept, *wanted), **self._options)
+        clone = copy.copy(self)
+        clone._resolver = self._resolver.widened(wanted, refresh)
+        clone._packer = Packer(clone._resolver)
+        clone._unpacker = Unpacker(clone._resolver)
         return clone
 
     with_msgpack_allowlist = with_allowlist  # LangGraph's spelling
