@@ -28,6 +28,7 @@ what this does not catch.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Generator, Iterator
 from types import GeneratorType
 from typing import Any, NamedTuple
@@ -123,6 +124,17 @@ class _Restart:
         return [self.args.get("codec"), *(c for _, again in self.inner for c in again.codecs)]
 
 
+if sys.version_info >= (3, 11):
+
+    def _started(flow: Any, frame: Any) -> bool:
+        return flow.gi_suspended
+
+else:  # Python 3.10 has no gi_suspended: a generator not yet started is at f_lasti -1
+
+    def _started(flow: Any, frame: Any) -> bool:
+        return frame.f_lasti != -1
+
+
 def _restarter(flow: Any) -> _Restart | None:
     """A way to build ``flow`` again from its arguments (None when it cannot be:
     already started, marked :func:`run_once`, a closure, or not a plain
@@ -138,7 +150,7 @@ def _restarter(flow: Any) -> _Restart | None:
     if not rebuildable(code):
         return None
     frame = flow.gi_frame  # not yet started: neither running, suspended nor closed
-    if frame is None or flow.gi_running or flow.gi_suspended:
+    if frame is None or flow.gi_running or _started(flow, frame):
         return None
     local = frame.f_locals
     names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
