@@ -216,9 +216,9 @@ def test_factory_graphs_compiled_per_request_do_not_pile_up_classes() -> None:
     for i in range(300):  # a server compiling a graph per request
         _factory(saver, f"r{i}")
     gc.collect()
+    gc.collect()  # a class held by a dead schema's cached fields goes in the second pass
     boxes = [c for c in saver.serde.allowed if c.__qualname__.endswith("Box")]
-    # before: 301; typing's own bounded caches keep a few recent ones alive
-    assert box1 in boxes and len(boxes) < 100
+    assert boxes == [box1]  # before: 301 classes, and O(N) work per compile
     # app1 still stores its own Box (revived as the latest live Box: docs/serde.md)
     assert app1.invoke({}, cfg)["box"] == box1("one")
 
