@@ -135,3 +135,13 @@ def test_refresh_false_adds_only_classes_not_trusted_yet() -> None:
     assert type(serde.with_allowlist([sub]).loads_typed(stored)) is sub  # refresh: sub wins
     newer = _define("tests.serde.nested")  # its cell run again: the new class is new
     assert type(serde.with_allowlist([sub, newer], refresh=False).loads_typed(stored)) is newer
+
+
+def test_a_name_registered_for_another_class_stays_the_registrys() -> None:
+    registry = Registry()
+    note = _define("tests.serde.named")
+    stable = _define("tests.serde.elsewhere")
+    registry.add(entry_for(stable, name="tests.serde.named.Note"))  # a stable name, moved class
+    serde = MsgpackSerializer(registry=registry).with_allowlist([note])  # compiled later
+    stored = serde.dumps_typed(stable("a"))
+    assert type(serde.loads_typed(stored)) is stable  # not a redefinition: no take-over

@@ -288,14 +288,18 @@ class Resolver:
 
     def entry_named(self, name: str) -> TypeEntry | None:
         """The entry ``name`` revives through: the class most recently registered or
-        allowlisted under it (a notebook cell re-run redefines classes)."""
+        allowlisted under it (a notebook cell re-run redefines classes). A name
+        registered for a class of another module or qualified name (``name=``)
+        stays the registry's: only a redefinition of that class takes it over."""
         registered = self.registry.by_name(name)
         own = self._latest_allowed(name) if self._latest else None
         if own is None:
             return registered
-        if registered is not None and self.registry.stamp(name) > own[0]:
-            return registered
-        if registered is not None and registered.cls is own[1]:
+        if registered is not None and (
+            registered.cls is own[1]
+            or default_name(registered.cls) != name
+            or self.registry.stamp(name) > own[0]
+        ):
             return registered
         return self._entry_of(own[1])
 
