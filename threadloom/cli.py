@@ -292,6 +292,11 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
         f"of {len(result.threads)} threads into {args.dest}"
         + (f" ({kept} were there already)" if kept else "")
     )
+    if result.differing_writes:
+        say(
+            f"{result.differing_writes} pending writes differ from what {args.dest} holds "
+            "and were left as they are"
+        )
     return 0
 
 

@@ -232,3 +232,25 @@ async def test_langgraph_async_sqlite_threads_are_found_by_sql() -> None:
         result = await aimport_langgraph(src, InMemorySaver())
     assert None not in src.lists and len(src.lists) == 2  # was alist(None) first: a full pass
     assert result.threads == {"x", "y"} and result.checkpoints == 2 * 3
+
+
+def test_the_cli_says_which_pending_writes_differ(tmp_path, capsys) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
+
+    from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.cli import main
+
+    src, dest = tmp_path / "lg.db", tmp_path / "tl.db"
+    cfg = {"configurable": {"thread_id": "d"}}
+    with LGSqliteSaver.from_conn_string(str(src)) as lg_saver:
+        lg = _interrupting(LGStateGraph, LG_START, lg_interrupt, lg_saver)
+        lg.invoke({"log": []}, cfg)
+        assert main(["import-langgraph", str(src), str(dest)]) == 0
+        with SqliteSaver.from_conn_string(str(dest)) as target:
+            tl = _interrupting(StateGraph, START, interrupt, target)
+            tl.invoke(Command(resume="yes"), cfg)
+        lg.invoke(LGCommand(resume="no"), cfg)  # the LangGraph program went on differently
+    capsys.readouterr()
+    assert main(["import-langgraph", str(src), str(dest)]) == 0
+    out = capsys.readouterr().out
+    assert "pending writes differ from what" in out and "were left as they are" in out
