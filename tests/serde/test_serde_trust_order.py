@@ -57,7 +57,7 @@ def test_allowlisted_classes_nobody_references_drop_out() -> None:
     serde = MsgpackSerializer(allowed=[kept])
     stored = serde.dumps_typed(kept("a"))
     for _ in range(200):  # a graph built per request by a factory function
-        serde = serde.with_allowlist([_define("tests.serde.factory")])
+        serde = serde.with_allowlist([_define("tests.serde.factory")], weak=True)
     gc.collect()
     assert len(serde.allowed) == 1  # before: 201 classes, and O(N) work per widening
     assert kept in serde.allowed
@@ -66,7 +66,7 @@ def test_allowlisted_classes_nobody_references_drop_out() -> None:
 
 def test_a_dropped_class_is_never_revived() -> None:
     gone = _define("tests.serde.gone")
-    serde = MsgpackSerializer(allowed=[gone])
+    serde = MsgpackSerializer().with_allowlist([gone], weak=True)  # as a compile trusts it
     stored = MsgpackSerializer(allowed=[gone]).dumps_typed(gone("a"))  # serde caches nothing
     del gone
     gc.collect()
@@ -82,7 +82,9 @@ def test_a_dropped_class_is_never_revived() -> None:
 
 def test_an_older_live_class_serves_its_name_when_the_newest_dies() -> None:
     first = _define("tests.serde.fallback")
-    serde = MsgpackSerializer(allowed=[first]).with_allowlist([_define("tests.serde.fallback")])
+    newer = _define("tests.serde.fallback")
+    serde = MsgpackSerializer(allowed=[first]).with_allowlist([newer], weak=True)
+    del newer
     stored = serde.dumps_typed(first("a"))
     gc.collect()  # the newer class died: nothing holds it
     assert type(serde.loads_typed(stored)) is first
@@ -115,11 +117,13 @@ def test_two_classes_under_one_name_in_one_widening_are_stable() -> None:
 
 def test_pruning_keeps_an_older_live_class_under_its_name() -> None:
     first = _define("tests.serde.pruned")
-    serde = MsgpackSerializer(allowed=[first]).with_allowlist([_define("tests.serde.pruned")])
+    newer = _define("tests.serde.pruned")
+    serde = MsgpackSerializer(allowed=[first]).with_allowlist([newer], weak=True)
+    del newer
     stored = serde.dumps_typed(first("a"))
     gc.collect()  # the newer one died
     for i in range(200):  # other factory classes: pruning runs several times
-        serde = serde.with_allowlist([_define("tests.serde.other")])
+        serde = serde.with_allowlist([_define("tests.serde.other")], weak=True)
         if i % 25 == 0:
             gc.collect()
     gc.collect()
@@ -145,3 +149,22 @@ def test_a_name_registered_for_another_class_stays_the_registrys() -> None:
     serde = MsgpackSerializer(registry=registry).with_allowlist([note])  # compiled later
     stored = serde.dumps_typed(stable("a"))
     assert type(serde.loads_typed(stored)) is stable  # not a redefinition: no take-over
+
+
+def test_classes_the_user_names_are_held_by_the_serializer() -> None:
+    """``allowed=`` and a direct ``with_allowlist`` hold their classes: a reader
+    whose class is built from config, with no instance yet, still revives it
+    (only what a compile trusts is held weakly)."""
+    writer_class = _define("tests.serde.dyn")
+    stored = MsgpackSerializer(allowed=[writer_class]).dumps_typed(writer_class("a"))
+    del writer_class
+    reader = MsgpackSerializer(allowed=[_define("tests.serde.dyn")])  # nothing else holds it
+    widened = MsgpackSerializer().with_allowlist([_define("tests.serde.dyn2")])
+    gc.collect()
+    gc.collect()
+    assert type(reader.loads_typed(stored)).__qualname__ == "Note"
+    assert len(widened.allowed) == 1
+    compiled = MsgpackSerializer().with_allowlist([_define("tests.serde.dyn3")], weak=True)
+    gc.collect()
+    gc.collect()
+    assert compiled.allowed == ()

@@ -127,10 +127,10 @@ def _widen(saver: Any, types: tuple[type, ...], refresh: bool) -> None:
     serde = getattr(saver, "serde", None)
     if serde is None or not hasattr(serde, "with_allowlist"):
         return
-    if refresh or not _takes_refresh(serde):
+    if not _takes_refresh(serde):  # a custom serializer: its own with_allowlist
         widened = serde.with_allowlist(types)
-    else:
-        widened = serde.with_allowlist(types, refresh=False)
+    else:  # held while the graph (or an instance) holds them: nothing piles up
+        widened = serde.with_allowlist(types, refresh=refresh, weak=True)
     if widened is serde:
         return
     saver.serde = widened
@@ -140,7 +140,7 @@ def _widen(saver: Any, types: tuple[type, ...], refresh: bool) -> None:
 
 
 def _takes_refresh(serde: Any) -> bool:
-    """Whether ``serde.with_allowlist`` understands ``refresh=`` (custom ones may not)."""
+    """Whether ``serde.with_allowlist`` understands ``refresh=``/``weak=`` (custom ones may not)."""
     if isinstance(serde, EncryptedSerializer):
         return _takes_refresh(serde.serde)
     return isinstance(serde, MsgpackSerializer)

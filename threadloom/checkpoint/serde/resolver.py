@@ -73,9 +73,12 @@ def _not_allowed(cls: type) -> str:
 class Resolver:
     """Registry lookups plus one serializer's allowlist, cached per class.
 
-    Allowlisted classes are held weakly: a class nobody else references any
-    more (a graph built per request by a factory function) drops out instead of
-    piling up. Whoever still holds an instance or a live graph holds its class.
+    Classes the graph layer allowlists at compile time are held weakly: a class
+    nobody else references any more (a graph built per request by a factory
+    function) drops out instead of piling up; whoever still holds an instance or
+    a live graph holds its class. Classes the user names (``allowed=``, a direct
+    ``with_allowlist``) are held for the serializer's lifetime: a reader whose
+    class is built from config and has no instance yet must still revive it.
     """
 
     def __init__(
@@ -97,8 +100,9 @@ class Resolver:
         # stored name -> (when, class) of the latest allowlisted class under it
         self._latest: dict[str, tuple[int, weakref.ref[type]]] = {}
         self._prune_at = 64
+        self._pinned: tuple[type, ...] = ()  # held strongly (the user named them)
         self._setup()
-        self._trust(allowed)
+        self._trust(allowed, weak=False)
 
     def _setup(self) -> None:
         self.cache: dict[type, TypeEntry] = {}  # resolved entries, read by the packer
@@ -108,12 +112,14 @@ class Resolver:
         self._decoders: dict[str | int, Callable[[Any], Any]] = {}
         self.registry.watch(self)
 
-    def widened(self, types: Iterable[type], refresh: bool = True) -> Resolver:
+    def widened(self, types: Iterable[type], refresh: bool = True, weak: bool = False) -> Resolver:
         """A copy that also trusts ``types``, the last one under a name winning.
 
         ``refresh=False`` leaves classes already trusted where they are: only the
         new ones are added (a nested subgraph's run must not take a name back
-        from the class its parent's compile made the latest).
+        from the class its parent's compile made the latest). ``weak``: held only
+        while something else references them (the graph layer's compile-time
+        classes); otherwise held as long as the copy.
 
         Python work is per new class; the maps are copied whole in C, and dead
         classes are pruned once the maps have doubled since the last prune.
@@ -123,15 +129,18 @@ class Resolver:
         clone.permissive = self.permissive
         clone._trusted, clone._latest = dict(self._trusted), dict(self._latest)
         clone._prune_at = self._prune_at
+        clone._pinned = self._pinned
         clone._setup()
-        clone._trust(types, refresh)
+        clone._trust(types, refresh, weak)
         return clone
 
-    def _trust(self, types: Iterable[type], refresh: bool = True) -> None:
+    def _trust(self, types: Iterable[type], refresh: bool = True, weak: bool = False) -> None:
         for cls in dict.fromkeys(types):
             cls = _stored_class(cls)
             if cls is None:
                 continue
+            if not weak and cls not in self._pinned:
+                self._pinned = (*self._pinned, cls)
             registered = self.registry.by_type(cls)
             if registered is not None and registered.name != default_name(cls):
                 continue  # stored under the name it was registered with
@@ -209,14 +218,17 @@ class Resolver:
         entry = self.entry_named(name)
         return entry.cls if entry is not None else None
 
-    def trusts_all(self, types: Iterable[type], refresh: bool = True) -> bool:
-        """Whether every class of ``types`` is trusted and (``refresh``), per stored
-        name, the last one of ``types`` under it is the class that name revives as."""
+    def trusts_all(self, types: Iterable[type], refresh: bool = True, weak: bool = False) -> bool:
+        """Whether every class of ``types`` is trusted (held strongly unless
+        ``weak``) and (``refresh``), per stored name, the last one of ``types``
+        under it is the class that name revives as."""
         last: dict[str, type] = {}
         for tp in types:
             cls = _stored_class(tp)
             if cls is None:
                 continue
+            if not weak and cls not in self._pinned:
+                return False
             entry = self.registry.by_type(cls)
             if entry is not None and entry.name != default_name(cls):
                 continue  # stored under the name it was registered with

@@ -86,20 +86,24 @@ class MsgpackSerializer:
     def cipher(self) -> CipherProtocol | None:
         return self._options["cipher"]
 
-    def with_allowlist(self, types: Iterable[type], *, refresh: bool = True) -> MsgpackSerializer:
-        """A copy that also trusts ``types`` (called by the graph layer at compile time).
+    def with_allowlist(
+        self, types: Iterable[type], *, refresh: bool = True, weak: bool = False
+    ) -> MsgpackSerializer:
+        """A copy that also trusts ``types`` (the graph layer calls it at compile time).
 
         When a class of ``types`` has the name of another trusted class (the same
         class defined again, e.g. a notebook cell run twice), the copy revives
         that name as the class of ``types``: the most recently registered or
-        allowlisted one wins. Allowlisted classes are held weakly (see Resolver).
-        ``refresh=False`` adds only classes not trusted yet; the others keep their place.
+        allowlisted one wins. ``refresh=False`` adds only classes not trusted
+        yet; the others keep their place. ``weak=True`` (compile time) holds the
+        classes only while something else references them (see Resolver);
+        by default the copy holds them.
         """
         wanted = list(dict.fromkeys(types))
-        if self._resolver.trusts_all(wanted, refresh):
+        if self._resolver.trusts_all(wanted, refresh, weak):
             return self
         clone = copy.copy(self)
-        clone._resolver = self._resolver.widened(wanted, refresh)
+        clone._resolver = self._resolver.widened(wanted, refresh, weak)
         clone._packer = Packer(clone._resolver)
         clone._unpacker = Unpacker(clone._resolver)
         return clone
