@@ -134,10 +134,7 @@ def _skimming(db: str) -> Any:
     (their pieces, encrypted, would not add up); other values go through
     :class:`_Skimming`."""
     saver = open_readonly(db, serde=_Skimming())
-    codec = getattr(saver, "codec", None)
-    if hasattr(codec, "_assemble") and hasattr(codec, "_assemble_dict"):
-        codec._assemble = lambda *args, **kwargs: []
-        codec._assemble_dict = lambda *args, **kwargs: {}
+    saver.codec.skim = True
     return saver
 
 
