@@ -89,9 +89,9 @@ def trust_at_run(graph: Any, config: Any) -> None:
     types = graph.trusted_types
     if not types or graph.checkpointer is False:
         return
-    from threadloom.pregel.options import _parent_scope
+    from threadloom.pregel.options import parent_scope
 
-    scope = _parent_scope(config)
+    scope = parent_scope(config)
     saver = scope.checkpointer if scope is not None else None
     if saver is None:
         return

@@ -62,7 +62,7 @@ class _Spec:
 
 def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
     """What to lease, or None (no checkpointer, nested run, opted out). Pops our kwargs."""
-    from threadloom.pregel.options import _parent_scope
+    from threadloom.pregel.options import parent_scope
 
     strategy = kwargs.pop("multitask_strategy", None)
     timeout = kwargs.pop("multitask_timeout", None)
@@ -70,7 +70,7 @@ def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
     if strategy is not None and strategy not in STRATEGIES:
         raise ConfigError(f"multitask_strategy must be one of {STRATEGIES}, got {strategy!r}")
     saver = graph.checkpointer
-    if saver in (None, False, True) or wanted is False or _parent_scope(config) is not None:
+    if saver in (None, False, True) or wanted is False or parent_scope(config) is not None:
         return None
     if wanted is None and not getattr(saver, "leases", True):
         return None

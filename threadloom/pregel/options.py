@@ -15,7 +15,7 @@ from threadloom.pregel.loop import Loop
 from threadloom.pregel.messages import make_stream, with_stream
 from threadloom.pregel.stream import Emitter, StreamSink, normalize_modes
 
-__all__ = ["RunOptions", "make_scope", "prepare"]
+__all__ = ["RunOptions", "make_scope", "parent_scope", "prepare"]
 
 
 @dataclass(slots=True)
@@ -42,7 +42,9 @@ class RunOptions:
     cache_writes: list[Any] = field(default_factory=list)
 
 
-def _parent_scope(config: Any) -> TaskScope | None:
+def parent_scope(config: Any) -> TaskScope | None:
+    """The task a graph is being run from (its config's scope, or the task running
+    in this context): None for a root run."""
     scope = ((config or {}).get("configurable") or {}).get("__pregel_scope")
     return scope if scope is not None else CURRENT.get()
 
@@ -114,7 +116,7 @@ def prepare(
     Raises:
         ConfigError: a checkpointer but no ``thread_id``, or a bad ``recursion_limit``.
     """
-    parent = _parent_scope(config)
+    parent = parent_scope(config)
     run = parse_config(config, parent)
     if parent is not None:
         run = _nested_run(graph, run, parent)
