@@ -148,4 +148,5 @@ async def test_the_async_saver_prefetches_the_same_tuple(pg_url, pg_schema) -> N
     async with AsyncPostgresSaver.from_conn_string(pg_url, schema=pg_schema) as cold:
         assert first == await cold.aget_tuple(_conf(tid))
         assert len(first.pending_writes) == 2
+        graph = counting_chain(2).compile(checkpointer=cold)  # (``s`` is closed now)
         assert await graph.ainvoke({"count": 1}, _conf(tid), durability="sync") == {"count": 3}
