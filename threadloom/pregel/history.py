@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any
 
+from threadloom.checkpoint.lease import local
 from threadloom.constants import CONFIG_KEY_CHECKPOINT_ID
 from threadloom.pregel.snapshot import (
     CONF,
@@ -91,6 +92,10 @@ def _target(
     return target, saver, prepare_config(target, config, with_ns=ns)
 
 
+def _thread_of(config: Any) -> Any:
+    return ((config or {}).get("configurable") or {}).get("thread_id")
+
+
 def _is_live(config: RunnableConfig) -> bool:
     return not config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
 
@@ -121,8 +126,10 @@ def get_state(
 
     A thread that never ran gives an empty snapshot. ``checkpoint_ns`` in the
     config routes to the subgraph it names; ``subgraphs=True`` nests each
-    subgraph task's own snapshot in ``task.state``.
+    subgraph task's own snapshot in ``task.state``. A run of this process that
+    was dropped mid-stream is given a moment to store what it streamed first.
     """
+    local.settle(_thread_of(config))
     return _get_state(graph, config, subgraphs, saver)
 
 
@@ -130,6 +137,7 @@ async def aget_state(
     graph: Any, config: RunnableConfig, *, subgraphs: bool = False, saver: Any = None
 ) -> StateSnapshot:
     """Async twin of :func:`get_state`."""
+    await local.asettle(_thread_of(config))
     return await _aget_state(graph, config, subgraphs, saver)
 
 
@@ -150,6 +158,7 @@ def get_state_history(
     Lazy: reading the first ten snapshots of a 10,000-step thread loads ten
     checkpoints (as far as the saver's ``list`` is lazy).
     """
+    local.settle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
     for saved in saver.list(config, filter=filter, before=before, limit=limit):
         yield _drive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)
@@ -165,6 +174,7 @@ async def aget_state_history(
     saver: Any = None,
 ) -> AsyncIterator[StateSnapshot]:
     """Async twin of :func:`get_state_history`."""
+    await local.asettle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
     async for saved in saver.alist(config, filter=filter, before=before, limit=limit):
         yield await _adrive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)

@@ -37,9 +37,22 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Holding", "afinishing", "await_release", "drop", "finishing", "hold", "wait"]
+__all__ = [
+    "Holding",
+    "afinishing",
+    "asettle",
+    "asettle_saver",
+    "await_release",
+    "drop",
+    "finishing",
+    "hold",
+    "settle",
+    "wait",
+]
 
 _HELD: dict[str, Holding] = {}
+_THREADS: dict[str, Holding] = {}  # thread id -> its local holder (reads wait for a drop)
+_SETTLE_TIMEOUT = 5.0  # a read waits at most this long for a dropped run's last save
 _LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
 _FAST_TURNS = 8  # loop turns first: a dropped generator's aclose() is already scheduled
 _POLL_MAX = 0.05
@@ -48,10 +61,12 @@ _POLL_MAX = 0.05
 class Holding:
     """One lease held by a root run of this process."""
 
-    __slots__ = ("token", "_loop", "gen", "ending", "released", "_event")
+    __slots__ = ("token", "thread", "saver", "_loop", "gen", "ending", "released", "_event")
 
     def __init__(self) -> None:
         self.token = ""
+        self.thread: str | None = None
+        self.saver: Callable[[], Any] | None = None  # (weakly) the saver it writes through
         self._loop: Callable[[], asyncio.AbstractEventLoop | None] | None = None  # async runs
         self.gen: weakref.ref[Any] | None = None  # the async run's stream generator
         self.ending = False
@@ -77,9 +92,24 @@ class Holding:
         return loop is None or loop.is_closed() or not loop.is_running()
 
 
-def hold(holding: Holding, token: str, loop: asyncio.AbstractEventLoop | None = None) -> None:
-    """Record that ``holding``'s run now holds the lease ``token``."""
+def hold(
+    holding: Holding,
+    token: str,
+    loop: asyncio.AbstractEventLoop | None = None,
+    thread: str | None = None,
+    saver: Any = None,
+) -> None:
+    """Record that ``holding``'s run now holds the lease ``token`` (of ``thread``,
+    through ``saver``)."""
     holding.token = token
+    if saver is not None:
+        try:
+            holding.saver = weakref.ref(saver)
+        except TypeError:
+            holding.saver = None
+    if thread is not None:
+        holding.thread = thread
+        _THREADS[thread] = holding
     if loop is not None:
         try:
             holding._loop = weakref.ref(loop)
@@ -91,6 +121,8 @@ def hold(holding: Holding, token: str, loop: asyncio.AbstractEventLoop | None = 
 def drop(holding: Holding) -> None:
     """The run released its lease (or gave up on it): wake whoever waits."""
     _HELD.pop(holding.token, None)
+    if holding.thread is not None and _THREADS.get(holding.thread) is holding:
+        del _THREADS[holding.thread]
     with _LOCK:
         holding.released = True
         event = holding._event
@@ -180,5 +212,39 @@ async def await_release(holding: Holding, timeout: float) -> bool:
     return True
 
 
+def settle(thread_id: Any) -> None:
+    """Before a read of ``thread_id``'s latest state: when a run of this process
+    that holds the thread was dropped or is closing (``for c in graph.stream(...):
+    break``), wait (at most a few seconds) for it to save what it streamed, so
+    the read shows it. Free when no local run holds the thread."""
+    if not _THREADS or type(thread_id) is not str:
+        return
+    holding = _THREADS.get(thread_id)
+    if holding is not None and finishing(holding.token) is not None:
+        wait(holding, _SETTLE_TIMEOUT)
+
+
+async def asettle_saver(saver: Any) -> None:
+    """Before an async saver closes: runs of this process that write through it
+    and were dropped mid-stream (``async for ... break`` inside ``async with
+    Saver.from_conn_string(...)``) get to save and release their leases first.
+    Closed under them, they could not release, and the thread stayed held for
+    the lease's TTL."""
+    for holding in list(_HELD.values()):
+        ref = holding.saver
+        if ref is not None and ref() is saver and await afinishing(holding.token) is not None:
+            await await_release(holding, _SETTLE_TIMEOUT)
+
+
+async def asettle(thread_id: Any) -> None:
+    """Async twin of :func:`settle` (lets the loop run the dropped stream's
+    ``aclose()``, usually a task on this very loop)."""
+    if not _THREADS or type(thread_id) is not str:
+        return
+    holding = _THREADS.get(thread_id)
+    if holding is not None and await afinishing(holding.token) is not None:
+        await await_release(holding, _SETTLE_TIMEOUT)
+
+
 if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases
-    os.register_at_fork(after_in_child=_HELD.clear)
+    os.register_at_fork(after_in_child=lambda: (_HELD.clear(), _THREADS.clear()))

@@ -17,6 +17,7 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.postgres.aconnection import AsyncPgConnector
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
@@ -83,6 +84,7 @@ class AsyncPostgresSaver(PgSaverBase):
         await self.executor.arun_batches(setup_flow(self.sql.schema))
 
     async def aclose(self) -> None:
+        await local.asettle_saver(self)  # runs dropped mid-stream release first
         await self.connector.aclose()
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ import redis.asyncio as aredis
 import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
+from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
@@ -298,6 +299,7 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
         """Nothing to create on Redis; awaitable like AsyncPostgresSaver.setup()."""
 
     async def aclose(self) -> None:
+        await local.asettle_saver(self)  # runs dropped mid-stream release first
         if self._owned:
             await self.client.aclose()
 

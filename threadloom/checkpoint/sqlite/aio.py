@@ -15,6 +15,7 @@ from typing import Any
 
 import aiosqlite
 
+from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.sqlite import worker
 from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer
 from threadloom.checkpoint.sqlite.saver import _is_file, pragmas
@@ -109,7 +110,9 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
 
     async def aclose(self) -> None:
         """Stop background checkpoints (off the loop: it waits for a running
-        one); close the connection if the saver opened it, even when that failed."""
+        one); close the connection if the saver opened it, even when that failed.
+        Runs dropped mid-stream save and release their leases first."""
+        await local.asettle_saver(self)
         try:
             if self.walck is not None:
                 self.executor.on_commit = None

@@ -1,0 +1,99 @@
+"""After ``async for ... break`` (or ``for ... break``): a read right away shows
+what was streamed, and closing the saver lets the dropped run save and release
+first (found by a side-by-side probe, session 10).
+
+Before: ``aget_state`` right after the break showed the state before the streamed
+step (the dropped stream saved ~0.5 s later), and leaving ``async with
+Saver.from_conn_string(...)`` closed the connection under the dropped run, which
+could not release its lease: reopening the file and resuming the thread raised
+``ThreadBusyError`` for the lease's whole TTL (30 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import uuid
+from contextlib import asynccontextmanager
+from typing import Annotated, TypedDict
+
+import pytest
+
+from tests.concurrency.backends import _drop_prefix, _drop_schema
+from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.graph import START, StateGraph
+
+
+class S(TypedDict):
+    x: Annotated[list, operator.add]
+
+
+def _fan(saver):
+    """fast, then slow and par side by side, then last."""
+
+    async def slow(s: S) -> dict:
+        await asyncio.sleep(0.3)
+        return {"x": ["slow"]}
+
+    g = StateGraph(S)
+    g.add_node("fast", lambda s: {"x": ["fast"]})
+    g.add_node("slow", slow)
+    g.add_node("par", lambda s: {"x": ["par"]})
+    g.add_node("last", lambda s: {"x": ["last"]})
+    g.add_edge(START, "fast")
+    g.add_edge("fast", "slow")
+    g.add_edge("fast", "par")
+    g.add_edge("slow", "last")
+    g.add_edge("par", "last")
+    return g.compile(checkpointer=saver)
+
+
+@asynccontextmanager
+async def _open(kind, tmp_path, request, tag):
+    """The same store each time for one ``tag`` (file, schema or key prefix)."""
+    if kind == "sqlite":
+        from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / f"{tag}.db")) as saver:
+            yield saver
+    elif kind == "postgres":
+        from threadloom.checkpoint.postgres import AsyncPostgresSaver
+
+        url, schema = request.getfixturevalue("pg_url"), f"tl_brk_{tag}"
+        request.addfinalizer(lambda: _drop_schema(url, schema))
+        async with AsyncPostgresSaver.from_conn_string(url, schema=schema, pool=True) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        from threadloom.checkpoint.redis import AsyncRedisSaver
+
+        url, prefix = request.getfixturevalue("redis_url"), f"tlbrk-{tag}"
+        request.addfinalizer(lambda: _drop_prefix(url, prefix))
+        async with AsyncRedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
+            yield saver
+
+
+async def _break_after_par(app, cfg) -> None:
+    async for update in app.astream({"x": []}, cfg, stream_mode="updates"):
+        if "par" in update:
+            break
+
+
+async def test_a_read_right_after_break_shows_what_was_streamed() -> None:
+    app = _fan(InMemorySaver())
+    cfg = {"configurable": {"thread_id": "A"}}
+    await _break_after_par(app, cfg)
+    state = await app.aget_state(cfg)  # par's write is stored (as LangGraph shows it)
+    assert (state.values, state.next) == ({"x": ["fast", "par"]}, ("slow",))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+async def test_closing_the_saver_lets_a_dropped_run_release(kind, tmp_path, request) -> None:
+    cfg, tag = {"configurable": {"thread_id": "B"}}, uuid.uuid4().hex[:10]
+    async with _open(kind, tmp_path, request, tag) as saver:
+        await _break_after_par(_fan(saver), cfg)
+    async with _open(kind, tmp_path, request, tag) as saver:
+        app = _fan(saver)
+        state = await app.aget_state(cfg)
+        assert (state.values, state.next) == ({"x": ["fast", "par"]}, ("slow",))
+        out = await app.ainvoke(None, cfg)  # not ThreadBusyError for the lease's TTL
+        assert out == {"x": ["fast", "par", "slow", "last"]}
