@@ -10,12 +10,16 @@ from __future__ import annotations
 
 __all__ = ["DELETE", "DELETE_REFS", "DROP"]
 
-# DROP: ARGV ttl, hash* -> {hash, packed, ...} of the blobs deleted
+# DROP: ARGV ttl, hash* -> {hash, packed, ...} of the blobs deleted. A blob whose
+# count is missing (its RC key was evicted: docs/redis.md, "Sizing") is kept:
+# leaked, not deleted under a checkpoint that may still need it. (Blobs stored
+# before counts started at 0 and never referenced stay too.)
 DROP = """
 local out = {}
 for i = 2, #ARGV do
     local p = redis.call('HGET', BLOB, ARGV[i])
-    if p and (tonumber(redis.call('HGET', RC, ARGV[i])) or 0) <= 0 then
+    local c = redis.call('HGET', RC, ARGV[i])
+    if p and c and tonumber(c) <= 0 then
         redis.call('HDEL', BLOB, ARGV[i])
         redis.call('HDEL', RC, ARGV[i])
         out[#out + 1] = ARGV[i]

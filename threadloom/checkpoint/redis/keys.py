@@ -153,12 +153,30 @@ local function touch()
         for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
     end
 end
+-- a blob stored now starts counted at 0, so a count missing later was lost
+-- (an evicted RC key): it becomes LOST, a count no release brings to 0, and
+-- DROP keeps a blob without one: leaked, never deleted under a checkpoint
+local LOST = 1125899906842624
+local function put_blob(h, p)
+    if redis.call('HSETNX', BLOB, h, p) == 1 then
+        redis.call('HSETNX', RC, h, 0)
+        return true
+    end
+    return false
+end
+local function count(h, delta)
+    if redis.call('HEXISTS', RC, h) == 1 then
+        redis.call('HINCRBY', RC, h, delta)
+    else
+        redis.call('HSET', RC, h, LOST)
+    end
+end
 -- one reference more for every existing blob named in a packed hash list
 local function hold(packed, out)
     for j = 1, #packed, 16 do
         local h = string.sub(packed, j, j + 15)
         if redis.call('HEXISTS', BLOB, h) == 1 then
-            redis.call('HINCRBY', RC, h, 1)
+            count(h, 1)
             if out then out[#out + 1] = h end
         end
     end
@@ -223,7 +241,7 @@ if stale then return {{}, {}, {}, 1} end
 local new, pre, kids, inserted = {}, {}, {}, {}
 for _ = 1, tonumber(nxt()) do
     local h, p, ch = nxt(), nxt(), nxt()
-    if redis.call('HSETNX', BLOB, h, p) == 1 then
+    if put_blob(h, p) then
         new[#new + 1] = h
         if #ch > 0 then kids[#kids + 1] = ch end
     end
@@ -260,7 +278,7 @@ for _, r in ipairs(rows) do
     end
 end
 for _, b in ipairs(blobs) do
-    if redis.call('HSETNX', BLOB, b[1], b[2]) == 1 then new[#new + 1] = b[1] end
+    if put_blob(b[1], b[2]) then new[#new + 1] = b[1] end
 end
 for _, r in ipairs(rows) do
     add_write(r[1], r[2], r[3])
@@ -312,7 +330,7 @@ _INSERT = """
 local kids, pre = {}, {}
 for _ = 1, tonumber(nxt()) do
     local h, p, ch = nxt(), nxt(), nxt()
-    if redis.call('HSETNX', BLOB, h, p) == 1 and #ch > 0 then kids[#kids + 1] = ch end
+    if put_blob(h, p) and #ch > 0 then kids[#kids + 1] = ch end
 end
 for _, ch in ipairs(kids) do hold(ch, nil) end
 for _ = 1, tonumber(nxt()) do
@@ -351,7 +369,7 @@ _ADJUST = """
 local n = 0
 for i = 2, #ARGV, 2 do
     if redis.call('HEXISTS', BLOB, ARGV[i]) == 1 then
-        redis.call('HINCRBY', RC, ARGV[i], ARGV[i + 1])
+        count(ARGV[i], ARGV[i + 1])
         n = n + 1
     end
 end
