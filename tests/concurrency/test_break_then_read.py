@@ -78,9 +78,10 @@ async def _break_after_par(app, cfg) -> None:
             break
 
 
-async def test_a_read_right_after_break_shows_what_was_streamed() -> None:
+@pytest.mark.parametrize("thread_id", ["A", 1])
+async def test_a_read_right_after_break_shows_what_was_streamed(thread_id) -> None:
     app = _fan(InMemorySaver())
-    cfg = {"configurable": {"thread_id": "A"}}
+    cfg = {"configurable": {"thread_id": thread_id}}
     await _break_after_par(app, cfg)
     state = await app.aget_state(cfg)  # par's write is stored (as LangGraph shows it)
     assert (state.values, state.next) == ({"x": ["fast", "par"]}, ("slow",))
@@ -97,3 +98,17 @@ async def test_closing_the_saver_lets_a_dropped_run_release(kind, tmp_path, requ
         assert (state.values, state.next) == ({"x": ["fast", "par"]}, ("slow",))
         out = await app.ainvoke(None, cfg)  # not ThreadBusyError for the lease's TTL
         assert out == {"x": ["fast", "par", "slow", "last"]}
+
+
+def test_holders_of_one_thread_id_in_two_stores_are_both_kept() -> None:
+    from threadloom.checkpoint.lease import local
+
+    first, second = local.Holding(), local.Holding()
+    local.hold(first, "tok-1", thread="same")
+    local.hold(second, "tok-2", thread="same")
+    try:
+        local.drop(second)  # the other store's run ended: the first is still known
+        assert local._THREADS["same"] == [first]
+    finally:
+        local.drop(first)
+    assert "same" not in local._THREADS

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 _HELD: dict[str, Holding] = {}
-_THREADS: dict[str, Holding] = {}  # thread id -> its local holder (reads wait for a drop)
+_THREADS: dict[str, list[Holding]] = {}  # thread id -> local holders (any saver)
 _SETTLE_TIMEOUT = 5.0  # a read waits at most this long for a dropped run's last save
 _LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
 _FAST_TURNS = 8  # loop turns first: a dropped generator's aclose() is already scheduled
@@ -109,7 +109,7 @@ def hold(
             holding.saver = None
     if thread is not None:
         holding.thread = thread
-        _THREADS[thread] = holding
+        _THREADS.setdefault(thread, []).append(holding)
     if loop is not None:
         try:
             holding._loop = weakref.ref(loop)
@@ -121,8 +121,7 @@ def hold(
 def drop(holding: Holding) -> None:
     """The run released its lease (or gave up on it): wake whoever waits."""
     _HELD.pop(holding.token, None)
-    if holding.thread is not None and _THREADS.get(holding.thread) is holding:
-        del _THREADS[holding.thread]
+    _forget_thread(holding)
     with _LOCK:
         holding.released = True
         event = holding._event
@@ -212,16 +211,41 @@ async def await_release(holding: Holding, timeout: float) -> bool:
     return True
 
 
+def _forget_thread(holding: Holding) -> None:
+    holders = _THREADS.get(holding.thread) if holding.thread is not None else None
+    if holders is not None:
+        if holding in holders:
+            holders.remove(holding)
+        if not holders:
+            _THREADS.pop(holding.thread, None)
+
+
+def _finishing_holders(thread_id: Any) -> list[Holding]:
+    """This process's holders of ``thread_id`` (any saver: a same-named thread of
+    another store costs a read at most a brief wait) whose run only has its
+    release left; holders whose loop is gone are forgotten."""
+    holders = _THREADS.get(str(thread_id))
+    if not holders:
+        return []
+    found = []
+    for holding in list(holders):
+        if finishing(holding.token) is not None:
+            found.append(holding)
+        elif holding.token not in _HELD:  # stranded: nothing will release it
+            _forget_thread(holding)
+    return found
+
+
 def settle(thread_id: Any) -> None:
     """Before a read of ``thread_id``'s latest state: when a run of this process
     that holds the thread was dropped or is closing (``for c in graph.stream(...):
     break``), wait (at most a few seconds) for it to save what it streamed, so
     the read shows it. Free when no local run holds the thread."""
-    if not _THREADS or type(thread_id) is not str:
+    if not _THREADS or thread_id is None:
         return
-    holding = _THREADS.get(thread_id)
-    if holding is not None and finishing(holding.token) is not None:
-        wait(holding, _SETTLE_TIMEOUT)
+    deadline = time.monotonic() + _SETTLE_TIMEOUT
+    for holding in _finishing_holders(thread_id):
+        wait(holding, deadline - time.monotonic())
 
 
 async def asettle_saver(saver: Any) -> None:
@@ -239,11 +263,17 @@ async def asettle_saver(saver: Any) -> None:
 async def asettle(thread_id: Any) -> None:
     """Async twin of :func:`settle` (lets the loop run the dropped stream's
     ``aclose()``, usually a task on this very loop)."""
-    if not _THREADS or type(thread_id) is not str:
+    if not _THREADS or thread_id is None:
         return
-    holding = _THREADS.get(thread_id)
-    if holding is not None and await afinishing(holding.token) is not None:
-        await await_release(holding, _SETTLE_TIMEOUT)
+    holders = _THREADS.get(str(thread_id))
+    if not holders:
+        return
+    deadline = time.monotonic() + _SETTLE_TIMEOUT
+    for holding in list(holders):
+        if await afinishing(holding.token) is not None:
+            await await_release(holding, deadline - time.monotonic())
+        elif holding.token not in _HELD:  # stranded: nothing will release it
+            _forget_thread(holding)
 
 
 if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases

@@ -53,6 +53,9 @@ from threadloom.errors import StorageError
 
 __all__ = ["Call", "RedisPlanner", "Scope"]
 
+LOST = 1 << 50
+"""The count the Lua scripts give a blob whose count went missing (keys.py)."""
+
 _unpack = unpack_values  # tests read stored rows with it
 
 
@@ -193,7 +196,10 @@ class RedisPlanner:
         if not op.refcounts or not found:
             return found
         (counts,) = yield [Call(("HMGET", self.key(thread_id, "rc"), *found))]
-        return {h: (row, int(c or 0)) for (h, row), c in zip(found.items(), counts)}
+        # a missing count was lost (an evicted RC key): never 0, as DROP reads it
+        return {
+            h: (row, LOST if c is None else int(c)) for (h, row), c in zip(found.items(), counts)
+        }
 
     def _LoadWrites(self, op: ops.LoadWrites, scope: Scope) -> Plan:
         scope.thread = thread_id = op.thread_id

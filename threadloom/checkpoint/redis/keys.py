@@ -156,7 +156,7 @@ end
 -- a blob stored now starts counted at 0, so a count missing later was lost
 -- (an evicted RC key): it becomes LOST, a count no release brings to 0, and
 -- DROP keeps a blob without one: leaked, never deleted under a checkpoint
-local LOST = 1125899906842624
+local LOST = 1125899906842624  -- executor.LOST (2^50)
 local function put_blob(h, p)
     if redis.call('HSETNX', BLOB, h, p) == 1 then
         redis.call('HSETNX', RC, h, 0)
