@@ -50,7 +50,6 @@ class AsyncPgConnector(ConnectorBase):
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        self.check_open()
         if self.is_pool:
             async with self.conn.connection() as conn:
                 yield conn
@@ -264,10 +263,8 @@ class AsyncPgConnector(ConnectorBase):
         return results
 
     async def aclose(self) -> None:
-        """Close the connection or pool, only if the saver opened it (then the
-        saver refuses further calls: :meth:`check_open`)."""
+        """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
-            self.closed = True
             await self.conn.close()
 
 

@@ -111,7 +111,6 @@ class PgConnector(ConnectorBase):
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        self.check_open()
         if self.is_pool:
             with self.conn.connection() as conn:
                 yield conn
@@ -340,8 +339,6 @@ class PgConnector(ConnectorBase):
         return results
 
     def close(self) -> None:
-        """Close the connection or pool, only if the saver opened it (then the
-        saver refuses further calls: :meth:`check_open`)."""
+        """Close the connection or pool, only if the saver opened it."""
         if self.url is not None:
-            self.closed = True
             self.conn.close()

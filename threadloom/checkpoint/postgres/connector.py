@@ -101,13 +101,6 @@ class ConnectorBase:
             f"threadloom_pg_tx_{id(self)}", default=None
         )
         self.queued: dict[int, list[Stmt]] = {}  # per open Tx (by id): see hold
-        self.closed = False  # close() of a connection or pool the saver opened
-
-    def check_open(self) -> None:
-        """A saver closed on purpose stays closed: reconnecting would revive it
-        on a connection nobody closes (and let an in-flight run carry on)."""
-        if self.closed:
-            raise StorageError(f"the saver is closed ({self.target})")
 
     def hold(self, tx: Tx, batch: Sequence[Stmt]) -> list[Any] | None:
         """Hold back a pipelined batch whose results nobody reads: it is sent with
