@@ -15,8 +15,9 @@ from threadloom.errors import ThreadBusyError
 
 
 @asynccontextmanager
-async def _open(kind, tmp_path, request):
-    tag = uuid.uuid4().hex[:10]
+async def _open(kind, tmp_path, request, tag=None):
+    """An async saver of ``kind``; the same ``tag`` opens the same store again."""
+    tag = tag or uuid.uuid4().hex[:10]
     if kind == "sqlite":
         from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import operator
 import uuid
-from contextlib import asynccontextmanager
 from typing import Annotated, TypedDict
 
 import pytest
 
-from tests.concurrency.backends import _drop_prefix, _drop_schema
+from tests.concurrency.test_async_savers import _open
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.graph import START, StateGraph
 
@@ -45,31 +44,6 @@ def _fan(saver):
     g.add_edge("slow", "last")
     g.add_edge("par", "last")
     return g.compile(checkpointer=saver)
-
-
-@asynccontextmanager
-async def _open(kind, tmp_path, request, tag):
-    """The same store each time for one ``tag`` (file, schema or key prefix)."""
-    if kind == "sqlite":
-        from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / f"{tag}.db")) as saver:
-            yield saver
-    elif kind == "postgres":
-        from threadloom.checkpoint.postgres import AsyncPostgresSaver
-
-        url, schema = request.getfixturevalue("pg_url"), f"tl_brk_{tag}"
-        request.addfinalizer(lambda: _drop_schema(url, schema))
-        async with AsyncPostgresSaver.from_conn_string(url, schema=schema, pool=True) as saver:
-            await saver.setup()
-            yield saver
-    else:
-        from threadloom.checkpoint.redis import AsyncRedisSaver
-
-        url, prefix = request.getfixturevalue("redis_url"), f"tlbrk-{tag}"
-        request.addfinalizer(lambda: _drop_prefix(url, prefix))
-        async with AsyncRedisSaver.from_conn_string(url, key_prefix=prefix) as saver:
-            yield saver
 
 
 async def _break_after_par(app, cfg) -> None:
