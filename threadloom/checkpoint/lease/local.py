@@ -214,8 +214,10 @@ async def await_release(holding: Holding, timeout: float) -> bool:
 def _forget_thread(holding: Holding) -> None:
     holders = _THREADS.get(holding.thread) if holding.thread is not None else None
     if holders is not None:
-        if holding in holders:
+        try:
             holders.remove(holding)
+        except ValueError:  # another thread forgot it first
+            pass
         if not holders:
             _THREADS.pop(holding.thread, None)
 
