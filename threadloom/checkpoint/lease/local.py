@@ -222,20 +222,17 @@ def _forget_thread(holding: Holding) -> None:
             _THREADS.pop(holding.thread, None)
 
 
-def _finishing_holders(thread_id: Any) -> list[Holding]:
+def _holders(thread_id: Any) -> list[Holding]:
     """This process's holders of ``thread_id`` (any saver: a same-named thread of
-    another store costs a read at most a brief wait) whose run only has its
-    release left; holders whose loop is gone are forgotten."""
-    holders = _THREADS.get(str(thread_id))
+    another store costs a read at most a brief wait); holders whose loop is gone
+    (nothing will release them) are forgotten."""
+    holders = _THREADS.get(str(thread_id)) if _THREADS and thread_id is not None else None
     if not holders:
         return []
-    found = []
     for holding in list(holders):
-        if finishing(holding.token) is not None:
-            found.append(holding)
-        elif holding.token not in _HELD:  # stranded: nothing will release it
+        if _stranded(holding) and holding.token not in _HELD:  # its loop is closed or gone
             _forget_thread(holding)
-    return found
+    return list(holders)
 
 
 def settle(thread_id: Any) -> None:
@@ -243,11 +240,10 @@ def settle(thread_id: Any) -> None:
     that holds the thread was dropped or is closing (``for c in graph.stream(...):
     break``), wait (at most a few seconds) for it to save what it streamed, so
     the read shows it. Free when no local run holds the thread."""
-    if not _THREADS or thread_id is None:
-        return
     deadline = time.monotonic() + _SETTLE_TIMEOUT
-    for holding in _finishing_holders(thread_id):
-        wait(holding, deadline - time.monotonic())
+    for holding in _holders(thread_id):
+        if finishing(holding.token) is not None:
+            wait(holding, deadline - time.monotonic())
 
 
 async def asettle_saver(saver: Any) -> None:
@@ -265,17 +261,10 @@ async def asettle_saver(saver: Any) -> None:
 async def asettle(thread_id: Any) -> None:
     """Async twin of :func:`settle` (lets the loop run the dropped stream's
     ``aclose()``, usually a task on this very loop)."""
-    if not _THREADS or thread_id is None:
-        return
-    holders = _THREADS.get(str(thread_id))
-    if not holders:
-        return
     deadline = time.monotonic() + _SETTLE_TIMEOUT
-    for holding in list(holders):
+    for holding in _holders(thread_id):
         if await afinishing(holding.token) is not None:
             await await_release(holding, deadline - time.monotonic())
-        elif holding.token not in _HELD:  # stranded: nothing will release it
-            _forget_thread(holding)
 
 
 if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases
