@@ -80,13 +80,19 @@ def test_a_dropped_class_is_never_revived() -> None:
     assert type(serde.with_allowlist([other]).loads_typed(stored)) is other
 
 
-def test_an_older_live_class_serves_its_name_when_the_newest_dies() -> None:
-    first = _define("tests.serde.fallback")
-    newer = _define("tests.serde.fallback")
+def _older_live(module: str) -> tuple[type, MsgpackSerializer, tuple[str, bytes]]:
+    """A class the user allowlisted, a value of it stored, and a serializer whose
+    compile then trusted a newer class under its name that has died since."""
+    first, newer = _define(module), _define(module)
     serde = MsgpackSerializer(allowed=[first]).with_allowlist([newer], weak=True)
     del newer
     stored = serde.dumps_typed(first("a"))
     gc.collect()  # the newer class died: nothing holds it
+    return first, serde, stored
+
+
+def test_an_older_live_class_serves_its_name_when_the_newest_dies() -> None:
+    first, serde, stored = _older_live("tests.serde.fallback")
     assert type(serde.loads_typed(stored)) is first
 
 
@@ -116,12 +122,7 @@ def test_two_classes_under_one_name_in_one_widening_are_stable() -> None:
 
 
 def test_pruning_keeps_an_older_live_class_under_its_name() -> None:
-    first = _define("tests.serde.pruned")
-    newer = _define("tests.serde.pruned")
-    serde = MsgpackSerializer(allowed=[first]).with_allowlist([newer], weak=True)
-    del newer
-    stored = serde.dumps_typed(first("a"))
-    gc.collect()  # the newer one died
+    first, serde, stored = _older_live("tests.serde.pruned")
     for i in range(200):  # other factory classes: pruning runs several times
         serde = serde.with_allowlist([_define("tests.serde.other")], weak=True)
         if i % 25 == 0:

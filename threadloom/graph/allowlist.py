@@ -20,6 +20,7 @@ import weakref
 from typing import Any
 
 from threadloom.checkpoint.serde import EncryptedSerializer, MsgpackSerializer
+from threadloom.checkpoint.serde.registry import default_name
 from threadloom.graph.schema import schema_types
 
 __all__ = ["apply_allowlist", "graph_types", "trust_at_run"]
@@ -152,7 +153,7 @@ def _redefined(saver: Any, types: tuple[type, ...]) -> bool:
         last = _LAST.setdefault(saver, {})
     except TypeError:  # not weakly referenceable: nothing remembered
         return False
-    latest = {f"{cls.__module__}.{cls.__qualname__}": cls for cls in types}  # last one wins
+    latest = {default_name(cls): cls for cls in types}  # last one wins
     changed = False
     for name, cls in latest.items():
         known = last.get(name)

@@ -136,7 +136,7 @@ class Registry:
 
 
 def _redefines(old: type, new: type) -> bool:
-    return old.__module__ == new.__module__ and old.__qualname__ == new.__qualname__
+    return default_name(old) == default_name(new)
 
 
 REGISTRY = Registry()
