@@ -107,20 +107,29 @@ def _langgraph(source: Any, module: str, name: str) -> bool:
     return cls is not None and isinstance(source, cls)
 
 
+def _named_or_in_memory(source: Any, thread_ids: Iterable[str] | None) -> list[str] | None:
+    """The threads asked for, or the keys of an ``InMemorySaver``; None otherwise."""
+    if thread_ids is not None:
+        return _wanted(thread_ids)
+    storage = getattr(source, "storage", None)
+    if isinstance(storage, dict):
+        return sorted(str(t) for t, spaces in storage.items() if spaces)
+    return None
+
+
 def find_threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
     """The threads to import, found without holding the source's values: by SQL
     for LangGraph's SQLite and Postgres savers (sync and async), from the keys of its
     ``InMemorySaver``, otherwise by listing everything once (each value dropped
     as it comes, but decoded: a full pass over the source)."""
-    if thread_ids is not None:
-        return _wanted(thread_ids)
-    conn, storage = getattr(source, "conn", None), getattr(source, "storage", None)
+    known = _named_or_in_memory(source, thread_ids)
+    if known is not None:
+        return known
+    conn = getattr(source, "conn", None)
     if isinstance(conn, sqlite3.Connection) and callable(getattr(source, "cursor", None)):
         with source.cursor(transaction=False) as cur:
             cur.execute(_THREADS_SQL)
             return sorted(str(row[0]) for row in cur.fetchall())
-    if isinstance(storage, dict):
-        return sorted(str(t) for t, spaces in storage.items() if spaces)
     if _postgres(source, "PostgresSaver"):
         with source._cursor() as cur:
             cur.execute(_THREADS_SQL)
@@ -129,11 +138,9 @@ def find_threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
 
 
 async def afind_threads(source: Any, thread_ids: Iterable[str] | None) -> list[str]:
-    if thread_ids is not None:
-        return _wanted(thread_ids)
-    storage = getattr(source, "storage", None)
-    if isinstance(storage, dict):
-        return sorted(str(t) for t, spaces in storage.items() if spaces)
+    known = _named_or_in_memory(source, thread_ids)
+    if known is not None:
+        return known
     if _postgres(source, "AsyncPostgresSaver"):
         async with source._cursor() as cur:
             await cur.execute(_THREADS_SQL)
