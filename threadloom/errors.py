@@ -16,7 +16,9 @@ The tree, so callers can catch at the level they care about::
     ├── EmptyInputError              a graph invoked with no input
     ├── TaskNotFound                 a task id that is not part of the step
     ├── UnknownInterruptError        a resume aimed at no (or an ambiguous) interrupt
-    └── GraphRecursionError          recursion_limit reached (also a RecursionError)
+    ├── GraphRecursionError          recursion_limit reached (also a RecursionError)
+    ├── NodeTimeoutError             a node attempt exceeded its run or idle timeout
+    └── NodeCancelledError           a node raised asyncio.CancelledError itself
 
 Control-flow signals are not errors and live on their own root so that
 ``except ThreadloomError`` never swallows them::
@@ -30,7 +32,7 @@ Control-flow signals are not errors and live on their own root so that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from threadloom.types import Command, Interrupt
@@ -54,6 +56,8 @@ __all__ = [
     "TaskNotFound",
     "UnknownInterruptError",
     "GraphRecursionError",
+    "NodeCancelledError",
+    "NodeTimeoutError",
     "GraphBubbleUp",
     "GraphInterrupt",
     "NodeInterrupt",
@@ -219,6 +223,73 @@ class GraphRecursionError(ThreadloomError, RecursionError):
 
     Raise the limit through ``config={"recursion_limit": n}`` if the loop is expected.
     """
+
+
+class NodeTimeoutError(ThreadloomError):
+    """A node attempt exceeded its ``run_timeout`` or went ``idle_timeout`` seconds
+    without progress (``add_node(..., timeout=)``).
+
+    Not a ``TimeoutError`` (an ``OSError``, which the default ``RetryPolicy``
+    never retries), so a retry policy retries a timed-out attempt, as LangGraph.
+    ``kind`` ("run"/"idle") and ``timeout`` say which limit fired; both limits
+    are the configured ones (None when unset); ``elapsed`` is in seconds.
+    """
+
+    def __init__(
+        self,
+        node: str,
+        elapsed: float,
+        *,
+        kind: Literal["idle", "run"],
+        idle_timeout: float | None = None,
+        run_timeout: float | None = None,
+    ) -> None:
+        if kind == "idle":
+            if idle_timeout is None:
+                raise ValueError("idle_timeout is required when kind='idle'")
+            self.timeout = idle_timeout
+            message = (
+                f"Node '{node}' exceeded its idle timeout of {idle_timeout:.3f}s "
+                f"without making progress (elapsed: {elapsed:.3f}s)."
+            )
+        elif kind == "run":
+            if run_timeout is None:
+                raise ValueError("run_timeout is required when kind='run'")
+            self.timeout = run_timeout
+            message = (
+                f"Node '{node}' exceeded its run timeout of {run_timeout:.3f}s "
+                f"(elapsed: {elapsed:.3f}s)."
+            )
+        else:
+            raise ValueError("kind must be 'idle' or 'run'")
+        super().__init__(message)
+        self.node = node
+        self.elapsed = elapsed
+        self.kind = kind
+        self.idle_timeout = idle_timeout
+        self.run_timeout = run_timeout
+
+    def __reduce__(self) -> Any:  # keyword-only fields: rebuild from them, not from args
+        return (
+            _node_timeout_error,
+            (self.node, self.elapsed, self.kind, self.idle_timeout, self.run_timeout),
+        )
+
+
+def _node_timeout_error(
+    node: str, elapsed: float, kind: Any, idle: float | None, run: float | None
+) -> NodeTimeoutError:
+    return NodeTimeoutError(node, elapsed, kind=kind, idle_timeout=idle, run_timeout=run)
+
+
+class NodeCancelledError(ThreadloomError):
+    """A node's own code raised ``asyncio.CancelledError`` (nobody cancelled it):
+    reported as the node's failure, where a bare cancel would end the run as if
+    it had been stopped on purpose (as LangGraph)."""
+
+    def __init__(self, node: str, message: str | None = None) -> None:
+        super().__init__(message or f"Node {node!r} raised asyncio.CancelledError")
+        self.node = node
 
 
 class GraphBubbleUp(Exception):

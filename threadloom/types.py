@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from xxhash import xxh3_128_hexdigest
@@ -37,6 +38,7 @@ __all__ = [
     "StreamMode",
     "StreamPart",
     "StreamWriter",
+    "TimeoutPolicy",
     "default_retry_on",
     "interrupt",
 ]
@@ -139,6 +141,54 @@ class CachePolicy:
 
     key_func: Callable[..., str | bytes] = _default_cache_key
     ttl: int | None = None
+
+
+def _seconds(value: float | timedelta | None, field: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValueError(f"{field} must be greater than 0")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeoutPolicy:
+    """Time limits of one attempt of an async node (``add_node(..., timeout=)``).
+
+    ``run_timeout``: seconds an attempt may run at all. ``idle_timeout``: seconds
+    it may go without progress; ``refresh_on="auto"`` counts writes, stream and
+    custom-stream output, LangChain callback events and ``runtime.heartbeat()``
+    as progress, ``"heartbeat"`` only the latter. Exceeding either raises
+    :class:`~threadloom.errors.NodeTimeoutError`, which the node's retry policy
+    may retry. Cancellation is cooperative (asyncio), hence async nodes only.
+    """
+
+    run_timeout: float | timedelta | None = None
+    idle_timeout: float | timedelta | None = None
+    refresh_on: Literal["auto", "heartbeat"] = "auto"
+
+    @classmethod
+    def coerce(cls, value: float | timedelta | TimeoutPolicy | None) -> TimeoutPolicy | None:
+        """A policy with positive float seconds from a number, a timedelta or a
+        policy; None when no limit is set (as LangGraph, whose errors these are).
+
+        Raises:
+            ValueError: a limit <= 0, or ``refresh_on`` not "auto"/"heartbeat".
+        """
+        if value is None:
+            return None
+        if not isinstance(value, TimeoutPolicy):
+            value = cls(run_timeout=value)
+        if value.refresh_on not in ("auto", "heartbeat"):
+            raise ValueError("refresh_on must be 'auto' or 'heartbeat'")
+        run = _seconds(value.run_timeout, "run_timeout")
+        idle = _seconds(value.idle_timeout, "idle_timeout")
+        if run is None and idle is None:
+            return None
+        if all(v is None or type(v) is float for v in (value.run_timeout, value.idle_timeout)):
+            return value  # already coerced (frozen: safe to share)
+        return cls(run_timeout=run, idle_timeout=idle, refresh_on=value.refresh_on)
 
 
 _DEFAULT_INTERRUPT_ID = "placeholder-id"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -17,6 +18,7 @@ from threadloom.errors import ConfigError
 
 __all__ = [
     "CONTEXT_KEY",
+    "HEARTBEAT",
     "ExecutionInfo",
     "Runtime",
     "coerce_context",
@@ -28,6 +30,14 @@ CONTEXT_KEY = "__threadloom_context"
 """Key in ``config["configurable"]`` that carries the run's context object."""
 
 C = TypeVar("C")
+
+HEARTBEAT: ContextVar[Callable[[], None] | None] = ContextVar("threadloom_heartbeat", default=None)
+"""The progress signal of the idle-timed node attempt running in this context
+(set by :mod:`threadloom.pregel.timeouts`; None outside one)."""
+
+
+def _no_heartbeat() -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,9 @@ class Runtime(Generic[C]):
     context: C | None = None
     store: Any = None
     stream_writer: Callable[[Any], None] = lambda _chunk: None
+    heartbeat: Callable[[], None] = _no_heartbeat
+    """Call from long async work that emits nothing else, so the node's
+    ``idle_timeout`` does not fire; a no-op outside an idle-timed attempt."""
     previous: Any = None
     execution_info: ExecutionInfo | None = None
 
@@ -103,6 +116,7 @@ def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
         context=configurable.get(CONTEXT_KEY),
         store=getattr(scope, "store", None),
         stream_writer=writer,
+        heartbeat=HEARTBEAT.get() or _no_heartbeat,
         execution_info=_execution_info(scope) if scope is not None else None,
     )
 

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from threadloom.constants import END, NS_END, NS_SEP, RESERVED, START
 from threadloom.errors import InvalidGraphError
 from threadloom.graph.branch import BranchSpec, ends_from_literal
+from threadloom.graph.node_policies import NodeDefaults, TimeoutLike, refuse_error_handler
 from threadloom.graph.schema import FieldSpec, fields_of, parse_schema
-from threadloom.types import CachePolicy, RetryPolicy
+from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     from threadloom.graph.compile import CompiledStateGraph
@@ -43,6 +44,9 @@ class StateNodeSpec:
     cache_policy: CachePolicy | None
     ends: tuple[str, ...] | dict[str, str] | None = None
     defer: bool = False
+    timeout: TimeoutPolicy | None = None
+    trace_policy: Any = None
+    """Kept for LangGraph code that reads it; threadloom does no tracing."""
 
 
 def _node_name(action: Any) -> str:
@@ -110,6 +114,7 @@ class StateGraph:
         self.managed: dict[str, Any] = {}
         """Managed keys (``RemainingSteps``...) -> their manager; they have no channel."""
         self.compiled = False
+        self._node_defaults = NodeDefaults()
         self.state_schema = state_schema
         self.context_schema = context_schema
         self.input_schema = input_schema or state_schema
@@ -170,20 +175,30 @@ class StateGraph:
         retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
         cache_policy: CachePolicy | None = None,
         destinations: dict[str, str] | tuple[str, ...] | None = None,
+        error_handler: Any = None,
+        timeout: TimeoutLike = None,
+        trace_policy: Any = None,
         **kwargs: Any,
     ) -> StateGraph:
         """Add a node: a function of the state (sync or async) or a compiled graph.
 
         The function may also take ``config`` and/or ``runtime`` by name. It returns
-        a partial state update (dict), a ``Command``, or ``None``.
+        a partial state update (dict), a ``Command``, or ``None``. ``timeout``
+        (seconds, a timedelta or a :class:`~threadloom.types.TimeoutPolicy`) limits
+        each attempt of an async node (docs/graph.md, "Node timeouts").
 
         Raises:
-            InvalidGraphError: duplicate or reserved name, or a name with ``:``/``|``.
+            InvalidGraphError: duplicate or reserved name, or a name with ``:``/``|``;
+                ``error_handler`` (not supported yet).
+            ValueError: a timeout <= 0.
         """
         if kwargs.get("retry") is not None:  # LangGraph's deprecated spelling
             retry_policy = kwargs.pop("retry")
         if kwargs:
             raise TypeError(f"add_node() got unexpected keyword arguments {sorted(kwargs)}")
+        if error_handler is not None:
+            refuse_error_handler("add_node(error_handler=...)")
+        timeout = TimeoutPolicy.coerce(timeout)
         if isinstance(node, str):
             name = node
             if action is None:
@@ -205,7 +220,27 @@ class StateGraph:
             cache_policy=cache_policy,
             ends=ends,
             defer=defer,
+            timeout=timeout,
+            trace_policy=trace_policy,
         )
+        return self
+
+    def set_node_defaults(
+        self,
+        *,
+        retry_policy: RetryPolicy | Sequence[RetryPolicy] | None = None,
+        cache_policy: CachePolicy | None = None,
+        error_handler: Any = None,
+        timeout: TimeoutLike = None,
+    ) -> StateGraph:
+        """Policies for every node of this graph that sets none itself (applied at
+        compile; ``add_node``'s values win; subgraphs keep their own).
+
+        Raises:
+            InvalidGraphError: ``error_handler`` (not supported yet).
+            ValueError: a timeout <= 0.
+        """
+        self._node_defaults.update(retry_policy, cache_policy, error_handler, timeout)
         return self
 
     def _check_new_node(self, name: str) -> None:
@@ -367,8 +402,10 @@ class StateGraph:
             InvalidGraphError: the graph does not validate.
         """
         from threadloom.graph.compile import compile_state_graph
+        from threadloom.graph.node_policies import apply_defaults, attach_timeouts
 
-        return compile_state_graph(
+        apply_defaults(self)
+        compiled = compile_state_graph(
             self,
             checkpointer=checkpointer,
             cache=cache,
@@ -378,6 +415,8 @@ class StateGraph:
             debug=debug,
             name=name,
         )
+        attach_timeouts(self, compiled)
+        return compiled
 
 
 def __getattr__(name: str) -> object:

@@ -23,6 +23,7 @@ from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
 from threadloom.pregel.output import InvokeResult
 from threadloom.pregel.state_api import StateMixin
+from threadloom.pregel.timeouts import check_timeout_supported
 from threadloom.types import CachePolicy, RetryPolicy, Send
 
 __all__ = ["Pregel"]
@@ -152,6 +153,8 @@ class Pregel(StateMixin):
                 for n in nodes:
                     if n not in self.nodes:
                         raise ValueError(f"Interrupt node {n!r} not in graph")
+        for name, node in self.nodes.items():
+            check_timeout_supported(name, node)
         return self
 
     @property

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry
-from threadloom.types import CachePolicy, RetryPolicy
+from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 __all__ = ["NodeBuilder", "PregelNode", "call_style", "runs_inline"]
 
@@ -76,7 +77,7 @@ class PregelNode:
         tags: Sequence[str] | None = None,
         metadata: dict[str, Any] | None = None,
         subgraphs: Sequence[Any] | None = None,
-        timeout: float | None = None,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
         handle_command: bool = True,
     ) -> None:
         self.channels = channels
@@ -92,7 +93,7 @@ class PregelNode:
         self.cache_policy = cache_policy
         self.tags = list(tags or ())
         self.metadata = dict(metadata or {})
-        self.timeout = timeout
+        self.timeout = TimeoutPolicy.coerce(timeout)
         self.handle_command = handle_command
         if subgraphs is None:
             found = find_subgraph(self._bounds())
@@ -201,7 +202,7 @@ class NodeBuilder:
         self._bound: list[Any] = []
         self._retry_policy: list[RetryPolicy] = []
         self._cache_policy: CachePolicy | None = None
-        self._timeout: float | None = None
+        self._timeout: TimeoutPolicy | None = None
 
     def subscribe_only(self, channel: str) -> NodeBuilder:
         """Run when ``channel`` changes; the input is its value."""
@@ -256,8 +257,9 @@ class NodeBuilder:
         self._cache_policy = policy
         return self
 
-    def set_timeout(self, timeout: float | None) -> NodeBuilder:
-        self._timeout = timeout
+    def set_timeout(self, timeout: float | timedelta | TimeoutPolicy | None) -> NodeBuilder:
+        """Limit each attempt of this (async) node; see :class:`TimeoutPolicy`."""
+        self._timeout = TimeoutPolicy.coerce(timeout)
         return self
 
     def build(self) -> PregelNode:

@@ -22,6 +22,7 @@ from threadloom.pregel.io import command_writes
 from threadloom.pregel.messages import aobserved, observed
 from threadloom.pregel.node import Style
 from threadloom.pregel.pool import POOL
+from threadloom.pregel.timeouts import arun_timed, node_cancelled, sync_timeout_unsupported
 from threadloom.pregel.write import ChannelWrite, assemble_writes
 from threadloom.types import Command
 
@@ -133,8 +134,12 @@ def _call_steps(scope: TaskScope) -> Any:
     value = task.input
     for fn, style in task.proc.steps:
         if style[3]:
+            if task.timeout is not None:  # as LangGraph: a timed node needs an async run
+                raise sync_timeout_unsupported(task.name)
             value = fn.invoke(value, scope.config())
         elif style[0]:
+            if task.timeout is not None:
+                raise sync_timeout_unsupported(task.name)
             raise TypeError(f"node {task.name!r} is async; run the graph with ainvoke/astream")
         elif style[1] or style[2]:
             value = fn(value, **_kwargs(style, scope))
@@ -212,16 +217,18 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
         attempt = 0
         while True:
             try:
-                if scope.task.timeout:
-                    await asyncio.wait_for(_arun_once(scope), scope.task.timeout)
-                else:
+                if scope.task.timeout is None:
                     await _arun_once(scope)
+                else:
+                    await arun_timed(scope, scope.task.timeout, _acall_steps, _afinish)
                 return None
             except BaseException as exc:
                 if await _aparent_command(scope, exc):
                     return None
                 if isinstance(exc, asyncio.CancelledError):
-                    raise
+                    if (own := node_cancelled(scope.task.name)) is None:
+                        raise
+                    return own  # the node raised it itself: its failure (not retried)
                 attempt += 1
                 delay = retry_delay(scope, exc, attempt)
                 if delay is None:

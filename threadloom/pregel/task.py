@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from threadloom.types import CachePolicy, RetryPolicy
+from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
     from threadloom.pregel.node import PregelNode
@@ -125,7 +125,7 @@ class PregelExecutableTask:
     checkpoint_ns: str
     scratchpad: Scratchpad
     step: int
-    timeout: float | None = None
+    timeout: TimeoutPolicy | None = None
     checkpoint_map: dict[str, str] = field(default_factory=dict)
     cache_policy: CachePolicy | None = None
     extra: dict[str, Any] | None = None

@@ -379,7 +379,7 @@ def _executable(
         task_ns,
         scratchpad,
         plan.step,
-        None,
+        proc.timeout,
         plan.checkpoint_map,
         policy,
     )
