@@ -363,8 +363,10 @@ return 1
 """
 
 # ADJUST: ARGV ttl, (hash, delta)*. Counts only blobs that exist, so BLOB does;
-# an RC this creates takes BLOB's remaining expiry (no re-arm: pruning an idle
-# thread must not keep it alive)
+# an RC this creates takes BLOB's expiry (no re-arm: pruning an idle thread must
+# not keep it alive). Copied as a deadline (PEXPIRETIME, Redis 7+): before 7.2
+# PTTL and PEXPIRE each read the clock, so a remaining time copied across a
+# millisecond tick left RC 1 ms behind BLOB; older servers copy the remaining time
 _ADJUST = """
 local n = 0
 for i = 2, #ARGV, 2 do
@@ -374,8 +376,13 @@ for i = 2, #ARGV, 2 do
     end
 end
 if n > 0 and redis.call('PTTL', RC) == -1 then
-    local left = redis.call('PTTL', BLOB)
-    if left > 0 then redis.call('PEXPIRE', RC, left) end
+    local at = redis.pcall('PEXPIRETIME', BLOB)
+    if type(at) == 'number' then
+        if at > 0 then redis.call('PEXPIREAT', RC, at) end
+    else
+        local left = redis.call('PTTL', BLOB)
+        if left > 0 then redis.call('PEXPIRE', RC, left) end
+    end
 end
 return 1
 """
