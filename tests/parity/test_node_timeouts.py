@@ -262,3 +262,91 @@ async def test_default_timeout_runs_and_retries() -> None:
 
     kind, attempts, tasks = await _both(scenario)
     assert (kind, attempts, tasks[0][0]) == ("NodeTimeoutError", [1, 2], "work")
+
+
+@pytest.mark.parametrize("pass_config", [True, False])
+async def test_langchain_callback_events_count_under_auto(pass_config: bool) -> None:
+    from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+    echo = RunnableLambda(lambda x: x)
+
+    async def scenario(lib: SimpleNamespace) -> Any:
+        async def steps(state: State, config: RunnableConfig) -> dict:
+            for i in range(40):  # 40 x 20 ms: longer than the limit, a child run each time
+                await echo.ainvoke(i, config if pass_config else None)
+                await asyncio.sleep(0.02)
+            return {"n": 2}
+
+        policy = lib.TimeoutPolicy(idle_timeout=0.5)
+        return await _one_node(lib, steps, timeout=policy).ainvoke({"n": 1}, CFG)
+
+    assert await _both(scenario) == {"n": 2}
+
+
+async def test_an_attempt_that_ignores_the_cancel_writes_nothing() -> None:
+    async def scenario(lib: SimpleNamespace) -> Any:
+        finished = asyncio.Event()
+
+        async def stubborn(state: State) -> dict:
+            try:
+                await _never()
+            except asyncio.CancelledError:
+                pass  # carries on after the timeout cancelled it
+            finished.set()
+            return {"n": 99}
+
+        graph = _one_node(lib, stubborn, timeout=0.05)
+        seen = await _failure(lib, graph)
+        await finished.wait()
+        for _ in range(5):  # let the abandoned attempt's writers run, if they would
+            await asyncio.sleep(0)
+        snap = await graph.aget_state(CFG)
+        writes = graph.checkpointer.get_tuple(CFG).pending_writes
+        return seen["type"], snap.values, [chan for _, chan, _ in writes]
+
+    assert await _both(scenario) == ("NodeTimeoutError", {"n": 1}, ["__error__"])
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_subgraphs_steps_count_as_progress_under_auto(streamed: bool) -> None:
+    async def scenario(lib: SimpleNamespace) -> Any:
+        async def part(state: State) -> dict:
+            await asyncio.sleep(0.2)  # each well inside the limit, all four beyond it
+            return {"n": state["n"] + 1}
+
+        inner = lib.StateGraph(State)
+        names = ["a", "b", "c", "d"]
+        for name in names:
+            inner.add_node(name, part)
+        inner.add_edge(lib.START, "a").add_edge("a", "b").add_edge("b", "c").add_edge("c", "d")
+        policy = lib.TimeoutPolicy(idle_timeout=0.6)
+        graph = _one_node(lib, inner.compile(), timeout=policy)
+        if not streamed:
+            return await graph.ainvoke({"n": 1}, CFG)
+        chunks = graph.astream({"n": 1}, CFG, stream_mode="updates", subgraphs=True)
+        return [(len(ns), update) async for ns, update in chunks]
+
+    seen = await _both(scenario)
+    assert seen == (
+        {"n": 5}
+        if not streamed
+        else [*((1, {k: {"n": n}}) for k, n in zip("abcd", range(2, 6))), (0, {"work": {"n": 5}})]
+    )
+
+
+async def test_resuming_after_a_timed_out_run_runs_the_node_again() -> None:
+    async def scenario(lib: SimpleNamespace) -> Any:
+        calls: list[int] = []
+
+        async def once_slow(state: State) -> dict:
+            calls.append(len(calls))
+            if len(calls) == 1:
+                await _never()
+            return {"n": state["n"] + 1}
+
+        graph = _one_node(lib, once_slow, timeout=0.05)
+        failed = await _failure(lib, graph)
+        out = await graph.ainvoke(None, CFG)
+        return failed["type"], out, calls, (await graph.aget_state(CFG)).tasks
+
+    assert await _both(scenario) == ("NodeTimeoutError", {"n": 2}, [0, 1], ())

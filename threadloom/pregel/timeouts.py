@@ -9,9 +9,9 @@ writes are dropped and :class:`~threadloom.errors.NodeTimeoutError` goes to the
 runner, whose retry policy decides on a retry, as in LangGraph.
 
 Progress, under ``refresh_on="auto"``: ``runtime.heartbeat()``, custom stream
-chunks (``writer``/``runtime.stream_writer``/``get_stream_writer()``), events a
-streamed subgraph sends up, and LangChain callback events of runs inside the
-node (when ``langchain_core`` is loaded). Under ``"heartbeat"``: only
+chunks (``writer``/``runtime.stream_writer``/``get_stream_writer()``), a
+subgraph's task starts and ends and the events it streams up, and LangChain
+callback events of runs inside the node (when ``langchain_core`` is loaded). Under ``"heartbeat"``: only
 ``runtime.heartbeat()``. Nodes without a timeout never reach this module.
 """
 
@@ -185,14 +185,21 @@ def _guard(scope: TaskScope, attempt: _Attempt) -> tuple[Any, Any, Any]:
                 custom(chunk)
 
     scope.custom = guarded_custom
-    if (sink := saved[1]) is not None:
+    sink: StreamSink | None = saved[1]
+    if sink is not None or attempt.auto:
+        # under "auto" a subgraph's task starts and ends count, as LangGraph's
+        # callback events for them: ask it for "tasks" events, passing on only
+        # what the real sink wants
+        wanted = sink.modes if sink is not None else frozenset()
+        modes = wanted | {"tasks"} if attempt.auto else wanted
 
         def guarded_put(event: Any) -> None:
             if attempt.active:
                 attempt.progress()
-                sink.put(event)
+                if event[1] in wanted:
+                    sink.put(event)  # type: ignore[union-attr]
 
-        scope.stream = StreamSink(sink.modes, guarded_put, sink.results)
+        scope.stream = StreamSink(modes, guarded_put, sink.results if sink else False)
     if attempt.auto and (handler := _callback_handler(attempt)) is not None:
         from threadloom.pregel.messages import with_stream
 
