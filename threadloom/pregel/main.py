@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ from threadloom.pregel.adriver import astream_run
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
 from threadloom.pregel.output import InvokeResult
+from threadloom.pregel.run_kwargs import check_run_kwargs
 from threadloom.pregel.state_api import StateMixin
 from threadloom.pregel.timeouts import check_timeout_supported
 from threadloom.types import CachePolicy, RetryPolicy, Send
@@ -33,25 +33,6 @@ def _cache_ns(node: str) -> tuple[str, ...]:
     from threadloom.pregel.tasks import CACHE_NS_WRITES
 
     return (CACHE_NS_WRITES, node, node)
-
-
-def _durability_kwargs(kwargs: dict[str, Any]) -> None:
-    """Map the deprecated ``checkpoint_during`` to ``durability`` and validate the mode.
-
-    Raises:
-        ValueError: both given, or an unknown durability.
-    """
-    during = kwargs.pop("checkpoint_during", None)
-    if during is not None:
-        warnings.warn(
-            "`checkpoint_during` is deprecated; use `durability`", DeprecationWarning, stacklevel=3
-        )
-        if kwargs.get("durability") is not None:
-            raise ValueError("Cannot use both `checkpoint_during` and `durability`")
-        kwargs["durability"] = "async" if during else "exit"
-    durability = kwargs.get("durability")
-    if durability is not None and durability not in ("sync", "async", "exit"):
-        raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
 
 
 class Pregel(StateMixin):
@@ -213,7 +194,7 @@ class Pregel(StateMixin):
         if v2.is_v2(kwargs.pop("version", None)):
             return v2.stream(self, input, config, stream_mode, kwargs)
         kwargs["stream_mode"] = stream_mode
-        _durability_kwargs(kwargs)
+        check_run_kwargs(kwargs, self.nodes)
         return multitask.stream(self, input, self._merge_config(config), kwargs, stream_run)
 
     def astream(
@@ -228,7 +209,7 @@ class Pregel(StateMixin):
         if v2.is_v2(kwargs.pop("version", None)):
             return v2.astream(self, input, config, stream_mode, kwargs)
         kwargs["stream_mode"] = stream_mode
-        _durability_kwargs(kwargs)
+        check_run_kwargs(kwargs, self.nodes)
         return multitask.astream(self, input, self._merge_config(config), kwargs, astream_run)
 
     def invoke(
