@@ -101,6 +101,26 @@ def test_resume_map_with_unknown_id_is_refused_and_nothing_is_lost() -> None:
     assert sorted(final["items"]) == ["answer-p?", "answer-q?"]
 
 
+def test_a_resume_dict_with_short_keys_says_they_are_not_interrupt_ids() -> None:
+    g = _two_interrupts()
+    config = {"configurable": {"thread_id": "t"}}
+    g.invoke({"items": []}, config)
+    with pytest.raises(UnknownInterruptError, match=r"keys '0123abcd' are not interrupt ids"):
+        g.invoke(Command(resume={"0123abcd": "x"}), config)
+
+
+def test_update_as_end_with_values_says_end_takes_none_only() -> None:
+    from threadloom.errors import InvalidUpdateError
+
+    g = _two_interrupts()
+    config = {"configurable": {"thread_id": "t"}}
+    g.invoke({"items": []}, config)
+    with pytest.raises(InvalidUpdateError, match=r"END\) takes values=None only"):
+        g.update_state(config, {"items": ["v"]}, as_node=END)
+    g.update_state(config, None, as_node=END)  # the documented use still works
+    assert g.get_state(config).next == ()
+
+
 def test_unserializable_write_names_the_state_key_and_path() -> None:
     class Opaque:
         pass

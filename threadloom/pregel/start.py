@@ -108,10 +108,14 @@ def _command_writes(loop: Any, cmd: Command, forks: bool) -> list[tuple[str, str
                 )
             loop.resume_map = cmd.resume
         elif len(pending) > 1:
+            got = ""
+            if isinstance(cmd.resume, dict):  # a map whose keys are no interrupt ids
+                keys = sorted(map(repr, cmd.resume))[:5]
+                got = f"; its dict keys {', '.join(keys)} are not interrupt ids (32 hex chars)"
             raise UnknownInterruptError(
                 "When there are multiple pending interrupts, you must specify the "
                 f"interrupt id when resuming: Command(resume={{id: value, ...}}) with ids "
-                f"from {sorted(pending)} (thread {loop.o.run.thread_id!r})"
+                f"from {sorted(pending)} (thread {loop.o.run.thread_id!r}){got}"
             )
     grouped: dict[str, list[tuple[str, Any]]] = {}
     for tid, c, v in map_command(cmd):

@@ -94,6 +94,12 @@ def _valid(graph: Any) -> str:
 
 
 def _check_node(graph: Any, name: str) -> None:
+    if name == END:
+        raise InvalidUpdateError(
+            "as_node='__end__' (END) takes values=None only: it finishes the current step "
+            "without its pending tasks; to write values, name the node they come from "
+            f"(one of {_valid(graph)})"
+        )
     if name not in graph.nodes:
         raise InvalidUpdateError(
             f"cannot update state as node {name!r}: the graph has no such node "
