@@ -65,8 +65,30 @@ RunnableConfig = dict[str, Any]
 _O = TypeVar("_O")
 
 
+def _http_status(exc: Exception) -> tuple[bool, int | None]:
+    """``(is an HTTP status error, its status)`` for httpx's ``HTTPStatusError``
+    and requests' ``HTTPError`` (status None: no response), found by class name
+    so neither library is imported to ask."""
+    for cls in type(exc).__mro__:
+        module = cls.__module__.partition(".")[0]
+        if (module, cls.__name__) in (("httpx", "HTTPStatusError"), ("requests", "HTTPError")):
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            return True, status if isinstance(status, int) else None
+    return False, None
+
+
 def default_retry_on(exc: Exception) -> bool:
-    """Retry what is likely transient; never programming errors."""
+    """Retry what is likely transient; never programming errors.
+
+    An HTTP status error (httpx, requests) is retried for a 5xx status only, or
+    when it carries no response: a 404 or a 401 will not change by asking again.
+    (LangGraph means the same; for requests it retries every status, because a
+    failed ``Response`` is falsy in its check.)"""
+    if isinstance(exc, ConnectionError):
+        return True
+    is_http, status = _http_status(exc)
+    if is_http:
+        return status is None or 500 <= status < 600
     if isinstance(
         exc,
         (
