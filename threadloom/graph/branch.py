@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Sequence
 from typing import Any, Literal, NamedTuple, get_args, get_origin, get_type_hints
 
 from threadloom.constants import END, START
@@ -222,16 +222,40 @@ def fresh_reader(
     return read
 
 
+def check_destination(source: str, target: Any, nodes: Collection[str]) -> None:
+    """Refuse a route to a node the graph does not have (a typo in a router's
+    return value, ``Command(goto=...)`` or ``Send``): LangGraph logs a warning
+    and drops the route, so the run ends early and looks successful.
+
+    Raises:
+        InvalidRouteError: naming the source, the target and the graph's nodes.
+    """
+    node = target.node if isinstance(target, Send) else target
+    if node == END or node in nodes:
+        return
+    how = f"sent a packet to {node!r}" if isinstance(target, Send) else f"routed to {node!r}"
+    raise InvalidRouteError(
+        f"node {source!r} {how}, which is not a node of this graph "
+        f"(nodes: {sorted(n for n in nodes if n != START)})"
+    )
+
+
 class BranchWriter:
     """Writer appended to a node: routes on the fresh state, writes the triggers."""
 
     def __init__(
-        self, branch: BranchSpec, source: str, reader: Callable[[Any], Any], channel_fmt: str
+        self,
+        branch: BranchSpec,
+        source: str,
+        reader: Callable[[Any], Any],
+        channel_fmt: str,
+        nodes: Collection[str] | None = None,
     ) -> None:
         self.branch = branch
         self.source = source
         self.reader = reader
         self.channel_fmt = channel_fmt
+        self.nodes = nodes  # the graph's node names (None: not checked)
         self._is_channel_writer = [
             (end if end == END else channel_fmt.format(end), None, str(label))
             for label, end in (branch.ends or {}).items()
@@ -240,9 +264,13 @@ class BranchWriter:
     def _entries(self, result: Any) -> list[Any]:
         from threadloom.pregel.write import ChannelWriteEntry
 
+        destinations = self.branch.destinations(result, self.source)
+        if self.nodes is not None:
+            for d in destinations:
+                check_destination(self.source, d, self.nodes)
         return [
             d if isinstance(d, Send) else ChannelWriteEntry(self.channel_fmt.format(d), None)
-            for d in self.branch.destinations(result, self.source)
+            for d in destinations
             if isinstance(d, Send) or d != END
         ]
 

@@ -14,13 +14,13 @@ Layout (identical names, so checkpoints of the same graph compare 1:1):
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
 from threadloom.graph.allowlist import apply_allowlist, graph_types, trust_at_run
-from threadloom.graph.branch import BranchWriter, fresh_reader, injected_params
+from threadloom.graph.branch import BranchWriter, check_destination, fresh_reader, injected_params
 from threadloom.graph.draw import DrawableGraph, graph_of
 from threadloom.graph.runtime import CONTEXT_KEY, coerce_context, with_runtime
 from threadloom.graph.schema import (
@@ -98,7 +98,10 @@ class CompiledStateGraph(Pregel):
                 bound=_start_input if state_keys else None,
                 writers=[
                     ChannelWrite(
-                        [ChannelWriteTupleEntry(updater), ChannelWriteTupleEntry(_control_writes)]
+                        [
+                            ChannelWriteTupleEntry(updater),
+                            ChannelWriteTupleEntry(_control_writer(START, self.builder.nodes)),
+                        ]
                     )
                 ],
                 handle_command=False,
@@ -125,7 +128,10 @@ class CompiledStateGraph(Pregel):
                                 dropped=frozenset(managed),
                             )
                         ),
-                        ChannelWriteTupleEntry(_control_writes, static=_static_ends(spec.ends)),
+                        ChannelWriteTupleEntry(
+                            _control_writer(key, self.builder.nodes),
+                            static=_static_ends(spec.ends),
+                        ),
                     ]
                 )
             ],
@@ -170,7 +176,9 @@ class CompiledStateGraph(Pregel):
             _mapper_for(schema, keys == [ROOT]),
             merge_output=branch.input_schema is None,
         )
-        self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO))
+        self.nodes[start].writers.append(
+            BranchWriter(branch, start, reader, BRANCH_TO, builder.nodes)
+        )
 
 
 def _add_write(node: PregelNode, entry: ChannelWriteEntry) -> None:
@@ -228,6 +236,23 @@ def _static_ends(ends: Any) -> list[tuple[str, Any, str | None]] | None:
     if isinstance(ends, dict):
         return [(k if k == END else BRANCH_TO.format(k), None, label) for k, label in ends.items()]
     return [(e if e == END else BRANCH_TO.format(e), None, None) for e in ends]
+
+
+def _control_writer(source: str, nodes: Collection[str]) -> Callable[[Any], list[tuple[str, Any]]]:
+    """``source``'s :func:`_control_writes`, refusing targets not in ``nodes``."""
+
+    def control_writes(value: Any) -> list[tuple[str, Any]]:
+        if type(value) is dict:  # the usual state update: nothing to route
+            return []
+        writes = _control_writes(value)
+        for chan, target in writes:
+            check_destination(source, target if chan == TASKS else chan[_TO:], nodes)
+        return writes
+
+    return control_writes
+
+
+_TO = len(BRANCH_TO.format(""))
 
 
 def _control_writes(value: Any) -> list[tuple[str, Any]]:
