@@ -148,6 +148,16 @@ def _call_steps(scope: TaskScope) -> Any:
     return value
 
 
+def _note(scope: TaskScope, exc: BaseException) -> None:
+    """Name the failing task on the exception (``__notes__``, as LangGraph): in a
+    fan-out or a subgraph the traceback alone does not say which task it was;
+    each enclosing task adds its own line."""
+    if isinstance(exc, Exception) and not isinstance(exc, GraphBubbleUp):
+        add_note = getattr(exc, "add_note", None)  # (Python 3.11+)
+        if add_note is not None:
+            add_note(f"During task with name '{scope.task.name}' and id '{scope.task.id}'")
+
+
 def run_task(scope: TaskScope) -> BaseException | None:
     """Run a task to completion (with retries); return its exception instead of raising."""
     token = CURRENT.set(scope)
@@ -165,6 +175,7 @@ def run_task(scope: TaskScope) -> BaseException | None:
             except BaseException as exc:
                 if _parent_command(scope, exc):
                     return None
+                _note(scope, exc)
                 attempt += 1
                 delay = retry_delay(scope, exc, attempt)
                 if delay is None:
@@ -229,6 +240,7 @@ async def arun_task(scope: TaskScope) -> BaseException | None:
                     if (own := node_cancelled(scope.task.name)) is None:
                         raise
                     return own  # the node raised it itself: its failure (not retried)
+                _note(scope, exc)
                 attempt += 1
                 delay = retry_delay(scope, exc, attempt)
                 if delay is None:
