@@ -32,6 +32,7 @@ Control-flow signals are not errors and live on their own root so that
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ __all__ = [
     "UnknownInterruptError",
     "GraphRecursionError",
     "NodeCancelledError",
+    "NodeError",
     "NodeTimeoutError",
     "GraphBubbleUp",
     "GraphInterrupt",
@@ -280,6 +282,19 @@ def _node_timeout_error(
     node: str, elapsed: float, kind: Any, idle: float | None, run: float | None
 ) -> NodeTimeoutError:
     return NodeTimeoutError(node, elapsed, kind=kind, idle_timeout=idle, run_timeout=run)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeError:
+    """What an error handler is told (not an exception): the failed node and its error.
+
+    A handler registered with ``add_node(..., error_handler=h)`` or
+    ``set_node_defaults(error_handler=h)`` receives it in a parameter
+    ``error: NodeError`` (that name and annotation, as in LangGraph).
+    """
+
+    node: str
+    error: BaseException
 
 
 class NodeCancelledError(ThreadloomError):

@@ -27,11 +27,39 @@ async def never(state: S) -> dict:
     return {}
 
 
-def test_error_handlers_are_refused_until_supported() -> None:
-    with pytest.raises(InvalidGraphError, match=r"add_node\(error_handler=...\) is not supported"):
-        StateGraph(S).add_node("a", never, error_handler=lambda state: {})
-    with pytest.raises(InvalidGraphError, match="set_node_defaults.*not supported yet"):
-        StateGraph(S).set_node_defaults(error_handler=lambda state: {})
+def test_error_handler_nodes_are_named_and_checked() -> None:
+    builder = StateGraph(S).add_node("a", never, error_handler=lambda state: {})
+    assert list(builder.nodes) == ["__error_handler__a", "a"]
+    assert builder.nodes["a"].error_handler_node == "__error_handler__a"
+    assert builder.nodes["__error_handler__a"].is_error_handler
+    taken = StateGraph(S).add_node("__error_handler__b", never)
+    with pytest.raises(InvalidGraphError, match="'__error_handler__b' already exists"):
+        taken.add_node("b", never, error_handler=lambda state: {})
+
+
+def test_a_second_compile_reuses_the_default_handler_node() -> None:
+    builder = StateGraph(S).add_node("a", never).add_edge(START, "a")
+    builder.set_node_defaults(error_handler=lambda state: {"n": 0})
+    first, second = builder.compile(), builder.compile()  # LangGraph raises on the second
+    assert (
+        list(first.nodes) == list(second.nodes) == ["__start__", "a", "__default_error_handler__"]
+    )
+    assert second.nodes["a"].error_handler_node == "__default_error_handler__"
+
+
+async def test_a_handler_gets_the_node_error_and_the_runtime() -> None:
+    from threadloom.errors import NodeError
+
+    async def bad(state: S) -> dict:
+        raise LookupError("missing")
+
+    async def handler(state: S, runtime: Runtime, *, error: NodeError) -> dict:
+        assert isinstance(error, NodeError) and runtime.execution_info is not None
+        return {"n": len(error.node) + len(str(error.error))}
+
+    builder = StateGraph(S).add_node("bad", bad, error_handler=handler)
+    out = await builder.add_edge(START, "bad").compile().ainvoke({"n": 0})
+    assert out == {"n": len("bad") + len(str(LookupError("missing")))}
 
 
 def test_trace_policy_is_kept_on_the_node_spec() -> None:

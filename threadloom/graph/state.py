@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from threadloom.constants import END, NS_END, NS_SEP, RESERVED, START
 from threadloom.errors import InvalidGraphError
 from threadloom.graph.branch import BranchSpec, ends_from_literal
-from threadloom.graph.node_policies import NodeDefaults, TimeoutLike, refuse_error_handler
+from threadloom.graph.node_policies import NodeDefaults, TimeoutLike, add_error_handler
 from threadloom.graph.schema import FieldSpec, fields_of, parse_schema
 from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
@@ -47,6 +47,9 @@ class StateNodeSpec:
     timeout: TimeoutPolicy | None = None
     trace_policy: Any = None
     """Kept for LangGraph code that reads it; threadloom does no tracing."""
+    error_handler_node: str | None = None
+    """The node that runs when this one fails (``add_node(..., error_handler=)``)."""
+    is_error_handler: bool = False
 
 
 def _node_name(action: Any) -> str:
@@ -187,17 +190,16 @@ class StateGraph:
         (seconds, a timedelta or a :class:`~threadloom.types.TimeoutPolicy`) limits
         each attempt of an async node (docs/graph.md, "Node timeouts").
 
+        ``error_handler`` runs instead of failing the run when the node raises.
+
         Raises:
-            InvalidGraphError: duplicate or reserved name, or a name with ``:``/``|``;
-                ``error_handler`` (not supported yet).
+            InvalidGraphError: duplicate or reserved name, or a name with ``:``/``|``.
             ValueError: a timeout <= 0.
         """
         if kwargs.get("retry") is not None:  # LangGraph's deprecated spelling
             retry_policy = kwargs.pop("retry")
         if kwargs:
             raise TypeError(f"add_node() got unexpected keyword arguments {sorted(kwargs)}")
-        if error_handler is not None:
-            refuse_error_handler("add_node(error_handler=...)")
         timeout = TimeoutPolicy.coerce(timeout)
         if isinstance(node, str):
             name = node
@@ -212,6 +214,9 @@ class StateGraph:
         ends: tuple[str, ...] | dict[str, str] | None = destinations
         if ends is None:
             ends = ends_from_literal(action) if inspect.isroutine(action) else None
+        handler = None
+        if error_handler is not None:  # registered first, as LangGraph orders them
+            handler = add_error_handler(self, name, error_handler, input_schema)
         self.nodes[name] = StateNodeSpec(
             runnable=action,
             metadata=metadata,
@@ -222,6 +227,7 @@ class StateGraph:
             defer=defer,
             timeout=timeout,
             trace_policy=trace_policy,
+            error_handler_node=handler,
         )
         return self
 
@@ -237,7 +243,6 @@ class StateGraph:
         compile; ``add_node``'s values win; subgraphs keep their own).
 
         Raises:
-            InvalidGraphError: ``error_handler`` (not supported yet).
             ValueError: a timeout <= 0.
         """
         self._node_defaults.update(retry_policy, cache_policy, error_handler, timeout)
@@ -402,7 +407,7 @@ class StateGraph:
             InvalidGraphError: the graph does not validate.
         """
         from threadloom.graph.compile import compile_state_graph
-        from threadloom.graph.node_policies import apply_defaults, attach_timeouts
+        from threadloom.graph.node_policies import apply_defaults, attach_policies
 
         apply_defaults(self)
         compiled = compile_state_graph(
@@ -415,7 +420,7 @@ class StateGraph:
             debug=debug,
             name=name,
         )
-        attach_timeouts(self, compiled)
+        attach_policies(self, compiled)
         return compiled
 
 

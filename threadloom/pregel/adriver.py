@@ -47,6 +47,13 @@ async def _before_tasks(persister: Any, todo: list[Any]) -> None:
     await persister.throttle()
 
 
+async def _handle(loop: Any, results: list[Any], persister: Any) -> list[Any]:
+    """Run the error handlers of this step's failed nodes (error_handlers.py)."""
+    from threadloom.pregel.error_handlers import arun_handlers
+
+    return await arun_handlers(loop, results, persister)
+
+
 class _AsyncRun:
     def __init__(self, graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> None:
         self.aq: asyncio.Queue[Any] = asyncio.Queue()
@@ -131,6 +138,8 @@ class _AsyncRun:
                 exc = item.result.result()
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
+        if loop.error_handlers:
+            results = await _handle(loop, results, persister)
         if persister is not None and persister.inline:
             await persister.throttle()
         raise_step_errors(results)
@@ -146,9 +155,12 @@ class _AsyncRun:
             await _before_tasks(persister, [lone])
         exc = await arun_task(make_scope(loop, lone))
         loop.commit(lone, exc)
+        results = [(lone, exc)]
+        if exc is not None and loop.error_handlers:
+            results = await _handle(loop, results, persister)
         if persister is not None and persister.inline:
             await persister.throttle()
-        raise_step_errors([(lone, exc)])
+        raise_step_errors(results)
         return True
 
     async def finish(self, exc: BaseException | None) -> bool:

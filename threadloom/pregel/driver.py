@@ -242,7 +242,16 @@ class _SyncRun:
                 exc = item.result.result()
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
+        if loop.error_handlers:
+            results = self.handle(results)
         raise_step_errors(results)
+
+    def handle(self, results: list[Any]) -> list[Any]:
+        """Run the error handlers of this step's failed nodes (error_handlers.py)."""
+        from threadloom.pregel.error_handlers import run_handlers
+
+        persister = self.opts.persister
+        return run_handlers(self.loop, results, persister.save_writes if persister else _nothing)
 
     def _before_tasks(self, todo: list[Any]) -> None:
         persister = self.opts.persister
@@ -262,7 +271,8 @@ class _SyncRun:
         exc = run_task(make_scope(loop, lone))
         loop.commit(lone, exc)
         if exc is not None:
-            raise_step_errors([(lone, exc)])
+            results = [(lone, exc)]
+            raise_step_errors(self.handle(results) if loop.error_handlers else results)
         return True
 
     def _submit(self, task: Any) -> None:

@@ -19,6 +19,7 @@ from threadloom.checkpoint.ids import next_version
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.constants import (
     ERROR,
+    ERROR_SOURCE_NODE,
     INPUT,
     INTERRUPT,
     NO_WRITES,
@@ -86,6 +87,7 @@ class Loop(Saving):
         self.replay: Any = opts.replay  # ReplayState while the root replays (time travel)
         self._wcfg: tuple[str, Any, dict[str, Any]] | None = None  # _writes_config's cache
         self._plan: Any = None  # tasks.run_plan: the planning state kept across steps
+        self.error_handlers: list[Any] = []  # handler tasks a failure made, not yet run
 
     # -- start ------------------------------------------------------------------
 
@@ -166,6 +168,10 @@ class Loop(Saving):
             wanted = [w for w in self.pending_writes if w[0] in self.tasks]
             for tid, status in read_task_statuses(wanted).items():
                 self.tasks[tid].writes.extend(status.output)
+            if any(w[1] == ERROR_SOURCE_NODE for w in wanted):
+                from threadloom.pregel.error_handlers import resume_handlers
+
+                resume_handlers(self, wanted)
         o = self.o
         if o.interrupt_before and should_interrupt(
             self.checkpoint, o.interrupt_before, self.tasks.values()
@@ -199,7 +205,15 @@ class Loop(Saving):
             pass
         else:
             task.writes.append((ERROR, exc))
+            if task.proc.error_handler_node is None:
+                self.put_writes(task.id, task.writes)
+                return
+            from threadloom.pregel.error_handlers import handler_task
+
+            task.writes.append((ERROR_SOURCE_NODE, task.name))
             self.put_writes(task.id, task.writes)
+            if (handler := handler_task(self, task, exc)) is not None:
+                self.error_handlers.append(handler)
 
     def put_writes(
         self, task_id: str, writes: Sequence[tuple[str, Any]], *, cached: bool = False

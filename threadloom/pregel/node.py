@@ -63,6 +63,9 @@ class PregelNode:
 
     managed: Mapping[str, Any] | None = None
     """Managed input keys -> manager (``threadloom.managed``), added to a pull task's input."""
+    error_handler_node: str | None = None
+    """The node run when this one fails (``StateGraph.add_node(..., error_handler=)``)."""
+    is_error_handler: bool = False
 
     def __init__(
         self,
@@ -139,9 +142,14 @@ class PregelNode:
             "handle_command": self.handle_command,
         }
         managed = update.pop("managed", self.managed)
+        handler = update.pop("error_handler_node", self.error_handler_node)
+        is_handler = update.pop("is_error_handler", self.is_error_handler)
         attrs.update(update)
         node = PregelNode(**attrs)
         node.managed = managed
+        if handler is not None or is_handler:
+            node.error_handler_node = handler
+            node.is_error_handler = is_handler
         return node
 
     def __repr__(self) -> str:
