@@ -43,15 +43,19 @@ def _masked(error: Any) -> Any:
 
 
 def _stored(graph: Any, saver: Any) -> list[Any]:
-    """History, then each checkpoint's pending writes (oldest last)."""
+    """History, then each checkpoint's pending writes, by namespace (root first) and
+    step (newest first): the two savers list a subgraph's checkpoints in another order."""
     out: list[Any] = [("history", list(graph.get_state_history(CFG)))]
+    stored = []
     for tup in saver.list(CFG):
-        step = tup.metadata.get("step")
+        ns = tup.config["configurable"].get("checkpoint_ns", "").split(":")[0]
         writes = [  # a stored tuple stays a tuple in threadloom (docs/compatibility.md)
             (tid, chan, list(value) if isinstance(value, tuple) else value)
             for tid, chan, value in tup.pending_writes or []
         ]
-        out.append((f"writes@{step}", sorted(writes, key=lambda w: w[1])))
+        step = tup.metadata.get("step")
+        stored.append((ns, -step, f"writes@{ns}:{step}", sorted(writes, key=lambda w: w[1])))
+    out.extend((label, writes) for _, _, label, writes in sorted(stored, key=lambda s: s[:2]))
     return out
 
 
@@ -273,5 +277,30 @@ def test_resume_after_a_crash_between_the_error_and_its_handler(tmp_path: Path) 
             before = [("state", graph.get_state(CFG)), *_stored(graph, saver)]
             out = graph.invoke(None, CFG)
             return [*before, ("resumed", out), *_stored(graph, saver)]
+
+    h.run_parity(scenario)
+
+
+def test_a_handler_in_a_subgraph_that_asks_a_human() -> None:
+    def scenario(lib: Any, checkpointer: Any, durability: str | None) -> h.Observations:
+        def bad(state: State) -> dict:
+            raise ValueError("x")
+
+        def handler(state: State) -> dict:
+            return {"log": [f"fixed: {lib.interrupt('fix?')}"]}
+
+        inner = lib.StateGraph(State).add_node("bad", bad, error_handler=handler)
+        sub = inner.add_edge(lib.START, "bad").compile()
+        graph = lib.StateGraph(State).add_node("sub", sub).add_edge(lib.START, "sub")
+        graph = graph.compile(checkpointer=checkpointer)
+        paused = graph.invoke({"log": []}, CFG)
+        inside = graph.get_state(CFG, subgraphs=True)
+        done = graph.invoke(lib.Command(resume="ok"), CFG)
+        return [
+            ("paused", paused),
+            ("inside", inside),
+            ("done", done),
+            *_stored(graph, checkpointer),
+        ]
 
     h.run_parity(scenario)
