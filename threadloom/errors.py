@@ -9,6 +9,7 @@ The tree, so callers can catch at the level they care about::
     ├── SerializationError           a value that cannot be stored or revived
     │   └── CorruptBlobError         stored bytes that do not decode
     ├── StorageError                 a backend refused (not SQLite, schema too new)
+    │   └── SaverClosedError         a saver used after close() closed its connection
     ├── ThreadBusyError              another run holds the thread
     │   └── LeaseLostError           our lease expired or was taken over
     ├── EmptyChannelError            reading a channel that was never written
@@ -47,6 +48,7 @@ __all__ = [
     "SerializationError",
     "CorruptBlobError",
     "StorageError",
+    "SaverClosedError",
     "ThreadBusyError",
     "LeaseLostError",
     "EmptyChannelError",
@@ -160,6 +162,29 @@ class CorruptBlobError(SerializationError):
 
 class StorageError(ThreadloomError):
     """A storage backend cannot be used: not a database, schema too new, unreachable."""
+
+
+class SaverClosedError(StorageError):
+    """The saver closed the connection, pool or client it opened itself, so it
+    refuses every further call instead of silently reconnecting (a connection
+    nobody would close). ``thread_id``: a run that was still writing through the
+    saver when it closed (its lease was released by that close)."""
+
+    def __init__(self, saver: str, thread_id: str | None = None) -> None:
+        self.saver = saver
+        self.thread_id = thread_id
+        if thread_id is None:
+            message = f"{saver} is closed; open a new saver to use the database again"
+        else:
+            message = (
+                f"{saver} was closed while the run on thread {thread_id!r} was still"
+                " writing through it: the run cannot save further steps (its lease"
+                " was released at close; its earlier steps are saved)"
+            )
+        super().__init__(message)
+
+    def __reduce__(self) -> Any:  # rebuilt from its fields, not from the message
+        return (SaverClosedError, (self.saver, self.thread_id))
 
 
 class ThreadBusyError(ThreadloomError):

@@ -49,6 +49,34 @@ class BaseCheckpointSaver:
 
     # -- lifetime -----------------------------------------------------------
 
+    _closed = False
+    """True once close()/aclose() closed what the saver opened itself: every
+    call is then refused (:meth:`_refuse_closed`), never silently reconnected."""
+
+    def _refuse_closed(self) -> None:
+        """Raise :class:`~threadloom.errors.SaverClosedError` naming the saver
+        (backends call it where a flow starts, when ``_closed`` is set)."""
+        from threadloom.errors import SaverClosedError
+
+        raise SaverClosedError(type(self).__name__)
+
+    def _close_runs(self) -> None:
+        """Before the saver closes its own connection: runs of this process
+        writing through it that were dropped or are finishing save and release
+        first; every run still live has its lease released by this close and
+        refuses its next save (lease/local.py). Only then may the connection go."""
+        from threadloom.checkpoint.lease import local
+
+        local.settle_saver(self)
+        local.close_runs(self)
+
+    async def _aclose_runs(self) -> None:
+        """Async twin of :meth:`_close_runs`."""
+        from threadloom.checkpoint.lease import local
+
+        await local.asettle_saver(self)
+        await local.aclose_runs(self)
+
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""
 

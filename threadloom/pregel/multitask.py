@@ -202,7 +202,7 @@ def stream(
     held = local.Holding()
     lease = _acquire(spec)
     try:
-        local.hold(held, lease.token, thread=spec.thread_id)
+        local.hold(held, lease.token, thread=spec.thread_id, saver=spec.saver, lease=lease)
         fenced = FencedSaver(spec.saver, lease)
         lease.start_renewal()
         run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
@@ -259,7 +259,8 @@ async def _astream(
         return
     lease = await _aacquire(spec)
     try:
-        local.hold(held, lease.token, asyncio.get_running_loop(), spec.thread_id, spec.saver)
+        loop = asyncio.get_running_loop()
+        local.hold(held, lease.token, loop, spec.thread_id, spec.saver, lease)
         fenced = FencedSaver(spec.saver, lease)
         lease.astart_renewal()
         run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)

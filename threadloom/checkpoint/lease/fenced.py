@@ -84,12 +84,16 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         return (yield from flow)
 
     def _guard(self, flow: Any) -> Any:
+        if self.lease.closed_by is not None:  # the saver closed under the run
+            raise self.lease.closed_error()
         try:
             return self.inner._run(self._fenced(flow), True)
         except (LeaseLostError, StorageError) as exc:
             raise self._lost(exc) from exc
 
     async def _aguard(self, flow: Any) -> Any:
+        if self.lease.closed_by is not None:
+            raise self.lease.closed_error()
         try:
             return await self.inner._arun(self._fenced(flow), True)
         except (LeaseLostError, StorageError) as exc:
@@ -107,6 +111,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
     # -- pass-through reads -------------------------------------------------------
 
     def get_tuple(self, config: Any) -> Any:
+        if self.lease.closed_by is not None:
+            raise self.lease.closed_error()
         first = self.lease.take_first(config)  # read when the lease was taken
         return self.inner.get_tuple(config) if first is _lease.NOT_READ else first
 
@@ -114,6 +120,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         return self.inner.list(config, **kwargs)
 
     async def aget_tuple(self, config: Any) -> Any:
+        if self.lease.closed_by is not None:
+            raise self.lease.closed_error()
         first = self.lease.take_first(config)
         return await self.inner.aget_tuple(config) if first is _lease.NOT_READ else first
 
@@ -177,6 +185,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         ``release``: the lease too (it is then ``released``; only when the fence and
         the writes share a transaction, else the run releases it as usual)."""
         self.lease.first = _lease.NOT_READ  # written: a read at acquire is out of date
+        if self.lease.closed_by is not None:
+            raise self.lease.closed_error()
         if not self._all_ours(steps):
             return put_each(self, steps)
         self._touch(False)
@@ -197,6 +207,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
     async def aput_steps(self, steps: Any, release: bool = False) -> Any:
         """Async twin of :meth:`put_steps`."""
         self.lease.first = _lease.NOT_READ
+        if self.lease.closed_by is not None:
+            raise self.lease.closed_error()
         if not self._all_ours(steps):
             return await aput_each(self, steps)
         await self._touch(True)
@@ -261,6 +273,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         single-connection saver, and cost a round trip).
         """
         lease = self.lease
+        if lease.closed_by is not None:
+            raise lease.closed_error()
         if not lease.stop and not self._fresh(threading.get_ident()) and (exact or self._stale()):
             self._polled(self.inner._run(lo.read_flow(lease.thread_id)))
         if lease.stop:
@@ -269,6 +283,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
     async def aat_step_boundary(self, exact: bool = True) -> None:
         """Async twin of :meth:`at_step_boundary`."""
         lease = self.lease
+        if lease.closed_by is not None:
+            raise lease.closed_error()
         if (
             not lease.stop
             and not self._fresh(id(asyncio.current_task()))

@@ -22,7 +22,7 @@ from threadloom.checkpoint.lease.install import backend_of
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.storage.flows import get_tuple_flow
 from threadloom.checkpoint.storage.rereads import run_once
-from threadloom.errors import LeaseLostError, StorageError, ThreadloomError
+from threadloom.errors import LeaseLostError, SaverClosedError, StorageError, ThreadloomError
 
 __all__ = [
     "DEFAULT_TTL",
@@ -67,6 +67,9 @@ class Lease:
         self.lost = False
         self.released = False  # released by the run's last save (put_steps release=True)
         self.halted = False  # renewal stopped (a plain flag: nothing waits on it)
+        # the saver's class name once it closed under the run (lease/local.py
+        # close_runs released the lease): the run's next save is refused
+        self.closed_by: str | None = None
         self.due = 0.0
         self.checked = 0.0  # monotonic time the stop request was last read
         self._task: asyncio.Task[None] | None = None
@@ -237,6 +240,10 @@ class Lease:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
+
+    def closed_error(self) -> SaverClosedError:
+        """The run's saver closed under it (:attr:`closed_by`)."""
+        return SaverClosedError(self.closed_by or type(self.saver).__name__, self.thread_id)
 
     def stop_error(self) -> LeaseLostError:
         return LeaseLostError(

@@ -25,6 +25,13 @@ forgotten). The loop is known by a weak reference, so the record never keeps a
 caller's loop alive. Any other holder, a stream
 still referenced and not closed, a concurrent ``invoke``, a run of another
 process, is answered by the strategy as before: one writer per thread holds.
+
+A saver closing the connection it opened (``with Saver.from_conn_string(...)``
+left while a stream is still open) first lets its finishing runs save and
+release (:func:`settle_saver`), then releases every live run's lease itself
+(:func:`close_runs`): closed under them, those runs could not release, and the
+thread stayed held for the lease's TTL. Such a run's later saves raise
+``SaverClosedError`` naming its thread; its own release is then a no-op.
 """
 
 from __future__ import annotations
@@ -33,20 +40,24 @@ import asyncio
 import os
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 __all__ = [
     "Holding",
+    "aclose_runs",
     "afinishing",
     "asettle",
     "asettle_saver",
     "await_release",
+    "close_runs",
     "drop",
     "finishing",
     "hold",
     "settle",
+    "settle_saver",
     "wait",
 ]
 
@@ -61,12 +72,25 @@ _POLL_MAX = 0.05
 class Holding:
     """One lease held by a root run of this process."""
 
-    __slots__ = ("token", "thread", "saver", "_loop", "gen", "ending", "released", "_event")
+    __slots__ = (
+        "token",
+        "thread",
+        "saver",
+        "lease",
+        "_loop",
+        "gen",
+        "ending",
+        "released",
+        "_event",
+    )
 
     def __init__(self) -> None:
         self.token = ""
         self.thread: str | None = None
         self.saver: Callable[[], Any] | None = None  # (weakly) the saver it writes through
+        # (weakly: its renewal task would keep a closed loop alive) the run's
+        # Lease, which the saver's close releases
+        self.lease: Callable[[], Any] | None = None
         self._loop: Callable[[], asyncio.AbstractEventLoop | None] | None = None  # async runs
         self.gen: weakref.ref[Any] | None = None  # the async run's stream generator
         self.ending = False
@@ -98,10 +122,13 @@ def hold(
     loop: asyncio.AbstractEventLoop | None = None,
     thread: str | None = None,
     saver: Any = None,
+    lease: Any = None,
 ) -> None:
     """Record that ``holding``'s run now holds the lease ``token`` (of ``thread``,
-    through ``saver``)."""
+    through ``saver``; ``lease``: its Lease, which that saver's close releases)."""
     holding.token = token
+    if lease is not None:
+        holding.lease = weakref.ref(lease)
     if saver is not None:
         try:
             holding.saver = weakref.ref(saver)
@@ -246,16 +273,99 @@ def settle(thread_id: Any) -> None:
             wait(holding, deadline - time.monotonic())
 
 
+def _through(saver: Any) -> list[Holding]:
+    """The holders whose run writes through ``saver``."""
+    return [h for h in list(_HELD.values()) if h.saver is not None and h.saver() is saver]
+
+
+def settle_saver(saver: Any) -> None:
+    """Before a saver closes: runs of this process that write through it and
+    were dropped mid-stream or are finishing (another thread's run ending) get
+    to save and release their leases first (at most a few seconds)."""
+    deadline = time.monotonic() + _SETTLE_TIMEOUT
+    for holding in _through(saver):
+        if finishing(holding.token) is not None:
+            wait(holding, deadline - time.monotonic())
+
+
 async def asettle_saver(saver: Any) -> None:
-    """Before an async saver closes: runs of this process that write through it
-    and were dropped mid-stream (``async for ... break`` inside ``async with
-    Saver.from_conn_string(...)``) get to save and release their leases first.
-    Closed under them, they could not release, and the thread stayed held for
-    the lease's TTL."""
-    for holding in list(_HELD.values()):
-        ref = holding.saver
-        if ref is not None and ref() is saver and await afinishing(holding.token) is not None:
+    """Async twin of :func:`settle_saver` (``async for ... break`` inside
+    ``async with Saver.from_conn_string(...)``: the dropped stream's ``aclose()``
+    task gets to run). Closed under them, such runs could not release, and the
+    thread stayed held for the lease's TTL."""
+    for holding in _through(saver):
+        if await afinishing(holding.token) is not None:
             await await_release(holding, _SETTLE_TIMEOUT)
+
+
+def close_runs(saver: Any) -> None:
+    """``saver`` closes its own connection next: release the lease of every run
+    still writing through it (renewal stopped first, so no renewal uses the
+    connection as it goes), and mark the lease so the run's next save raises
+    ``SaverClosedError`` naming its thread and its own release does nothing."""
+    for holding in _through(saver):
+        lease = _shut(holding, saver)
+        if lease is not None:
+            lease.halt()  # waits for a renewal of it in flight on the renewer thread
+            _cancel_renewal(lease)
+            try:
+                saver._run(_release_flow(lease), True)
+            except Exception as exc:
+                _unreleased(lease, exc)
+        drop(holding)
+
+
+async def aclose_runs(saver: Any) -> None:
+    """Async twin of :func:`close_runs`."""
+    for holding in _through(saver):
+        lease = _shut(holding, saver)
+        if lease is not None:
+            lease.halt()
+            _cancel_renewal(lease)
+            try:
+                await saver._arun(_release_flow(lease), True)
+            except Exception as exc:
+                _unreleased(lease, exc)
+        drop(holding)
+
+
+def _shut(holding: Holding, saver: Any) -> Any:
+    """Mark ``holding``'s lease closed by ``saver``; the lease if it is still
+    ours to release (None: released by the run already, lost, or unknown)."""
+    lease = holding.lease() if holding.lease is not None else None
+    if lease is None:
+        return None
+    lease.closed_by = type(saver).__name__
+    if lease.lost or lease.released:
+        return None
+    lease.released = True  # the run's own release is a no-op from now on
+    return lease
+
+
+def _cancel_renewal(lease: Any) -> None:
+    """An async run's renewal task: cancelled on its own loop (thread-safe)."""
+    task = getattr(lease, "_task", None)
+    if task is None:
+        return
+    lease._task = None
+    try:
+        task.get_loop().call_soon_threadsafe(task.cancel)
+    except RuntimeError:  # its loop is closed: the task runs no more anyway
+        pass
+
+
+def _release_flow(lease: Any) -> Any:
+    from threadloom.checkpoint.lease import ops as lo
+
+    return lo.release_flow(lease.thread_id, lease.token)
+
+
+def _unreleased(lease: Any, exc: Exception) -> None:
+    msg = (
+        f"closing the saver could not release the lease on thread {lease.thread_id!r}"
+        f" (it expires after its TTL): {exc}"
+    )
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
 async def asettle(thread_id: Any) -> None:

@@ -50,11 +50,13 @@ class AsyncPgConnector(ConnectorBase):
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
+        self.check_open()
         if self.is_pool:
             async with self.conn.connection() as conn:
                 yield conn
             return
         async with self.lock:
+            self.check_open()  # closed while this task waited for the lock
             if self.owns_single and is_dead(self.conn):
                 await self.conn.close()
                 self.conn = await AsyncConnection.connect(

@@ -84,25 +84,47 @@ class AsyncPostgresSaver(PgSaverBase):
         await self.executor.arun_batches(setup_flow(self.sql.schema))
 
     async def aclose(self) -> None:
-        await local.asettle_saver(self)  # runs dropped mid-stream release first
-        await self.connector.aclose()
+        """Close the connection or pool the saver opened, after settling or
+        releasing the runs still writing through it (:meth:`_aclose_runs`); the
+        saver then refuses every call. On a caller's connection only runs
+        dropped mid-stream get to save and release (the saver keeps working)."""
+        if self.connector.url is None:
+            await local.asettle_saver(self)
+            return
+        if self._closed:
+            return
+        try:
+            await self._aclose_runs()
+        finally:
+            self._closed = True
+            self.connector.closed = type(self).__name__
+            await self.connector.aclose()
 
     def close(self) -> None:
-        if self.connector.url is not None:
-            self._sync(self.connector.aclose())
+        if self.connector.url is not None and not self._closed:
+            self._sync(self.aclose())
 
     # -- how the core's flows run ------------------------------------------------
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         return await drive.arun(flow, self.executor, write)
 
     def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         return drive.aiterate(flow, self.executor)
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:  # before the bridge: the saver's loop may be gone too
+            self._refuse_closed()
         return self._sync(drive.arun(flow, self.executor, write))
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
+
         async def collect() -> list[Any]:
             return [item async for item in drive.aiterate(flow, self.executor)]
 

@@ -111,11 +111,13 @@ class PgConnector(ConnectorBase):
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
+        self.check_open()
         if self.is_pool:
             with self.conn.connection() as conn:
                 yield conn
             return
         with self.lock:
+            self.check_open()  # closed while this thread waited for the lock
             if self.owns_single and is_dead(self.conn):
                 self.conn.close()
                 self.conn = Connection.connect(self.url, **connect_kwargs(self.prepare_threshold))
@@ -339,6 +341,12 @@ class PgConnector(ConnectorBase):
         return results
 
     def close(self) -> None:
-        """Close the connection or pool, only if the saver opened it."""
-        if self.url is not None:
+        """Close the connection or pool, only if the saver opened it (a single
+        connection under the lock: after a transaction another thread is in)."""
+        if self.url is None:
+            return
+        if self.is_pool:
+            self.conn.close()
+            return
+        with self.lock:
             self.conn.close()

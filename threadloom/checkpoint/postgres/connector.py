@@ -23,7 +23,7 @@ from threadloom.checkpoint.postgres.health import (
 )
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage.drive import OptimisticConflict
-from threadloom.errors import StorageError
+from threadloom.errors import SaverClosedError, StorageError
 
 __all__ = ["ConnectorBase", "CONFLICT_MARK", "is_conflict"]
 
@@ -101,6 +101,15 @@ class ConnectorBase:
             f"threadloom_pg_tx_{id(self)}", default=None
         )
         self.queued: dict[int, list[Stmt]] = {}  # per open Tx (by id): see hold
+        # the saver's class name once it closed the connection or pool it opened:
+        # no transaction reconnects (a connection nobody would close) after that
+        self.closed: str | None = None
+
+    def check_open(self) -> None:
+        """Refuse a transaction once the saver closed what it opened (a run in
+        another thread that passed the saver's own check just before the close)."""
+        if self.closed is not None:
+            raise SaverClosedError(self.closed)
 
     def hold(self, tx: Tx, batch: Sequence[Stmt]) -> list[Any] | None:
         """Hold back a pipelined batch whose results nobody reads: it is sent with

@@ -143,21 +143,40 @@ class PostgresSaver(PgSaverBase):
         self.executor.run_batches(setup_flow(self.sql.schema))
 
     def close(self) -> None:
-        self.connector.close()
+        """Close the connection or pool the saver opened (``from_conn_string``),
+        after settling or releasing the runs still writing through it
+        (:meth:`_close_runs`); the saver then refuses every call. A caller's
+        connection is left alone and the saver keeps working on it."""
+        if self.connector.url is None or self._closed:
+            return
+        try:
+            self._close_runs()
+        finally:
+            self._closed = True
+            self.connector.closed = type(self).__name__
+            self.connector.close()
 
     # -- how the core's flows run ------------------------------------------------
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         return drive.run(flow, self.executor, write)
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
         # the sync saver's a* methods run in a worker thread: never block the loop
+        if self._closed:
+            self._refuse_closed()
         return await in_thread(drive.run, flow, self.executor, write)
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         return drive.iterate(flow, self.executor)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         items = await in_thread(lambda: list(drive.iterate(flow, self.executor)))
         for item in items:
             yield item

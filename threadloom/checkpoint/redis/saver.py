@@ -215,7 +215,14 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
             saver.close()
 
     def close(self) -> None:
-        if self._owned:
+        """Close the client the saver opened, after settling or releasing the runs
+        writing through it; then refuse every call (redis-py would reconnect)."""
+        if not self._owned or self._closed:
+            return
+        try:
+            self._close_runs()
+        finally:
+            self._closed = True
             self.client.close()
 
     # -- executor interface for the storage driver ----------------------------
@@ -238,6 +245,8 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
     def _send(self, calls: Sequence[Call]) -> list[Any]:
         """One round trip for the batch (a pipeline); call by call on a cluster,
         whose pipelines refuse EVALSHA."""
+        if self._closed:  # every command: redis-py would reconnect a closed client
+            self._refuse_closed()
         try:
             if self.cluster or len(calls) == 1:
                 return [self._one(call) for call in calls]
@@ -263,15 +272,23 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
     # -- how the core's flows run ------------------------------------------------
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         return drive.run(flow, self, write)
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         return drive.iterate(flow, self)
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         return await in_thread(drive.run, flow, self, write)
 
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         for item in await in_thread(lambda: list(drive.iterate(flow, self))):
             yield item
 
@@ -299,8 +316,17 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
         """Nothing to create on Redis; awaitable like AsyncPostgresSaver.setup()."""
 
     async def aclose(self) -> None:
-        await local.asettle_saver(self)  # runs dropped mid-stream release first
-        if self._owned:
+        """:meth:`RedisSaver.close`'s async twin; on a caller's client only runs
+        dropped mid-stream get to save and release first."""
+        if not self._owned:
+            await local.asettle_saver(self)
+            return
+        if self._closed:
+            return
+        try:
+            await self._aclose_runs()
+        finally:
+            self._closed = True
             await self.client.aclose()
 
     def close(self) -> None:
@@ -336,6 +362,8 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
             results = await self._send(batch)
 
     async def _send(self, calls: Sequence[Call]) -> list[Any]:
+        if self._closed:
+            self._refuse_closed()
         task = asyncio.current_task()
         cancels = _cancelling(task)
         try:
@@ -367,15 +395,24 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
             return await self.client.evalsha(*_evalsha_args(call))
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         return await drive.arun(flow, self, write)
 
     def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         return drive.aiterate(flow, self)
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:  # before the bridge: the saver's loop may be gone too
+            self._refuse_closed()
         return self._sync(drive.arun(flow, self, write))
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
+
         async def collect() -> list[Any]:
             return [item async for item in drive.aiterate(flow, self)]
 

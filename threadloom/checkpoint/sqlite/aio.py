@@ -111,9 +111,14 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     async def aclose(self) -> None:
         """Stop background checkpoints (off the loop: it waits for a running
         one); close the connection if the saver opened it, even when that failed.
-        Runs dropped mid-stream save and release their leases first."""
-        await local.asettle_saver(self)
+        Runs dropped mid-stream save and release their leases first; on a
+        connection the saver opened, live runs' leases are released too and the
+        saver then refuses every call (:meth:`_aclose_runs`)."""
         try:
+            if self._owns and not self._closed:
+                await self._aclose_runs()
+            else:
+                await local.asettle_saver(self)
             if self.walck is not None:
                 self.executor.on_commit = None
                 walck, self.walck = self.walck, None
@@ -121,6 +126,8 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         finally:
             if self._owns:
                 self._owns = False
+                self._closed = True
+                self.executor.closed = type(self).__name__
                 await self.conn.close()
 
     def close(self) -> None:
@@ -128,6 +135,8 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
             self._bridge(self.aclose())
 
     async def _arun(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         if not self.is_setup:
             await self.setup()
         return await worker.run_flow(self.conn, flow, self.executor, write)
@@ -135,6 +144,8 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     async def _aiter(self, flow: Flow) -> AsyncIterator[Any]:
         """One hop per page: a consumer that stops early reads no further page
         (between pages the flow holds no transaction: dropping it is safe anywhere)."""
+        if self._closed:
+            self._refuse_closed()
         if not self.is_setup:
             await self.setup()
         tap = worker.Tap()
@@ -144,9 +155,14 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
                 yield item
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:  # before the bridge: the saver's loop may be gone too
+            self._refuse_closed()
         return self._bridge(self._arun(flow, write))
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
+
         async def collect() -> list[Any]:
             return [item async for item in self._aiter(flow)]
 

@@ -32,7 +32,7 @@ from threadloom.checkpoint.sqlite.lgfile import warn_if_langgraph_data
 from threadloom.checkpoint.sqlite.memo import ABSENT, DATA_VERSION, KNOWN, Memo, Reads, read_key
 from threadloom.checkpoint.sqlite.schema import MIGRATIONS, MIGRATIONS_TABLE
 from threadloom.checkpoint.storage.ops import Op
-from threadloom.errors import StorageError
+from threadloom.errors import SaverClosedError, StorageError
 
 __all__ = ["SqliteExecutor", "setup_statements", "storage_error"]
 
@@ -91,6 +91,9 @@ class SqliteExecutor:
         # after each own write COMMIT, with total_changes (sqlite/walck.py)
         self.on_commit: Callable[[int], None] | None = None
         self._cur: sqlite3.Cursor | None = None  # see ``_cursor``
+        # the saver's class name once it closed its own connection (under the
+        # lock): a transaction of another thread starting later is refused
+        self.closed: str | None = None
 
     def setup(self, journal_wal: bool, pragmas: list[str]) -> None:
         with self.lock:
@@ -359,6 +362,9 @@ class _Transaction:
     def __enter__(self) -> None:
         ex = self.ex
         ex.lock.acquire()
+        if ex.closed is not None:
+            ex.lock.release()
+            raise SaverClosedError(ex.closed)
         try:
             self.nested, self.commit, self.rollback = ex._enter(self.write)
         except BaseException as exc:

@@ -111,8 +111,12 @@ class SqliteSaver(ThreadTTL, StorageSaver):
 
     def close(self) -> None:
         """Stop background checkpoints; close the connection if the saver opened
-        it (even when stopping them failed: never leak it)."""
+        it (even when stopping them failed: never leak it). Runs still writing
+        through a connection the saver opened are settled or released first
+        (:meth:`_close_runs`); the saver then refuses every call."""
         try:
+            if self._owns and not self._closed:
+                self._close_runs()
             if self.walck is not None:
                 self.executor.on_commit = None
                 walck, self.walck = self.walck, None
@@ -121,14 +125,20 @@ class SqliteSaver(ThreadTTL, StorageSaver):
             if self._owns:
                 self._owns = False
                 with self.executor.lock:  # after a transaction another thread is in
+                    self._closed = True
+                    self.executor.closed = type(self).__name__
                     self.conn.close()
 
     def _run(self, flow: Flow, write: bool = False) -> Any:
+        if self._closed:
+            self._refuse_closed()
         if not self.is_setup:
             self.setup()
         return drive.run(flow, self.executor, write)
 
     def _iter(self, flow: Flow) -> Iterator[Any]:
+        if self._closed:
+            self._refuse_closed()
         if not self.is_setup:
             self.setup()
         return drive.iterate(flow, self.executor)
