@@ -7,29 +7,45 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from threadloom.pregel.pool import ElasticPool, _Worker
 
 
+async def _until(ready: Any, deadline: float = 20.0) -> bool:
+    """Poll ``ready()`` until true or ``deadline`` seconds passed (a loaded box
+    is slow to start and end threads; a fixed count of short sleeps was not)."""
+    end = time.monotonic() + deadline
+    while not ready() and time.monotonic() < end:
+        await asyncio.sleep(0.01)
+    return bool(ready())
+
+
 async def test_an_idle_worker_exits_after_its_timeout_and_a_new_one_starts() -> None:
+    """Idle workers are listed, then exit after ``idle_timeout``, then new ones
+    start. The listing is checked on a pool whose workers never time out: with
+    50 ms, a loaded box could see the first worker leave before the second
+    existed, and a submit worker lists itself only after posting its result."""
     loop = asyncio.get_running_loop()
+    lasting = ElasticPool(idle_timeout=3600)
+    first = await lasting.run_async(loop, threading.get_ident)
+    second = await loop.run_in_executor(lasting, threading.get_ident)  # a submit worker
+    assert first != second
+    assert await _until(lambda: (len(lasting._hand), len(lasting._idle)) == (1, 1))
+    for worker in [*lasting._hand, *lasting._idle]:
+        worker.put(None)  # what its timeout does: it leaves its list and exits
+
     pool = ElasticPool(idle_timeout=0.05)
     first = await pool.run_async(loop, threading.get_ident)
-    second = await loop.run_in_executor(pool, threading.get_ident)  # a submit worker
-    assert first != second
-    assert (len(pool._hand), len(pool._idle)) == (1, 1)
+    second = await loop.run_in_executor(pool, threading.get_ident)
 
     def gone() -> bool:
         alive = {t.ident for t in threading.enumerate()}
         return first not in alive and second not in alive
 
-    for _ in range(200):
-        if not pool._hand and not pool._idle and gone():
-            break
-        await asyncio.sleep(0.01)
+    assert await _until(lambda: not pool._hand and not pool._idle and gone())
     assert (pool._hand, pool._idle) == ([], [])
-    assert gone()
     assert await pool.run_async(loop, lambda: 7) == 7
     assert pool.submit(pow, 2, 5).result(timeout=5) == 32
 
@@ -89,8 +105,4 @@ async def test_a_job_cancelled_before_it_starts_leaves_its_worker_idle() -> None
     skipped.cancel()
     gate.set()
     await blocker
-    for _ in range(200):
-        if len(pool._hand) == 2:
-            break
-        await asyncio.sleep(0.01)
-    assert len(pool._hand) == 2
+    assert await _until(lambda: len(pool._hand) == 2)
