@@ -364,7 +364,8 @@ class Send:
     __slots__ = ("node", "arg")
 
     def __init__(self, /, node: str, arg: Any) -> None:
-        self.node = node
+        # a str Enum member names the node it equals (its hash and format differ)
+        self.node = str.__str__(node) if isinstance(node, str) and type(node) is not str else node
         self.arg = arg
 
     def __hash__(self) -> int:

@@ -90,3 +90,40 @@ def test_a_parent_command_is_checked_against_the_parent() -> None:
     }
     with pytest.raises(InvalidRouteError, match=r"node 'child' routed to 'dnoe'"):
         parent("dnoe").invoke({"log": []}, {"configurable": {"thread_id": "p2"}})
+
+
+def test_a_node_added_to_the_builder_after_compile_is_not_a_target() -> None:
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: "late")
+    app = g.compile()
+    g.add_node("late", lambda s: {"log": ["late"]})  # the compiled graph does not have it
+    with pytest.raises(InvalidRouteError, match="routed to 'late'"):
+        app.invoke({"log": []})
+
+
+def test_a_str_enum_member_routes_to_the_node_it_equals() -> None:
+    """``"branch:to:{}".format(N.B)`` is ``branch:to:N.B`` on Python 3.11+: the
+    route went nowhere (LangGraph drops it too)."""
+    import enum
+
+    class N(str, enum.Enum):
+        B = "b"
+
+    def build(kind: str) -> Any:
+        g = StateGraph(S)
+        g.add_node("b", lambda s: {"log": ["b"]})
+        if kind == "router":
+            g.add_node("a", lambda s: {"log": ["a"]})
+            g.add_conditional_edges("a", lambda s: N.B)
+        elif kind == "goto":
+            g.add_node("a", lambda s: Command(goto=N.B, update={"log": ["a"]}))
+        else:
+            g.add_node("a", lambda s: {"log": ["a"]})
+            g.add_conditional_edges("a", lambda s: [Send(N.B, s)])
+        g.add_edge(START, "a")
+        return g.compile()
+
+    for kind in ("router", "goto", "send"):
+        assert build(kind).invoke({"log": []}) == {"log": ["a", "b"]}, kind

@@ -38,6 +38,7 @@ def _app():
         ({"print_mode": "value"}, "print_mode 'value' is not"),
         ({"interrupt_before": ["revew"]}, r"interrupt_before names 'revew'.*\['review'\]"),
         ({"interrupt_after": "revew"}, "interrupt_after names 'revew'"),
+        ({"interrupt_before": ["*"]}, r"interrupt_before=\['\*'\] names no node; .*='\*'"),
     ],
 )
 def test_a_typo_is_refused_before_anything_runs(kwargs, match) -> None:

@@ -124,7 +124,7 @@ class BranchSpec(NamedTuple):
                 raise InvalidRouteError(
                     f"branch from node {source!r} did not return a valid destination: {item!r}"
                 )
-            out.append(item)
+            out.append(plain_name(item))
         return out
 
     def route(self, state: Any, config: dict[str, Any] | None, source: str, **extra: Any) -> Any:
@@ -222,6 +222,13 @@ def fresh_reader(
     return read
 
 
+def plain_name(name: Any) -> Any:
+    """A ``str`` subclass (a ``class N(str, Enum)`` member) as the plain string it
+    equals: ``"branch:to:{}".format(N.B)`` gives ``branch:to:N.B`` on Python
+    3.11+, a channel no node listens to, so the route was silently lost."""
+    return str.__str__(name) if isinstance(name, str) and type(name) is not str else name
+
+
 def check_destination(source: str, target: Any, nodes: Collection[str]) -> None:
     """Refuse a route to a node the graph does not have (a typo in a router's
     return value, ``Command(goto=...)`` or ``Send``): LangGraph logs a warning
@@ -231,7 +238,7 @@ def check_destination(source: str, target: Any, nodes: Collection[str]) -> None:
         InvalidRouteError: naming the source, the target and the graph's nodes.
     """
     node = target.node if isinstance(target, Send) else target
-    if node == END or node in nodes:
+    if node == END or (node != START and node in nodes):
         return
     how = f"sent a packet to {node!r}" if isinstance(target, Send) else f"routed to {node!r}"
     raise InvalidRouteError(

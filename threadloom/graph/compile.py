@@ -20,7 +20,13 @@ from typing import Any
 from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
 from threadloom.graph.allowlist import apply_allowlist, graph_types, trust_at_run
-from threadloom.graph.branch import BranchWriter, check_destination, fresh_reader, injected_params
+from threadloom.graph.branch import (
+    BranchWriter,
+    check_destination,
+    fresh_reader,
+    injected_params,
+    plain_name,
+)
 from threadloom.graph.draw import DrawableGraph, graph_of
 from threadloom.graph.runtime import CONTEXT_KEY, coerce_context, with_runtime
 from threadloom.graph.schema import (
@@ -100,7 +106,7 @@ class CompiledStateGraph(Pregel):
                     ChannelWrite(
                         [
                             ChannelWriteTupleEntry(updater),
-                            ChannelWriteTupleEntry(_control_writer(START, self.builder.nodes)),
+                            ChannelWriteTupleEntry(_control_writer(START, self.nodes)),
                         ]
                     )
                 ],
@@ -129,7 +135,7 @@ class CompiledStateGraph(Pregel):
                             )
                         ),
                         ChannelWriteTupleEntry(
-                            _control_writer(key, self.builder.nodes),
+                            _control_writer(key, self.nodes),
                             static=_static_ends(spec.ends),
                         ),
                     ]
@@ -176,9 +182,7 @@ class CompiledStateGraph(Pregel):
             _mapper_for(schema, keys == [ROOT]),
             merge_output=branch.input_schema is None,
         )
-        self.nodes[start].writers.append(
-            BranchWriter(branch, start, reader, BRANCH_TO, builder.nodes)
-        )
+        self.nodes[start].writers.append(BranchWriter(branch, start, reader, BRANCH_TO, self.nodes))
 
 
 def _add_write(node: PregelNode, entry: ChannelWriteEntry) -> None:
@@ -273,7 +277,7 @@ def _control_writes(value: Any) -> list[tuple[str, Any]]:
             if isinstance(go, Send):
                 writes.append((TASKS, go))
             elif isinstance(go, str) and go != END:
-                writes.append((BRANCH_TO.format(go), None))
+                writes.append((BRANCH_TO.format(plain_name(go)), None))
     return writes
 
 

@@ -36,6 +36,8 @@ def check_run_kwargs(kwargs: dict[str, Any], nodes: Collection[str]) -> None:
         names = kwargs.get(key)
         if names and names != "*":
             unknown = [n for n in ([names] if isinstance(names, str) else names) if n not in nodes]
+            if unknown == ["*"]:
+                raise ConfigError(f"{key}=['*'] names no node; for every node pass {key}='*'")
             if unknown:
                 raise ConfigError(
                     f"{key} names {unknown[0]!r}, which is not a node of this graph "
