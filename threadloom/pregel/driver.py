@@ -15,11 +15,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from threadloom.constants import START
-from threadloom.errors import CheckpointNotFoundError, GraphInterrupt, GraphRecursionError
+from threadloom.errors import (
+    CheckpointNotFoundError,
+    GraphInterrupt,
+    GraphRecursionError,
+    ParentCommand,
+)
 from threadloom.pregel.context import TaskScope
 from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.loop import Loop
 from threadloom.pregel.options import make_scope, prepare
+from threadloom.pregel.parent_commands import merge_parent_commands
 from threadloom.pregel.persist import SyncPersister
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.runner import run_task
@@ -124,6 +130,8 @@ def raise_step_errors(results: list[tuple[Any, BaseException | None]]) -> None:
             continue
         if isinstance(exc, GraphInterrupt):
             interrupts.append(exc)
+        elif isinstance(exc, ParentCommand):
+            raise merge_parent_commands(results)  # siblings' reports go up together
         else:
             raise exc
     if interrupts:
