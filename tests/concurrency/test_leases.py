@@ -64,22 +64,42 @@ def test_expired_lease_is_taken_over_and_the_old_writer_is_fenced(spec):
         new.release()
 
 
-def test_renewal_keeps_a_long_step_alive(spec):
-    with open_saver(spec) as saver:
-        saver.lease_ttl = 0.3
-        import threading
+def test_renewal_keeps_a_long_step_alive(spec, monkeypatch):
+    """A step longer than the TTL keeps its lease. Renewals are counted instead
+    of sleeping a fixed time: four (one per TTL/3) put the run past its TTL for
+    sure, and the busy check runs right after one, with most of a TTL left (a
+    0.8 s sleep over a 0.3 s TTL failed whenever the shared renewer thread was
+    held up for 0.2 s on a loaded box)."""
+    import threading
 
+    renewed: list[bool] = []
+    real_renew = Lease.renew
+
+    def counted(self: Lease) -> None:
+        real_renew(self)
+        if self.thread_id == "r":
+            renewed.append(self.lost)
+
+    monkeypatch.setattr(Lease, "renew", counted)
+    with open_saver(spec) as saver:
+        saver.lease_ttl = 1.2
         gate, started = threading.Event(), threading.Event()
         graph = chain(2, gate, started).compile(checkpointer=saver)
         results: list = []
         t = threading.Thread(target=lambda: results.append(graph.invoke({"log": []}, _cfg("r"))))
         t.start()
-        assert started.wait(10)
-        time.sleep(0.8)  # well past the TTL: only renewal keeps the lease
-        with pytest.raises(ThreadBusyError):
-            graph.invoke({"log": []}, _cfg("r"))
-        gate.set()
-        t.join(20)
+        try:
+            assert started.wait(20)
+            deadline = time.monotonic() + 30
+            while len(renewed) < 4:  # 4 x TTL/3 since the acquire: past the TTL
+                assert time.monotonic() < deadline, renewed
+                time.sleep(0.005)
+            assert not any(renewed)  # never lost
+            with pytest.raises(ThreadBusyError):
+                graph.invoke({"log": []}, _cfg("r"))
+        finally:
+            gate.set()
+            t.join(20)
         assert results == [{"log": ["s0", "s1"]}]
 
 
