@@ -189,7 +189,8 @@ def attach_policies(builder: StateGraph, compiled: CompiledStateGraph) -> None:
         node = compiled.nodes[name]
         if spec.error_handler_node is not None:
             node.error_handler_node = spec.error_handler_node
-        node.is_error_handler = spec.is_error_handler
+        if spec.is_error_handler:
+            node.is_error_handler = True
         if spec.timeout is not None:
             node.timeout = spec.timeout
             check_timeout_supported(name, node)
