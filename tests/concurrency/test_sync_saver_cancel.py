@@ -57,21 +57,31 @@ async def test_a_worker_error_after_the_cancel_is_not_left_unretrieved() -> None
 def test_a_cancelled_acquire_leaves_the_thread_free(
     kind: str, tmp_path: Any, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The cancel lands while the acquire's request is in flight: the worker
+    holds it until the cancel was sent (events, not sleeps: a loaded box could
+    finish a 0.2 s "request" before a 0.05 s sleep of the loop ended)."""
     real_run = drive.run
+    in_flight, go, ended = threading.Event(), threading.Event(), threading.Event()
 
     def slow_acquire(flow: Any, *args: Any, **kwargs: Any) -> Any:
         op = getattr(flow, "gi_frame", None) and flow.gi_frame.f_locals.get("op")
-        if "cquire" in repr(op) and "run-A" in repr(op):
-            time.sleep(0.2)  # the acquire's request in flight (a slow network)
-        return real_run(flow, *args, **kwargs)
+        if not ("cquire" in repr(op) and "run-A" in repr(op)):
+            return real_run(flow, *args, **kwargs)
+        in_flight.set()  # the acquire's request in flight (a slow network)
+        assert go.wait(20)
+        try:
+            return real_run(flow, *args, **kwargs)
+        finally:
+            ended.set()
 
     async def scenario(saver: Any) -> Any:
         task = asyncio.ensure_future(Lease(saver, "t", "run-A", 30.0).atry_acquire())
-        await asyncio.sleep(0.05)
+        assert await asyncio.to_thread(in_flight.wait, 20)
         task.cancel()
+        go.set()
         with pytest.raises(asyncio.CancelledError):
             await task
-        await asyncio.sleep(0.3)  # long after the acquire's request ended, whatever the code
+        assert await asyncio.to_thread(ended.wait, 20)  # the acquire's request ended
         return await saver._arun(lease_ops.read_flow("t"), False)
 
     with open_saver(make_spec(kind, str(tmp_path), request)) as saver:
