@@ -34,9 +34,10 @@ from typing import Any
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.postgres import fence as lease_fence
 from threadloom.checkpoint.lease.postgres import fence_params
-from threadloom.checkpoint.postgres import generic, writecounts
+from threadloom.checkpoint.postgres import generic, seenrows, writecounts
 from threadloom.checkpoint.postgres.blobinsert import NEW_COUNTS, insert_blobs
 from threadloom.checkpoint.postgres.idpack import (
+    pack_id,
     packed_ckpt,
     packed_ref,
     packed_write,
@@ -55,7 +56,7 @@ from threadloom.checkpoint.postgres.rowsave import (
 from threadloom.checkpoint.postgres.saveplan import _base_exists, _cached_base
 from threadloom.checkpoint.postgres.stmt import LOCK_SLOT, Stmt, Tx
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import HASH_SIZE
+from threadloom.checkpoint.storage.ops import HASH_SIZE, WriteRow
 
 __all__ = ["LOCK_SLOT", "REFUSE", "flush", "lock_first", "plan", "refuse_unless", "thread_lock_key"]
 
@@ -140,29 +141,50 @@ def _fence_text(op: lo.CheckLease, sql: SQL) -> str:
 
 def flush(tx: Tx, pessimistic: Planner, sql: SQL) -> list[Stmt]:
     """The statement validating an earlier optimistic ``LoadWrites`` (it fails
-    when the checkpoint has any row of pending writes after all)."""
-    op, tx.pending = tx.pending, None
-    if op is None:
+    when the checkpoint's rows of pending writes are not the guessed ones:
+    none, or those :mod:`.seenrows` knew)."""
+    pending, tx.pending = tx.pending, None
+    if pending is None:
         return []
+    op, guess = pending if type(pending) is tuple else (pending, None)
     [read], _ = pessimistic(op, sql)
     lock = []
     if op.thread_id not in tx.locked:  # the read took no lock (it sent nothing)
         tx.locked.add(op.thread_id)
         lock = [Stmt(_LOCK, (thread_lock_key(sql, op.thread_id),))]
+    if guess:
+        return [*lock, _same_rows(read, guess)]
     return [*lock, Stmt(f"SELECT {REFUSE} FROM ({read.sql}) w LIMIT 1", read.params)]
 
 
 _LOCK = "SELECT pg_advisory_xact_lock(%s)"
 
 
+def _same_rows(read: Stmt, guess: list[Any]) -> Stmt:
+    """Fails unless the read finds exactly the guessed rows (task, data, held hashes)."""
+    text = (
+        f"SELECT {REFUSE} FROM (SELECT count(*) AS n, count(g.t) AS m FROM ({read.sql}) w"
+        " LEFT JOIN unnest(%s::bytea[], %s::bytea[], %s::bytea[]) AS g(t, d, h)"
+        " ON w.task_id = g.t AND w.data = g.d AND w.hashes = g.h) c WHERE n <> %s OR m <> %s"
+    )
+    tasks = [pack_id(w.task_id) for w in guess]
+    n = len(guess)
+    return Stmt(
+        text, (*read.params, tasks, [w.data for w in guess], [w.hashes for w in guess], n, n)
+    )
+
+
 def _load_writes(op: ops.LoadWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
-    """A put_writes reads its task's row of one checkpoint: usually there is none."""
+    """A put_writes reads its task's row of one checkpoint: usually there is
+    none; a resumed task has one (its interrupt), which this saver wrote or
+    read before (:func:`.seenrows.known`)."""
     ids = op.checkpoint_ids
     if ids is None or len(ids) != 1 or op.checkpoint_ns is None:
         return None
     batch = flush(tx, pessimistic, sql)
-    tx.pending = op  # validated by the next SaveWrites' insert, or by flush()
-    return batch, []
+    guess = seenrows.known(sql, op.thread_id, op.checkpoint_ns, ids[0])
+    tx.pending = (op, guess) if guess else op  # validated by the next SaveWrites, or flush()
+    return batch, guess
 
 
 def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess | None:
@@ -172,10 +194,14 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
         return None
     for e in expected:
         if e is not None:
+            seenrows.remember(sql, rows)  # what the (pessimistic) upsert leaves
+            if len(rows) == 1 and not op.blobs and type(e) is WriteRow:
+                return _update_writes(rows[0], e, sql, tx, pessimistic)
             return None
     pending = tx.pending
     if pending is not None and _pending_covers(pending, rows):
         tx.pending = None  # the insert below checks exactly what the flow assumed
+    seenrows.remember(sql, rows)
     if len(rows) == 1:  # the usual case: scalars, no arrays to build and parse
         unique = list(rows)
     else:
@@ -206,8 +232,34 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     return batch, frozenset(b.hash for b in op.blobs)
 
 
-def _pending_covers(pending: ops.LoadWrites, rows: Any) -> bool:
+def _update_writes(row: WriteRow, old: WriteRow, sql: SQL, tx: Tx, pessimistic: Planner) -> Guess:
+    """A task row merged into the one the flow read or guessed (a resumed
+    task's): replaced only where it is still ``old``, else the transaction
+    fails. The advisory lock may ride in it: a row the lock's previous holder
+    changed or deleted is re-checked at its newest version (and fails the
+    match); one it inserted is not seen (and fails too)."""
+    if tx.pending is not None and _pending_covers(tx.pending, (row,)):
+        tx.pending = None  # the update checks exactly what the flow assumed
+    batch = flush(tx, pessimistic, sql) if tx.pending is not None else []
+    stmt = _text(("writes-update", sql.writes), lambda: _update_text(sql))
+    new = packed_write(row)
+    batch.append(Stmt(stmt, (*new[4:], *new[:4], old.data, old.hashes)))
+    return batch, frozenset()
+
+
+def _update_text(sql: SQL) -> str:
+    return (
+        f"WITH up AS (UPDATE {sql.writes} SET task_path = %s, data = %s, hashes = %s"
+        f" WHERE {LOCK_SLOT} AND thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+        " AND task_id = %s AND data = %s AND hashes = %s RETURNING 1)"
+        f" SELECT {refuse_unless('count(*) = 1')} FROM up"
+    )
+
+
+def _pending_covers(pending: Any, rows: Any) -> bool:
     """Whether every row is of the checkpoint(s) the pending ``LoadWrites`` read."""
+    if type(pending) is tuple:
+        pending = pending[0]
     for w in rows:
         if w.thread_id != pending.thread_id or w.checkpoint_ns != pending.checkpoint_ns:
             return False

@@ -23,20 +23,30 @@ of them is gone, and :func:`checked`'s decoder raises
 re-running the read in one snapshot (storage/drive.py). Blobs need no check: a
 missing blob raises by itself. The common read pays a primary-key probe per
 checkpoint row inside statements it sends anyway.
+
+The same module keeps the task rows of pending writes this saver wrote or
+read (:func:`known`, :func:`remember`, :func:`remember_read`): an optimistic
+``put_writes`` guesses its task's row from them instead of guessing "none"
+(optimistic.py). A resumed task already has a row (its interrupt), so the
+"none" guess was refused at every resume. They are only guesses: every one is
+checked by the statement that relies on it, so a stale entry costs a refusal,
+never a wrong row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from threadloom.checkpoint.postgres.idpack import pack_ordered
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
+from threadloom.checkpoint.storage.cache import Bounded
 from threadloom.errors import CorruptBlobError
 
-__all__ = ["checked", "seen_ids", "watched"]
+__all__ = ["checked", "forget", "known", "remember", "remember_read", "seen_ids", "watched"]
 
 ROW_OPS = (ops.GetCheckpoint, ops.ListCheckpoints)
 Decoder = Callable[[list[Any]], Any]
@@ -55,11 +65,15 @@ def watched(tx: Tx, op: ops.Op, sql: SQL, prepare: Callable[[ops.Op], Plan]) -> 
         ids = _served_ids(tx.seen, op)
         if ids:
             batch, decode = prepare(op)
+            if kind is ops.LoadWrites:
+                decode = remember_read(sql, op, decode)
             if len(batch) == 1:
                 cols = sql.REF_COLS if kind is ops.LoadRefs else sql.WRITE_COLS
                 return checked(batch[0], decode, sql, (op.thread_id, op.checkpoint_ns), ids, cols)
             return batch, decode
     batch, decode = prepare(op)
+    if kind is ops.LoadWrites:
+        return batch, remember_read(sql, op, decode)
     if kind not in ROW_OPS:
         return batch, decode
 
@@ -146,3 +160,60 @@ def _marked_text(text: str, sql: SQL, cols: str, one: bool) -> str:
             f" (SELECT 1 FROM {sql.ckpt} WHERE {_EACH} OFFSET 0) c) < %s"
         )
     return f"{text} UNION ALL SELECT {nulls} WHERE {gone}"
+
+
+# -- task rows of pending writes this saver wrote or read (see the module doc) --
+
+Checkpoint = tuple[str, str, str]  # (thread, namespace, checkpoint id)
+_known: WeakKeyDictionary[SQL, Bounded[Checkpoint, dict[str, ops.WriteRow]]]
+_known = WeakKeyDictionary()  # per saver (its SQL), so schemas and databases never mix
+
+
+def _rows(sql: SQL) -> Bounded[Checkpoint, dict[str, ops.WriteRow]]:
+    rows = _known.get(sql)
+    if rows is None:
+        rows = _known[sql] = Bounded(1024)
+    return rows
+
+
+def known(sql: SQL, thread_id: str, ns: str, checkpoint_id: str) -> list[ops.WriteRow]:
+    """The task rows of the checkpoint as this saver last wrote or read them."""
+    rows = _rows(sql).get((thread_id, ns, checkpoint_id))
+    return list(rows.values()) if rows else []
+
+
+def forget(sql: SQL) -> None:
+    """Drop every task row the saver of ``sql`` knows (its next guesses are "none")."""
+    _known.pop(sql, None)
+
+
+def remember(sql: SQL, rows: Any) -> None:
+    """``rows`` (WriteRows) as a write transaction is about to leave them."""
+    memory = _rows(sql)
+    for w in rows:
+        key = (w.thread_id, w.checkpoint_ns, w.checkpoint_id)
+        tasks = memory.get(key)
+        if tasks is None:
+            memory.put(key, {w.task_id: w})
+        else:
+            tasks[w.task_id] = w
+
+
+def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
+    """``decode`` also keeping what a read of ONE checkpoint's writes found
+    (a run's ``get_tuple`` before it resumes: the interrupted task's row)."""
+    ids, ns = op.checkpoint_ids, op.checkpoint_ns
+    if ids is None or len(ids) != 1 or ns is None or op.thread_id is None:
+        return decode
+    key = (op.thread_id, ns, ids[0])
+
+    def remembering(results: list[Any]) -> Any:
+        found = decode(results)
+        memory = _rows(sql)
+        if found:
+            memory.put(key, {w.task_id: w for w in found})
+        else:
+            memory.pop(key)
+        return found
+
+    return remembering

@@ -1,0 +1,165 @@
+"""A resume's writes on Postgres: no optimistic refusal, no psycopg warning.
+
+A resumed task already has a row of pending writes (its interrupt). The
+optimistic ``put_writes`` used to guess "no row" for every task, so the store
+refused each resume's transaction once (twice for an interrupt inside a
+subgraph) and the flow ran again pessimistically; psycopg also logged "error
+ignored terminating <Pipeline>" for the subgraph case. The saver now guesses
+the rows it wrote or read (postgres/seenrows.py ``known``) and replaces a known
+row only where it is still what it guessed (postgres/optimistic.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Iterator
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+from tests.postgres.test_pg_optimistic import BIG, config, cp, put
+from tests.postgres.test_pg_round_trips import relay_url
+from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver, seenrows
+from threadloom.graph import START, StateGraph
+from threadloom.types import Command, interrupt
+
+pytestmark = pytest.mark.postgres
+
+# the resume of one interrupted node: the lease acquire with its read of the
+# checkpoint (4) and the run's one fenced write (1); it was 14: that write was
+# refused (its task had a row: the interrupt) and re-run pessimistically (10)
+RESUME_TRIPS = 5
+
+
+class State(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _ask(state: State) -> dict[str, Any]:
+    return {"log": [interrupt("q")]}
+
+
+def _graph(kind: str) -> StateGraph:
+    if kind == "plain":
+        return (
+            StateGraph(State)
+            .add_node("ask", _ask)
+            .add_node("z", lambda s: {"log": ["z"]})
+            .add_edge(START, "ask")
+            .add_edge("ask", "z")
+        )
+    sub = StateGraph(State).add_node("ask", _ask).add_edge(START, "ask").compile()
+    return StateGraph(State).add_node("sub", sub).add_edge(START, "sub")
+
+
+WANT = {"plain": ["r", "z"], "subgraph": ["r"]}
+
+
+@pytest.fixture
+def psycopg_warnings(caplog: pytest.LogCaptureFixture) -> Iterator[list[logging.LogRecord]]:
+    with caplog.at_level(logging.WARNING, logger="psycopg"):
+        yield caplog.records
+
+
+def _warned(records: list[logging.LogRecord]) -> list[str]:
+    return [r.getMessage() for r in records if r.name.startswith("psycopg")]
+
+
+@pytest.mark.parametrize("kind", ["plain", "subgraph"])
+def test_a_resume_is_not_refused(pg_url, pg_schema, refusals, psycopg_warnings, kind) -> None:
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        app = _graph(kind).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": f"resume-{kind}"}}
+        first = app.invoke({"log": []}, cfg)
+        assert [i.value for i in first["__interrupt__"]] == ["q"]
+        assert app.invoke(Command(resume="r"), cfg) == {"log": WANT[kind]}
+    assert refusals == []
+    assert _warned(psycopg_warnings) == []
+
+
+@pytest.mark.parametrize("kind", ["plain", "subgraph"])
+async def test_an_async_resume_is_not_refused(
+    pg_url, pg_schema, refusals, psycopg_warnings, kind
+) -> None:
+    async with AsyncPostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        await saver.setup()
+        app = _graph(kind).compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": f"aresume-{kind}"}}
+        first = await app.ainvoke({"log": []}, cfg)
+        assert [i.value for i in first["__interrupt__"]] == ["q"]
+        assert await app.ainvoke(Command(resume="r"), cfg) == {"log": WANT[kind]}
+    assert refusals == []
+    assert _warned(psycopg_warnings) == []
+
+
+def test_a_resume_costs_its_round_trips(pg_url, pg_schema, refusals) -> None:
+    url, relay = relay_url(pg_url)
+    try:
+        with PostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
+            saver.setup()
+            app = _graph("plain").compile(checkpointer=saver)
+            cfg = {"configurable": {"thread_id": "resume-trips"}}
+            app.invoke({"log": []}, cfg)
+            trips, out = relay.count(app.invoke, Command(resume="r"), cfg)
+        assert out == {"log": ["r", "z"]} and refusals == []
+        assert trips == RESUME_TRIPS
+    finally:
+        relay.listener.close()
+
+
+def test_a_second_put_writes_of_a_task_costs_one_round_trip(pg_url, pg_schema, refusals) -> None:
+    url, relay = relay_url(pg_url)
+    try:
+        with PostgresSaver.from_conn_string(url, schema=pg_schema) as saver:
+            saver.setup()
+            parent = put(saver, config("second"), cp(1, "a"))
+            first, _ = relay.count(saver.put_writes, parent, [("x", 1)], "task")
+            second, _ = relay.count(saver.put_writes, parent, [("x", 9), ("y", 2)], "task")
+            same, _ = relay.count(saver.put_writes, parent, [("x", 7)], "task")  # no change
+            writes = saver.get_tuple(parent).pending_writes
+        assert (first, second, same) == (1, 1, 1) and refusals == []
+        assert writes == [("task", "x", 1), ("task", "y", 2)]  # the first write of an index wins
+    finally:
+        relay.listener.close()
+
+
+def test_a_stale_guess_is_refused_and_merged_again(pg_url, pg_schema, refusals) -> None:
+    """Another saver (process) changed the row this one remembers: the update
+    (and, when nothing changes, the check at commit) refuses; the pessimistic
+    re-run merges into the row as it is. A stale guess costs what the old
+    "no row" guess cost: one refusal."""
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        other = PostgresSaver(saver.connector.conn, schema=pg_schema)
+        parent = put(saver, config("stale"), cp(1, "a"))
+        saver.put_writes(parent, [("x", 1)], "task")
+        other.get_tuple(parent)  # other learns the row by reading it: no refusal
+        other.put_writes(parent, [("x", 1), ("y", 2)], "task")
+        assert refusals == []
+        saver.put_writes(parent, [("x", 1), ("y", 5), ("z", 3)], "task")  # guesses [x]
+        assert refusals == [frozenset({"stale"})]
+        other.get_tuple(parent)
+        other.put_writes(parent, [("x", 1), ("y", 2), ("z", 3), ("w", BIG)], "task")
+        saver.put_writes(parent, [("x", 1)], "task")  # no change: checked at commit
+        assert len(refusals) == 2
+        writes = saver.get_tuple(parent).pending_writes
+    assert writes == [("task", "x", 1), ("task", "y", 2), ("task", "z", 3), ("task", "w", BIG)]
+
+
+def test_a_forgotten_row_is_learned_from_a_read(pg_url, pg_schema, refusals) -> None:
+    """A saver that did not write the row but read the checkpoint guesses it."""
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        parent = put(saver, config("read"), cp(1, "a"))
+        saver.put_writes(parent, [("x", 1)], "task")
+        seenrows.forget(saver.sql)
+        assert saver.get_tuple(parent).pending_writes == [("task", "x", 1)]
+        saver.put_writes(parent, [("x", 1), ("y", 2)], "task")
+        assert refusals == []
+        seenrows.forget(saver.sql)
+        saver.put_writes(parent, [("x", 1), ("y", 2), ("z", 3)], "task")  # guesses "no row"
+        assert refusals == [frozenset({"read"})]
+        writes = saver.get_tuple(parent).pending_writes
+    assert writes == [("task", "x", 1), ("task", "y", 2), ("task", "z", 3)]
