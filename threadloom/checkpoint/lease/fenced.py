@@ -100,7 +100,11 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
             raise self._lost(exc) from exc
 
     def _lost(self, exc: Exception) -> Exception:
-        """Mark the lease lost; a Redis script's fence refusal becomes LeaseLostError."""
+        """Mark the lease lost; a Redis script's fence refusal becomes LeaseLostError.
+        A write that passed the closed check just as the saver closed (its lease
+        released, or the connection refused) reports the close, naming the thread."""
+        if self.lease.closed_by is not None:
+            return self.lease.closed_error()
         if isinstance(exc, StorageError):
             if LOST_MARKER not in str(exc):
                 return exc
