@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 import pytest
 
-from tests.concurrency.test_multitask import Background, _cfg, _wait_for
+from tests.concurrency.test_multitask import Background, _cfg, _stop_requested, _wait_for
 from threadloom.checkpoint.lease import lease as lease_mod
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.memory import InMemorySaver
@@ -27,12 +28,14 @@ class S(TypedDict):
     log: Annotated[list[str], operator.add]
 
 
-def _chain(n: int, pause: float = 0.0) -> Any:
+def _chain(n: int, pause: float = 0.0, before: Callable[[str], None] | None = None) -> Any:
     b = StateGraph(S)
     prev = START
     for i in range(n):
 
         def node(state: S, name: str = f"s{i}") -> dict[str, Any]:
+            if before is not None:
+                before(name)
             if pause:
                 time.sleep(pause)
             return {"log": [name]}
@@ -79,9 +82,18 @@ def test_boundary_reads_the_lease_once_poll_every_passed_since_acquiring(monkeyp
 
 
 def test_slow_steps_still_see_a_stop_request(monkeypatch):
+    """The first run's first step waits until the stop request is stored, so the
+    request lands mid-run however slowly the second run starts (a loaded box
+    could start it after the first run's 50 x 50 ms steps had all passed)."""
     monkeypatch.setattr(lease_mod, "POLL_EVERY", 0.01)
     saver = InMemorySaver()
-    graph = _chain(50, pause=0.05).compile(checkpointer=saver)
+    armed = [True]
+
+    def hold_s0(name: str) -> None:
+        if name == "s0" and armed and armed.pop():  # the first run's s0 only
+            _wait_for(lambda: _stop_requested(saver, "t", "interrupt"), "the stop request")
+
+    graph = _chain(50, pause=0.05, before=hold_s0).compile(checkpointer=saver)
     first = Background(lambda: graph.invoke({"log": []}, _cfg("t", "run-A"), durability="async"))
     _wait_for(lambda: saver.get_tuple(_cfg("t")) is not None, "the first checkpoint")
     second = Background(
