@@ -76,13 +76,18 @@ async def test_every_async_call_after_close_is_refused(kind, tmp_path, request) 
             await graph.ainvoke({"log": []}, cfg)
 
 
+@pytest.mark.parametrize("durability", ["sync", "async"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_stream_open_across_close_releases_its_thread(kind, tmp_path, request) -> None:
+def test_a_stream_open_across_close_releases_its_thread(
+    kind, durability, tmp_path, request
+) -> None:
+    """Under durability="async" the step streamed was only queued for saving:
+    the close saves the run's queue before it releases the lease."""
     spec, cfg = make_spec(kind, str(tmp_path), request), _cfg()
     tid = cfg["configurable"]["thread_id"]
     with open_saver(spec) as saver:
         graph = chain(3).compile(checkpointer=saver)
-        it = graph.stream({"log": []}, cfg, stream_mode="updates", durability="sync")
+        it = graph.stream({"log": []}, cfg, stream_mode="updates", durability=durability)
         assert next(it) == {"s0": {"log": ["s0"]}}
     with _no_warning(RuntimeWarning):
         with pytest.raises(SaverClosedError, match=tid):
@@ -95,15 +100,16 @@ def test_a_stream_open_across_close_releases_its_thread(kind, tmp_path, request)
         assert out == {"log": ["s0", "B", "s0", "s1", "s2"]}
 
 
+@pytest.mark.parametrize("durability", ["sync", "async"])
 @pytest.mark.parametrize("kind", KINDS)
 async def test_an_async_stream_open_across_close_releases_its_thread(
-    kind, tmp_path, request
+    kind, durability, tmp_path, request
 ) -> None:
     cfg, tag = _cfg(), uuid.uuid4().hex[:10]
     tid = cfg["configurable"]["thread_id"]
     async with _open(kind, tmp_path, request, tag) as saver:
         graph = chain(3).compile(checkpointer=saver)
-        it = graph.astream({"log": []}, cfg, stream_mode="updates", durability="sync")
+        it = graph.astream({"log": []}, cfg, stream_mode="updates", durability=durability)
         assert await it.__anext__() == {"s0": {"log": ["s0"]}}
     with _no_warning(RuntimeWarning):
         with pytest.raises(SaverClosedError, match=tid):

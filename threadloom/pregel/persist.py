@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import weakref
 from collections import deque
 from typing import Any
 
@@ -147,6 +148,9 @@ class _Buffer:
         self._writes: list[tuple[Any, Any, str, str]] = []
         self._queue: deque[tuple[list[Any], Any]] = deque()
         self._error: BaseException | None = None
+        lease = getattr(saver, "lease", None)  # a leased run (FencedSaver)
+        if not self.inline and lease is not None and hasattr(lease, "queued"):
+            lease.queued = weakref.ref(self)  # its saver's close saves our queue first
 
     def put(
         self,
@@ -293,6 +297,11 @@ class SyncPersister(_Buffer):
                     self._busy = False
                     self._cond.notify_all()
 
+    def save_queued(self) -> None:
+        """The saver closes under the run: save the steps already queued (whole
+        steps; a failure stays for the run to raise), so closing loses none."""
+        self._save_queued(False)
+
     def flush(self) -> None:
         """Save the buffered writes, wait until every save reached the saver; raise
         the first failure."""
@@ -372,6 +381,21 @@ class AsyncPersister(_Buffer):
                 self._error = exc
             for _ in range(n):
                 self._queue.popleft()
+
+    async def asave_queued(self) -> None:
+        """Async twin of :meth:`SyncPersister.save_queued`: waits for the drain task
+        when it runs on this very loop (another loop's task cannot be awaited)."""
+        drainer = self._drainer
+        if (
+            drainer is None
+            or drainer.done()
+            or drainer.get_loop() is not asyncio.get_running_loop()
+        ):
+            return
+        try:
+            await asyncio.shield(drainer)
+        except Exception:  # the drain keeps its failure for the run
+            pass
 
     async def throttle(self) -> None:
         """Wait for the submitted saves: all of them (sync), or enough to get under

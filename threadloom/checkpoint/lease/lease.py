@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
@@ -70,6 +70,9 @@ class Lease:
         # the saver's class name once it closed under the run (lease/local.py
         # close_runs released the lease): the run's next save is refused
         self.closed_by: str | None = None
+        # (weakly) the run's persister under durability="async": the saver's close
+        # saves the steps it has queued before it releases the lease
+        self.queued: Callable[[], Any] | None = None
         self.due = 0.0
         self.checked = 0.0  # monotonic time the stop request was last read
         self._task: asyncio.Task[None] | None = None

@@ -304,6 +304,9 @@ def close_runs(saver: Any) -> None:
     connection as it goes), and mark the lease so the run's next save raises
     ``SaverClosedError`` naming its thread and its own release does nothing."""
     for holding in _through(saver):
+        persister = _persister(holding)
+        if persister is not None and hasattr(persister, "save_queued"):
+            persister.save_queued()  # steps already complete are not lost
         lease = _shut(holding, saver)
         if lease is not None:
             lease.halt()  # waits for a renewal of it in flight on the renewer thread
@@ -318,6 +321,11 @@ def close_runs(saver: Any) -> None:
 async def aclose_runs(saver: Any) -> None:
     """Async twin of :func:`close_runs`."""
     for holding in _through(saver):
+        persister = _persister(holding)
+        if persister is not None and hasattr(persister, "asave_queued"):
+            await persister.asave_queued()
+        elif persister is not None and hasattr(persister, "save_queued"):
+            await asyncio.to_thread(persister.save_queued)
         lease = _shut(holding, saver)
         if lease is not None:
             lease.halt()
@@ -327,6 +335,13 @@ async def aclose_runs(saver: Any) -> None:
             except Exception as exc:
                 _unreleased(lease, exc)
         drop(holding)
+
+
+def _persister(holding: Holding) -> Any:
+    """The persister of ``holding``'s run when it queues saves (durability "async")."""
+    lease = holding.lease() if holding.lease is not None else None
+    ref = getattr(lease, "queued", None)
+    return ref() if ref is not None else None
 
 
 def _shut(holding: Holding, saver: Any) -> Any:
