@@ -113,6 +113,9 @@ class AsyncPgConnector(ConnectorBase):
         tx.conn = tx.stack = None
         try:
             if stack is not None:
+                pipe = conn._pipeline if conn is not None else None
+                if pipe is not None and conn.pgconn.pipeline_status == pq.PipelineStatus.ABORTED:
+                    await _drain(pipe)  # else its exit logs "error ignored terminating ..."
                 await stack.__aexit__(type(exc), exc, exc.__traceback__)
         except Exception:
             pass  # rolling back on a dead connection fails; the server rolled back anyway
@@ -308,5 +311,14 @@ async def arollback_if_open(conn: Any) -> None:
         return
     try:
         await conn.execute("ROLLBACK")
+    except psycopg.Error:
+        pass
+
+
+async def _drain(pipe: AsyncPipeline) -> None:
+    """Async twin of :func:`.connection._drain`: sync an aborted pipeline before
+    leaving it, so psycopg does not log its "pipeline aborted" as a warning."""
+    try:
+        await pipe.sync()
     except psycopg.Error:
         pass

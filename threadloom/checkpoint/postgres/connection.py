@@ -174,6 +174,9 @@ class PgConnector(ConnectorBase):
         tx.conn = tx.stack = None
         try:
             if stack is not None:
+                pipe = conn._pipeline if conn is not None else None
+                if pipe is not None and conn.pgconn.pipeline_status == pq.PipelineStatus.ABORTED:
+                    _drain(pipe)  # else its exit logs "error ignored terminating ... aborted"
                 stack.__exit__(type(exc), exc, exc.__traceback__)
         except Exception:
             pass  # rolling back on a dead connection fails; the server rolled back anyway
@@ -350,3 +353,15 @@ class PgConnector(ConnectorBase):
             return
         with self.lock:
             self.conn.close()
+
+
+def _drain(pipe: Pipeline) -> None:
+    """Sync an aborted pipeline (a failed statement, e.g. an optimistic refusal)
+    before leaving it. Its Sync ends the failed transaction, which leaving it
+    does too, but psycopg's exit raises "pipeline aborted" for the results
+    it skipped and, with the refusal already propagating, logs that as a
+    warning a user would see at every refusal."""
+    try:
+        pipe.sync()
+    except psycopg.Error:
+        pass  # the same "pipeline aborted" (or the connection is gone): nothing to keep
