@@ -21,6 +21,8 @@ import pytest
 from tests.postgres.test_pg_optimistic import BIG, config, cp, put
 from tests.postgres.test_pg_round_trips import relay_url
 from threadloom.checkpoint.postgres import AsyncPostgresSaver, PostgresSaver, seenrows
+from threadloom.checkpoint.postgres.queries import SQL
+from threadloom.checkpoint.storage.ops import WriteRow
 from threadloom.graph import START, StateGraph
 from threadloom.types import Command, interrupt
 
@@ -201,3 +203,16 @@ async def test_an_async_refusal_inside_a_pipeline_logs_no_warning(
     assert refusals == [frozenset({"awarn"})]
     assert [w[1] for w in writes] == ["x", "y", "z"] and writes[2][2] == BIG + "z"
     assert _warned(psycopg_warnings) == []
+
+
+def test_the_known_rows_stay_bounded() -> None:
+    """Per saver at most KNOWN_CHECKPOINTS checkpoints; the newest are kept."""
+    sql = SQL("bounded")
+    n = seenrows.KNOWN_CHECKPOINTS + 100
+    for i in range(n):
+        seenrows.remember(sql, [WriteRow("t", "", f"c{i}", "task", "", b"\x90", b"")])
+    assert len(seenrows._known[sql]) <= seenrows.KNOWN_CHECKPOINTS
+    assert [w.checkpoint_id for w in seenrows.known(sql, "t", "", f"c{n - 1}")] == [f"c{n - 1}"]
+    assert seenrows.known(sql, "t", "", "c0") == []
+    seenrows.forget(sql)
+    assert seenrows.known(sql, "t", "", f"c{n - 1}") == []

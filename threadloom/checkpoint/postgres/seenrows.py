@@ -36,6 +36,7 @@ never a wrong row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -43,7 +44,6 @@ from threadloom.checkpoint.postgres.idpack import pack_ordered
 from threadloom.checkpoint.postgres.queries import SQL
 from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.cache import Bounded
 from threadloom.errors import CorruptBlobError
 
 __all__ = ["checked", "forget", "known", "remember", "remember_read", "seen_ids", "watched"]
@@ -165,21 +165,23 @@ def _marked_text(text: str, sql: SQL, cols: str, one: bool) -> str:
 # -- task rows of pending writes this saver wrote or read (see the module doc) --
 
 Checkpoint = tuple[str, str, str]  # (thread, namespace, checkpoint id)
-_known: WeakKeyDictionary[SQL, Bounded[Checkpoint, dict[str, ops.WriteRow]]]
-_known = WeakKeyDictionary()  # per saver (its SQL), so schemas and databases never mix
+Known = dict[Checkpoint, dict[str, ops.WriteRow]]
+KNOWN_CHECKPOINTS = 1024  # per saver; the older half goes when it is full
+_known: WeakKeyDictionary[SQL, Known] = WeakKeyDictionary()  # per saver (its SQL)
 
 
-def _rows(sql: SQL) -> Bounded[Checkpoint, dict[str, ops.WriteRow]]:
+def _rows(sql: SQL) -> Known:
     rows = _known.get(sql)
     if rows is None:
-        rows = _known[sql] = Bounded(1024)
+        rows = _known[sql] = {}
     return rows
 
 
 def known(sql: SQL, thread_id: str, ns: str, checkpoint_id: str) -> list[ops.WriteRow]:
     """The task rows of the checkpoint as this saver last wrote or read them."""
-    rows = _rows(sql).get((thread_id, ns, checkpoint_id))
-    return list(rows.values()) if rows else []
+    rows = _known.get(sql)
+    tasks = rows.get((thread_id, ns, checkpoint_id)) if rows else None
+    return list(tasks.values()) if tasks else []
 
 
 def forget(sql: SQL) -> None:
@@ -193,10 +195,19 @@ def remember(sql: SQL, rows: Any) -> None:
     for w in rows:
         key = (w.thread_id, w.checkpoint_ns, w.checkpoint_id)
         tasks = memory.get(key)
-        if tasks is None:
-            memory.put(key, {w.task_id: w})
-        else:
+        if tasks is not None:
             tasks[w.task_id] = w
+            continue
+        if len(memory) >= KNOWN_CHECKPOINTS:
+            memory = _halve(sql, memory)
+        memory[key] = {w.task_id: w}
+
+
+def _halve(sql: SQL, memory: Known) -> Known:
+    """Keep the newer half (a write runs at the thread's tip): a plain dict cut
+    in one go costs a write less than an LRU's bookkeeping at every write."""
+    kept = _known[sql] = dict(islice(memory.items(), KNOWN_CHECKPOINTS // 2, None))
+    return kept
 
 
 def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
@@ -210,10 +221,11 @@ def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
     def remembering(results: list[Any]) -> Any:
         found = decode(results)
         memory = _rows(sql)
+        memory.pop(key, None)
         if found:
-            memory.put(key, {w.task_id: w for w in found})
-        else:
-            memory.pop(key)
+            if len(memory) >= KNOWN_CHECKPOINTS:
+                memory = _halve(sql, memory)
+            memory[key] = {w.task_id: w for w in found}
         return found
 
     return remembering
