@@ -304,3 +304,16 @@ def test_a_handler_in_a_subgraph_that_asks_a_human() -> None:
         ]
 
     h.run_parity(scenario)
+
+
+def test_a_regular_node_asking_for_a_node_error_gets_none() -> None:
+    def scenario(lib: Any, checkpointer: Any, durability: str | None) -> h.Observations:
+        NodeError = _errors(lib).NodeError
+
+        def plain(state: State, error: NodeError) -> dict:  # type: ignore[valid-type]
+            return {"log": [repr(error)]}
+
+        graph = lib.StateGraph(State).add_node("plain", plain).add_edge(lib.START, "plain")
+        return [("out", graph.compile(checkpointer=checkpointer).invoke({"log": []}, CFG))]
+
+    h.run_parity(scenario)

@@ -32,6 +32,7 @@ __all__ = [
     "add_error_handler",
     "apply_defaults",
     "attach_policies",
+    "with_node_error",
 ]
 
 HANDLER_PREFIX = "__error_handler__"
@@ -84,7 +85,7 @@ def add_error_handler(builder: StateGraph, name: str, handler: Any, input_schema
     if handler_name in builder.nodes:
         raise InvalidGraphError(f"error handler node {handler_name!r} already exists")
     builder.nodes[handler_name] = StateNodeSpec(
-        runnable=_with_node_error(handler),
+        runnable=with_node_error(handler),
         metadata=None,
         input_schema=input_schema,
         retry_policy=None,
@@ -94,11 +95,12 @@ def add_error_handler(builder: StateGraph, name: str, handler: Any, input_schema
     return handler_name
 
 
-def _with_node_error(handler: Any) -> Any:
+def with_node_error(handler: Any) -> Any:
     """``handler`` called with the :class:`~threadloom.errors.NodeError` in its
     parameter ``error`` annotated ``NodeError`` (LangGraph's injection rule: that
     name and that annotation), plus the ``config``/``runtime``/``store``/``writer``
-    parameters it asks for by name. Any other handler (or a runnable) is used as it is."""
+    parameters it asks for by name; a regular node declaring it gets None there,
+    as in LangGraph. Any other function (or a runnable) is used as it is."""
     if hasattr(handler, "invoke") and not inspect.isroutine(handler):
         return handler
     target = handler if inspect.isroutine(handler) else type(handler).__call__

@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 from threadloom.constants import END, NS_END, NS_SEP, RESERVED, START
 from threadloom.errors import InvalidGraphError
 from threadloom.graph.branch import BranchSpec, ends_from_literal
-from threadloom.graph.node_policies import NodeDefaults, TimeoutLike, add_error_handler
+from threadloom.graph.node_policies import (
+    NodeDefaults,
+    TimeoutLike,
+    add_error_handler,
+    with_node_error,
+)
 from threadloom.graph.schema import FieldSpec, fields_of, parse_schema
 from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
@@ -218,7 +223,7 @@ class StateGraph:
         if error_handler is not None:  # registered first, as LangGraph orders them
             handler = add_error_handler(self, name, error_handler, input_schema)
         self.nodes[name] = StateNodeSpec(
-            runnable=action,
+            runnable=with_node_error(action),  # `error: NodeError` -> None, as LangGraph
             metadata=metadata,
             input_schema=input_schema,
             retry_policy=retry_policy,
