@@ -41,7 +41,13 @@ from threadloom.checkpoint.lease.lease import (
     alease_backend,
     lease_backend,
 )
-from threadloom.errors import ConfigError, LeaseLostError, StorageError, ThreadBusyError
+from threadloom.errors import (
+    ConfigError,
+    LeaseLostError,
+    SaverClosedError,
+    StorageError,
+    ThreadBusyError,
+)
 
 __all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "astate_lease", "astream", "state_lease", "stream"]
 
@@ -108,6 +114,38 @@ def _busy(spec: _Spec, info: lo.LeaseInfo | None, waited: bool) -> ThreadBusyErr
     return ThreadBusyError(spec.thread_id, holder, msg)
 
 
+def _take(spec: _Spec, held: local.Holding) -> Lease:
+    """Take the lease and record it in ``held`` (lease/local.py), past the
+    saver's close gate: a close that began meanwhile refuses the run, or waits
+    until its lease is recorded and then releases it."""
+    local.enter(spec.saver, spec.thread_id)
+    try:
+        lease = _acquire(spec)
+        local.hold(held, lease.token, thread=spec.thread_id, saver=spec.saver, lease=lease)
+        return lease
+    finally:
+        local.leave(spec.saver)
+
+
+async def _atake(spec: _Spec, held: local.Holding) -> Lease:
+    """Async twin of :func:`_take`."""
+    local.enter(spec.saver, spec.thread_id)
+    try:
+        lease = await _aacquire(spec)
+        loop = asyncio.get_running_loop()
+        local.hold(held, lease.token, loop, spec.thread_id, spec.saver, lease)
+        return lease
+    finally:
+        local.leave(spec.saver)
+
+
+def _closing(spec: _Spec) -> None:
+    """A run waiting for the thread gives up once its saver is closing (the
+    close waits for it: :func:`_take`)."""
+    if getattr(spec.saver, "_closing", False):
+        raise SaverClosedError(type(spec.saver).__name__, spec.thread_id)
+
+
 def _acquire(spec: _Spec) -> Lease:
     """Take the lease per the strategy, or raise ThreadBusyError.
 
@@ -133,6 +171,7 @@ def _acquire(spec: _Spec) -> Lease:
             spec.saver._run(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
         if time.monotonic() >= deadline:
             raise _busy(spec, info, True)
+        _closing(spec)
         time.sleep(delay)
         delay = min(_POLL_MAX, delay * 2)
         info = lease.try_acquire()
@@ -159,6 +198,7 @@ async def _aacquire(spec: _Spec) -> Lease:
             await spec.saver._arun(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
         if time.monotonic() >= deadline:
             raise _busy(spec, info, True)
+        _closing(spec)
         await asyncio.sleep(delay)
         delay = min(_POLL_MAX, delay * 2)
         info = await lease.atry_acquire()
@@ -200,9 +240,8 @@ def stream(
         yield from inner(graph, input, config, kwargs)
         return
     held = local.Holding()
-    lease = _acquire(spec)
+    lease = _take(spec, held)
     try:
-        local.hold(held, lease.token, thread=spec.thread_id, saver=spec.saver, lease=lease)
         fenced = FencedSaver(spec.saver, lease)
         lease.start_renewal()
         run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
@@ -257,10 +296,8 @@ async def _astream(
             async for chunk in run:
                 yield chunk
         return
-    lease = await _aacquire(spec)
+    lease = await _atake(spec, held)
     try:
-        loop = asyncio.get_running_loop()
-        local.hold(held, lease.token, loop, spec.thread_id, spec.saver, lease)
         fenced = FencedSaver(spec.saver, lease)
         lease.astart_renewal()
         run = inner(graph.copy(checkpointer=fenced), input, config, kwargs)
@@ -298,11 +335,15 @@ def state_lease(graph: Any, config: Any) -> Iterator[Any]:
         yield graph
         return
     spec.strategy = "reject"
-    lease = _acquire(spec)
+    held = local.Holding()  # recorded: a close of the saver meanwhile releases it
+    lease = _take(spec, held)
     try:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
-        _release(lease)
+        try:
+            _release(lease)
+        finally:
+            local.drop(held)
 
 
 @asynccontextmanager
@@ -314,8 +355,12 @@ async def astate_lease(graph: Any, config: Any) -> AsyncIterator[Any]:
         yield graph
         return
     spec.strategy = "reject"
-    lease = await _aacquire(spec)
+    held = local.Holding()
+    lease = await _atake(spec, held)
     try:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
-        await _arelease(lease)
+        try:
+            await _arelease(lease)
+        finally:
+            local.drop(held)

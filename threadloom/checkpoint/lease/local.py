@@ -31,7 +31,8 @@ left while a stream is still open) first lets its finishing runs save and
 release (:func:`settle_saver`), then releases every live run's lease itself
 (:func:`close_runs`): closed under them, those runs could not release, and the
 thread stayed held for the lease's TTL. Such a run's later saves raise
-``SaverClosedError`` naming its thread; its own release is then a no-op.
+``SaverClosedError`` naming its thread; its own release is then a no-op. A run
+acquiring meanwhile is waited for (:func:`enter`) or refused.
 """
 
 from __future__ import annotations
@@ -54,8 +55,10 @@ __all__ = [
     "await_release",
     "close_runs",
     "drop",
+    "enter",
     "finishing",
     "hold",
+    "leave",
     "settle",
     "settle_saver",
     "wait",
@@ -65,6 +68,8 @@ _HELD: dict[str, Holding] = {}
 _THREADS: dict[str, list[Holding]] = {}  # thread id -> local holders (any saver)
 _SETTLE_TIMEOUT = 5.0  # a read waits at most this long for a dropped run's last save
 _LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
+_GATE = threading.Condition()  # orders enter() against a saver's close (_shut_gate)
+_ENTERING: dict[int, int] = {}  # id(saver) -> runs acquiring through it, not yet recorded
 _FAST_TURNS = 8  # loop turns first: a dropped generator's aclose() is already scheduled
 _POLL_MAX = 0.05
 
@@ -298,11 +303,45 @@ async def asettle_saver(saver: Any) -> None:
             await await_release(holding, _SETTLE_TIMEOUT)
 
 
+def enter(saver: Any, thread_id: str) -> None:
+    """A run is about to take a lease through ``saver`` and :func:`hold` it:
+    refused (``SaverClosedError``) once the saver is closing, else counted until
+    :func:`leave`, so the close releases its lease too (else it stayed the TTL)."""
+    with _GATE:
+        if getattr(saver, "_closing", False):
+            from threadloom.errors import SaverClosedError
+
+            raise SaverClosedError(type(saver).__name__, thread_id)
+        _ENTERING[id(saver)] = _ENTERING.get(id(saver), 0) + 1
+
+
+def leave(saver: Any) -> None:
+    """The run entered by :func:`enter` recorded its lease, or gave up."""
+    with _GATE:
+        left = _ENTERING.get(id(saver), 1) - 1
+        if left > 0:
+            _ENTERING[id(saver)] = left
+        else:
+            _ENTERING.pop(id(saver), None)
+            _GATE.notify_all()
+
+
+def _shut_gate(saver: Any) -> None:
+    """Mark ``saver`` closing (no run enters any more) and wait for the runs
+    that entered before to be recorded (blocking: an async close runs it off
+    its loop)."""
+    with _GATE:
+        saver._closing = True
+        while _ENTERING.get(id(saver)):
+            _GATE.wait()
+
+
 def close_runs(saver: Any) -> None:
     """``saver`` closes its own connection next: release the lease of every run
     still writing through it (renewal stopped first, so no renewal uses the
     connection as it goes), and mark the lease so the run's next save raises
     ``SaverClosedError`` naming its thread and its own release does nothing."""
+    _shut_gate(saver)
     for holding in _through(saver):
         persister = _persister(holding)
         if persister is not None and hasattr(persister, "save_queued"):
@@ -319,7 +358,9 @@ def close_runs(saver: Any) -> None:
 
 
 async def aclose_runs(saver: Any) -> None:
-    """Async twin of :func:`close_runs`."""
+    """Async twin of :func:`close_runs`; its waits run off the loop, which an
+    async saver's sync users (a renewal in flight, an acquire) need meanwhile."""
+    await asyncio.to_thread(_shut_gate, saver)
     for holding in _through(saver):
         persister = _persister(holding)
         if persister is not None and hasattr(persister, "asave_queued"):
@@ -328,7 +369,7 @@ async def aclose_runs(saver: Any) -> None:
             await asyncio.to_thread(persister.save_queued)
         lease = _shut(holding, saver)
         if lease is not None:
-            lease.halt()
+            await asyncio.to_thread(lease.halt)  # the renewal in flight needs this loop
             _cancel_renewal(lease)
             try:
                 await saver._arun(_release_flow(lease), True)

@@ -50,13 +50,13 @@ class AsyncPgConnector(ConnectorBase):
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
-        self.check_open()
         if self.is_pool:
+            self.check_open()
             async with self.conn.connection() as conn:
                 yield conn
             return
         async with self.lock:
-            self.check_open()  # closed while this task waited for the lock
+            self.check_open()  # after the lock: a close waits for it too (aclose)
             if self.owns_single and is_dead(self.conn):
                 await self.conn.close()
                 self.conn = await AsyncConnection.connect(
@@ -268,8 +268,16 @@ class AsyncPgConnector(ConnectorBase):
         return results
 
     async def aclose(self) -> None:
-        """Close the connection or pool, only if the saver opened it."""
-        if self.url is not None:
+        """Close the connection or pool, only if the saver opened it (a single
+        connection under the lock, as the sync twin: closed under a transaction
+        another task is in, its commit failed with "lost the connection" and a
+        lease it was taking could stay for the TTL)."""
+        if self.url is None:
+            return
+        if self.is_pool:
+            await self.conn.close()
+            return
+        async with self.lock:
             await self.conn.close()
 
 

@@ -111,13 +111,13 @@ class PgConnector(ConnectorBase):
 
     @contextmanager
     def _connection(self) -> Iterator[Connection]:
-        self.check_open()
         if self.is_pool:
+            self.check_open()
             with self.conn.connection() as conn:
                 yield conn
             return
         with self.lock:
-            self.check_open()  # closed while this thread waited for the lock
+            self.check_open()  # after the lock: a close waits for it too (close)
             if self.owns_single and is_dead(self.conn):
                 self.conn.close()
                 self.conn = Connection.connect(self.url, **connect_kwargs(self.prepare_threshold))

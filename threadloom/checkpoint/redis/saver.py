@@ -190,6 +190,16 @@ class _RedisSaverBase(StorageSaver):
         scope = self._scope.get()
         return scope if scope is not None else Scope()
 
+    def _closed_under(self, exc: BaseException) -> None:
+        """A command failed after the saver closed its client under it (another
+        thread was mid-command): redis-py then raises whatever the torn socket
+        gave (ValueError, AttributeError, OSError, ConnectionError); the caller
+        gets ``SaverClosedError`` instead, as a call after the close would."""
+        if self._closed:
+            from threadloom.errors import SaverClosedError
+
+            raise SaverClosedError(type(self).__name__) from exc
+
 
 class RedisSaver(SyncThreadTTL, _RedisSaverBase):
     """Checkpoints in Redis (sync client). See :class:`_RedisSaverBase` for options."""
@@ -256,7 +266,10 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
             results = pipe.execute(raise_on_error=False)
             for i in _failed_scripts(results):  # first use on this server
                 results[i] = self._one(calls[i])
-        except RedisError as exc:
+        except Exception as exc:
+            self._closed_under(exc)
+            if not isinstance(exc, RedisError):
+                raise
             raise redis_error(exc, self.target) from exc
         return _raise_first(results, self.target)
 
@@ -376,7 +389,10 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
                 results = await pipe.execute(raise_on_error=False)
                 for i in _failed_scripts(results):
                     results[i] = await self._one(calls[i])
-        except RedisError as exc:
+        except Exception as exc:
+            self._closed_under(exc)
+            if not isinstance(exc, RedisError):
+                raise
             raise redis_error(exc, self.target) from exc
         if _cancelling(task) > cancels:
             # redis-py sends through asyncio.wait_for, which on Python < 3.12
