@@ -114,10 +114,14 @@ async def test_a_cancel_at_any_await_of_the_release_still_frees_the_thread(
 def _committed(url: str, schema: str, thread: str) -> bool:
     """Called at one of the acquire's suspensions (the loop waits meanwhile):
     once the server has finished what it was sent (no backend of this saver
-    active), is the lease row committed? (Waiting for "idle" instead spun 10 s
-    at a suspension before the COMMIT, with the transaction open and the client
-    blocked by this very wait.)"""
-    busy = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND state = 'active'"
+    active but waiting for the client), is the lease row committed? Waiting for
+    "idle" instead spun 10-20 s at a suspension before the COMMIT, the
+    transaction open and its client blocked by this very wait; a cancel then cut
+    the pipeline and the schema's DROP at teardown waited for it forever."""
+    busy = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        " AND state = 'active' AND wait_event IS DISTINCT FROM 'ClientRead'"
+    )
     with psycopg.connect(url, autocommit=True) as side:
         for _ in range(2000):
             if side.execute(busy, (schema,)).fetchone() == (0,):
