@@ -232,3 +232,17 @@ def test_pg_checks_closed_once_per_transaction(request, monkeypatch) -> None:
         monkeypatch.setattr(saver.connector, "check_open", lambda: calls.append(check))
         saver.get_tuple(_cfg())  # one transaction
         assert len(calls) == 1
+
+
+def test_an_exit_stream_closed_after_its_saver_says_what_it_lost(tmp_path, request) -> None:
+    """Under durability="exit" a run stores nothing before its end: closing its
+    stream after the saver closed raises SaverClosedError for that exit save
+    (docs/concurrency.md: close the stream inside the saver's block)."""
+    spec, cfg = make_spec("sqlite", str(tmp_path), request), _cfg()
+    with open_saver(spec) as saver:
+        stream = chain(3).compile(checkpointer=saver).stream({"log": []}, cfg, durability="exit")
+        assert next(stream) == {"s0": {"log": ["s0"]}}
+    with pytest.raises(SaverClosedError, match=cfg["configurable"]["thread_id"]):
+        stream.close()
+    with open_saver(spec) as again:
+        assert chain(3).compile(checkpointer=again).get_state(cfg).values == {}

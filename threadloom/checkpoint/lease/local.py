@@ -41,7 +41,6 @@ import asyncio
 import os
 import threading
 import time
-import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -68,8 +67,6 @@ _HELD: dict[str, Holding] = {}
 _THREADS: dict[str, list[Holding]] = {}  # thread id -> local holders (any saver)
 _SETTLE_TIMEOUT = 5.0  # a read waits at most this long for a dropped run's last save
 _LOCK = threading.Lock()  # orders a release against a sync waiter creating its event
-_GATE = threading.Condition()  # orders enter() against a saver's close (_shut_gate)
-_ENTERING: dict[int, int] = {}  # id(saver) -> runs acquiring through it, not yet recorded
 _FAST_TURNS = 8  # loop turns first: a dropped generator's aclose() is already scheduled
 _POLL_MAX = 0.05
 
@@ -303,127 +300,6 @@ async def asettle_saver(saver: Any) -> None:
             await await_release(holding, _SETTLE_TIMEOUT)
 
 
-def enter(saver: Any, thread_id: str) -> None:
-    """A run is about to take a lease through ``saver`` and :func:`hold` it:
-    refused (``SaverClosedError``) once the saver is closing, else counted until
-    :func:`leave`, so the close releases its lease too (else it stayed the TTL)."""
-    with _GATE:
-        if getattr(saver, "_closing", False):
-            from threadloom.errors import SaverClosedError
-
-            raise SaverClosedError(type(saver).__name__, thread_id)
-        _ENTERING[id(saver)] = _ENTERING.get(id(saver), 0) + 1
-
-
-def leave(saver: Any) -> None:
-    """The run entered by :func:`enter` recorded its lease, or gave up."""
-    with _GATE:
-        left = _ENTERING.get(id(saver), 1) - 1
-        if left > 0:
-            _ENTERING[id(saver)] = left
-        else:
-            _ENTERING.pop(id(saver), None)
-            _GATE.notify_all()
-
-
-def _shut_gate(saver: Any) -> None:
-    """Mark ``saver`` closing (no run enters any more) and wait for the runs
-    that entered before to be recorded (blocking: an async close runs it off
-    its loop)."""
-    with _GATE:
-        saver._closing = True
-        while _ENTERING.get(id(saver)):
-            _GATE.wait()
-
-
-def close_runs(saver: Any) -> None:
-    """``saver`` closes its own connection next: release the lease of every run
-    still writing through it (renewal stopped first, so no renewal uses the
-    connection as it goes), and mark the lease so the run's next save raises
-    ``SaverClosedError`` naming its thread and its own release does nothing."""
-    _shut_gate(saver)
-    for holding in _through(saver):
-        persister = _persister(holding)
-        if persister is not None and hasattr(persister, "save_queued"):
-            persister.save_queued()  # steps already complete are not lost
-        lease = _shut(holding, saver)
-        if lease is not None:
-            lease.halt()  # waits for a renewal of it in flight on the renewer thread
-            _cancel_renewal(lease)
-            try:
-                saver._run(_release_flow(lease), True)
-            except Exception as exc:
-                _unreleased(lease, exc)
-        drop(holding)
-
-
-async def aclose_runs(saver: Any) -> None:
-    """Async twin of :func:`close_runs`; its waits run off the loop, which an
-    async saver's sync users (a renewal in flight, an acquire) need meanwhile."""
-    await asyncio.to_thread(_shut_gate, saver)
-    for holding in _through(saver):
-        persister = _persister(holding)
-        if persister is not None and hasattr(persister, "asave_queued"):
-            await persister.asave_queued()
-        elif persister is not None and hasattr(persister, "save_queued"):
-            await asyncio.to_thread(persister.save_queued)
-        lease = _shut(holding, saver)
-        if lease is not None:
-            await asyncio.to_thread(lease.halt)  # the renewal in flight needs this loop
-            _cancel_renewal(lease)
-            try:
-                await saver._arun(_release_flow(lease), True)
-            except Exception as exc:
-                _unreleased(lease, exc)
-        drop(holding)
-
-
-def _persister(holding: Holding) -> Any:
-    """The persister of ``holding``'s run when it queues saves (durability "async")."""
-    lease = holding.lease() if holding.lease is not None else None
-    ref = getattr(lease, "queued", None)
-    return ref() if ref is not None else None
-
-
-def _shut(holding: Holding, saver: Any) -> Any:
-    """Mark ``holding``'s lease closed by ``saver``; the lease if it is still
-    ours to release (None: released by the run already, lost, or unknown)."""
-    lease = holding.lease() if holding.lease is not None else None
-    if lease is None:
-        return None
-    lease.closed_by = type(saver).__name__
-    if lease.lost or lease.released:
-        return None
-    lease.released = True  # the run's own release is a no-op from now on
-    return lease
-
-
-def _cancel_renewal(lease: Any) -> None:
-    """An async run's renewal task: cancelled on its own loop (thread-safe)."""
-    task = getattr(lease, "_task", None)
-    if task is None:
-        return
-    lease._task = None
-    try:
-        task.get_loop().call_soon_threadsafe(task.cancel)
-    except RuntimeError:  # its loop is closed: the task runs no more anyway
-        pass
-
-
-def _release_flow(lease: Any) -> Any:
-    from threadloom.checkpoint.lease import ops as lo
-
-    return lo.release_flow(lease.thread_id, lease.token)
-
-
-def _unreleased(lease: Any, exc: Exception) -> None:
-    msg = (
-        f"closing the saver could not release the lease on thread {lease.thread_id!r}"
-        f" (it expires after its TTL): {exc}"
-    )
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)
-
-
 async def asettle(thread_id: Any) -> None:
     """Async twin of :func:`settle` (lets the loop run the dropped stream's
     ``aclose()``, usually a task on this very loop)."""
@@ -432,6 +308,9 @@ async def asettle(thread_id: Any) -> None:
         if await afinishing(holding.token) is not None:
             await await_release(holding, deadline - time.monotonic())
 
+
+# a saver's close of its runs (closing.py), here where the savers always found it
+from threadloom.checkpoint.lease.closing import aclose_runs, close_runs, enter, leave  # noqa: E402
 
 if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases
     os.register_at_fork(after_in_child=lambda: (_HELD.clear(), _THREADS.clear()))
