@@ -21,10 +21,11 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from threadloom.errors import InvalidGraphError, NodeCancelledError, NodeTimeoutError
-from threadloom.pregel.context import TaskScope
+from threadloom.pregel.context import CURRENT, TaskScope
 from threadloom.pregel.stream import StreamSink
 from threadloom.types import TimeoutPolicy
 
@@ -49,8 +50,31 @@ def check_timeout_supported(name: str, node: Any) -> None:
         return
     for fn, style in node.steps:
         is_async, has_invoke, inline = style[0], style[3], style[4]
-        if not (is_async or inline or (has_invoke and hasattr(fn, "ainvoke"))):
+        if not (is_async or inline or (has_invoke and _native_async(fn))):
             raise sync_timeout_unsupported(name)
+
+
+def _native_async(runnable: Any) -> bool:
+    """Whether a runnable's ``ainvoke`` is its own async work, LangGraph's rule: a
+    LangChain runnable inherits an ``ainvoke`` that runs ``invoke`` on a thread
+    (a sync ``RunnableLambda`` too), so bindings, sequences and parallels are
+    looked through, a lambda needs an async function, any other runnable an
+    ``ainvoke`` of its own. Without LangChain loaded only threadloom's own
+    runnables (compiled graphs, natively async) can be here."""
+    core = sys.modules.get("langchain_core.runnables")
+    if core is None or not isinstance(runnable, core.Runnable):
+        return hasattr(runnable, "ainvoke")
+    from langchain_core.runnables.base import RunnableBindingBase
+
+    while isinstance(runnable, RunnableBindingBase):
+        runnable = runnable.bound
+    if isinstance(runnable, core.RunnableSequence):
+        return all(_native_async(step) for step in runnable.steps)
+    if isinstance(runnable, core.RunnableParallel):
+        return all(_native_async(step) for step in runnable.steps__.values())
+    if isinstance(runnable, core.RunnableLambda):
+        return bool(getattr(runnable, "afunc", None))
+    return getattr(type(runnable), "ainvoke", None) is not core.Runnable.ainvoke
 
 
 def node_cancelled(name: str) -> NodeCancelledError | None:
@@ -97,12 +121,14 @@ async def arun_timed(
 
     Raises:
         NodeTimeoutError: a limit fired first (the attempt's writes are dropped).
-        NodeCancelledError: the node's own code raised ``asyncio.CancelledError``.
+        asyncio.CancelledError: the node's own code raised it (the runner turns it
+            into NodeCancelledError, never retried, as for an untimed node), or
+            the run was cancelled.
     """
     idle, run = policy.idle_timeout, policy.run_timeout
     attempt = _Attempt(idle is not None and policy.refresh_on == "auto")
-    saved = _guard(scope, attempt)
-    bg = asyncio.ensure_future(_body(scope, attempt, idle is not None, call_steps, finish))
+    guarded = _guard(scope, attempt)
+    bg = asyncio.ensure_future(_body(guarded, attempt, idle is not None, call_steps, finish))
     dogs: dict[asyncio.Future[Any], str] = {}
     if idle is not None:
         dogs[asyncio.ensure_future(attempt.idle(float(idle)))] = "idle"
@@ -112,8 +138,8 @@ async def arun_timed(
     try:
         done, _ = await asyncio.wait({bg, *dogs}, return_when=asyncio.FIRST_COMPLETED)
         if bg in done:
-            if bg.cancelled():  # the node raised CancelledError itself
-                raise NodeCancelledError(scope.task.name)
+            if bg.cancelled():  # the node raised CancelledError itself: the runner
+                raise asyncio.CancelledError  # decides, as for an untimed node
             return bg.result()
         kind = "run" if any(dogs[d] == "run" for d in done) else "idle"
         attempt.active = False
@@ -134,7 +160,6 @@ async def arun_timed(
         attempt.active = False
         for dog in dogs:
             dog.cancel()
-        scope.custom, scope.stream, scope._config = saved
 
 
 def _abandon(bg: asyncio.Future[Any]) -> None:
@@ -152,11 +177,13 @@ async def _body(
     call_steps: Callable[[TaskScope], Awaitable[Any]],
     finish: Callable[[TaskScope, Any], Awaitable[None]],
 ) -> Any:
-    """The attempt itself, in its own task (so its own context): the heartbeat and
-    LangChain's current config set here stay with this attempt."""
+    """The attempt itself, in its own task (so its own context): the guarded scope
+    (published as the current task), the heartbeat and LangChain's current config
+    set here stay with this attempt, even once it is abandoned and a retry runs."""
     from threadloom.graph.runtime import HEARTBEAT
     from threadloom.pregel.messages import _inheriting, aobserved, child_config_var
 
+    CURRENT.set(scope)
     if heartbeat:
         HEARTBEAT.set(attempt.touch)
     observed = bool(scope.run.config.get("callbacks"))
@@ -172,11 +199,13 @@ async def _body(
     return await (aobserved(scope, steps) if observed else steps())
 
 
-def _guard(scope: TaskScope, attempt: _Attempt) -> tuple[Any, Any, Any]:
-    """Point the scope's custom writer, child stream and config at guarded versions
-    for the attempt (restored after it); returns what to restore."""
-    saved = (scope.custom, scope.stream, scope._config)
-    custom = saved[0]
+def _guard(scope: TaskScope, attempt: _Attempt) -> TaskScope:
+    """A copy of ``scope`` for this attempt alone, whose custom writer, child stream
+    and config (with its ``__pregel_scope``) are guarded: everything the attempt
+    reaches (``get_stream_writer()``, a subgraph it runs, its runtime) goes through
+    them, so once it is abandoned it can no longer write or stream, however long
+    it carries on. The shared scope is never touched (a retry runs on it)."""
+    custom = scope.custom
 
     def guarded_custom(chunk: Any) -> None:
         if attempt.active:
@@ -184,8 +213,8 @@ def _guard(scope: TaskScope, attempt: _Attempt) -> tuple[Any, Any, Any]:
             if custom is not None:
                 custom(chunk)
 
-    scope.custom = guarded_custom
-    sink: StreamSink | None = saved[1]
+    guarded = replace(scope, custom=guarded_custom, _config=None)
+    sink: StreamSink | None = scope.stream
     if sink is not None or attempt.auto:
         # under "auto" a subgraph's task starts and ends count, as LangGraph's
         # callback events for them: ask it for "tasks" events, passing on only
@@ -199,13 +228,13 @@ def _guard(scope: TaskScope, attempt: _Attempt) -> tuple[Any, Any, Any]:
                 if event[1] in wanted:
                     sink.put(event)  # type: ignore[union-attr]
 
-        scope.stream = StreamSink(modes, guarded_put, sink.results if sink else False)
+        guarded.stream = StreamSink(modes, guarded_put, sink.results if sink else False)
     if attempt.auto and (handler := _callback_handler(attempt)) is not None:
         from threadloom.pregel.messages import with_stream
 
-        config = scope.config()
-        scope._config = {**config, "callbacks": with_stream(config.get("callbacks"), handler)}
-    return saved
+        config = guarded.config()
+        guarded._config = {**config, "callbacks": with_stream(config.get("callbacks"), handler)}
+    return guarded
 
 
 _HANDLER: list[type] = []
