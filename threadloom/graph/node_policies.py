@@ -130,7 +130,8 @@ def with_node_error(handler: Any) -> Any:
         return out
 
     run: Callable[..., Any]
-    if inspect.iscoroutinefunction(target):
+    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(target):
+        # (the first looks through a functools.partial, whose own __call__ is sync)
 
         async def run(state: Any, config: dict[str, Any]) -> Any:
             return await handler(state, **kwargs(config))

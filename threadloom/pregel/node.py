@@ -7,6 +7,7 @@ A node is: the channels it subscribes to (``triggers``), the channels it reads
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
@@ -42,8 +43,11 @@ def call_style(fn: Any) -> Style:
     if hasattr(fn, "invoke") and hasattr(fn, "ainvoke") and not inspect.isfunction(fn):
         return (False, False, False, True, False)
     target = fn
-    if not (inspect.isfunction(target) or inspect.ismethod(target)) and callable(target):
+    plain = inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, functools.partial)
+    if not plain and callable(target):
         target = target.__call__  # type: ignore[operator]
+    # async as LangGraph decides it: iscoroutinefunction looks through partials
+    # (a partial's own __call__ is sync), a callable object by its __call__
     is_async = inspect.iscoroutinefunction(target)
     inline = not is_async and getattr(fn, "__threadloom_inline__", False) is True
     try:
