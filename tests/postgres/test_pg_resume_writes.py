@@ -97,6 +97,20 @@ async def test_an_async_resume_is_not_refused(
     assert _warned(psycopg_warnings) == []
 
 
+@pytest.mark.parametrize("kind", ["plain", "subgraph"])
+def test_a_resume_by_another_saver_is_not_refused(pg_url, pg_schema, refusals, kind) -> None:
+    """Another process resumes (a fresh saver: it never wrote nor read the row):
+    the lease acquire's read of the checkpoint teaches it the interrupted task's row."""
+    cfg = {"configurable": {"thread_id": f"elsewhere-{kind}"}}
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        _graph(kind).compile(checkpointer=saver).invoke({"log": []}, cfg)
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as other:
+        app = _graph(kind).compile(checkpointer=other)
+        assert app.invoke(Command(resume="r"), cfg) == {"log": WANT[kind]}
+    assert refusals == []
+
+
 def test_a_resume_costs_its_round_trips(pg_url, pg_schema, refusals) -> None:
     url, relay = relay_url(pg_url)
     try:

@@ -129,7 +129,10 @@ class PgExecutor:
         tx = self.connector.current.get()
         if tx is not None and not tx.write and not tx.snapshot:  # reads may tear
             return seenrows.watched(tx, op, self.sql, self._prepare)
-        return self._prepare(op)
+        batch, decode = self._prepare(op)
+        if type(op) is ops.LoadWrites:  # e.g. a lease acquire's read of the checkpoint it resumes
+            decode = seenrows.remember_read(self.sql, op, decode)
+        return batch, decode
 
     def _thread_lock(self, op: ops.Op, batch: list[Stmt], tx: Any) -> list[Stmt]:
         """In a writing transaction, the first operation on a thread takes a
