@@ -246,3 +246,56 @@ def test_an_exit_stream_closed_after_its_saver_says_what_it_lost(tmp_path, reque
         stream.close()
     with open_saver(spec) as again:
         assert chain(3).compile(checkpointer=again).get_state(cfg).values == {}
+
+
+def test_a_sync_close_on_a_loop_does_not_wait_for_that_loops_acquire(
+    tmp_path, request, monkeypatch
+) -> None:
+    """A sync saver closed (``with`` block) inside async code while a task of
+    the same loop is acquiring through it: that task can only go on once the
+    close returns, so waiting for it would hang the loop for good."""
+    spec, cfg = make_spec("sqlite", str(tmp_path), request), _cfg()
+    atry_acquire, events, outcome = Lease.atry_acquire, {}, []
+
+    async def held_acquire(self: Lease):
+        events["entered"].set()
+        await events["proceed"].wait()
+        return await atry_acquire(self)
+
+    monkeypatch.setattr(Lease, "atry_acquire", held_acquire)
+
+    async def main() -> None:
+        events.update(entered=asyncio.Event(), proceed=asyncio.Event())
+        with open_saver(spec) as saver:
+            graph = chain(1).compile(checkpointer=saver)
+            task = asyncio.create_task(graph.ainvoke({"log": []}, cfg))
+            await events["entered"].wait()
+        events["proceed"].set()
+        outcome.extend(await asyncio.gather(task, return_exceptions=True))
+
+    closer = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "the sync close hung its own event loop"
+    assert [type(e) for e in outcome] == [SaverClosedError]
+
+
+def test_a_read_torn_by_the_close_names_the_runs_thread(tmp_path, request, monkeypatch) -> None:
+    """A run's read that passed the closed check as its saver closed reports the
+    close naming the run's thread, as a write does (was the saver-only error)."""
+    from threadloom.pregel import multitask
+
+    spec, cfg = make_spec("sqlite", str(tmp_path), request), _cfg()
+    with open_saver(spec) as saver:
+        graph = chain(1).compile(checkpointer=saver)
+        graph.invoke({"log": []}, cfg)
+        with multitask.state_lease(graph, cfg) as fenced:
+            fenced.checkpointer.get_tuple(cfg)  # the read the acquire made, served
+
+            def torn(config):
+                saver.close()
+                raise SaverClosedError(type(saver).__name__)
+
+            monkeypatch.setattr(saver, "get_tuple", torn)
+            with pytest.raises(SaverClosedError, match=cfg["configurable"]["thread_id"]):
+                fenced.checkpointer.get_tuple(cfg)

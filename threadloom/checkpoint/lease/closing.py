@@ -23,7 +23,16 @@ from threadloom.checkpoint.lease import local
 __all__ = ["aclose_runs", "close_runs", "enter", "leave"]
 
 _GATE = threading.Condition()  # orders enter() against a saver's close (_shut_gate)
-_ENTERING: dict[int, int] = {}  # id(saver) -> runs acquiring through it, not yet recorded
+# id(saver) -> the event loop (None: a sync run) of each run acquiring through
+# it whose lease is not recorded yet
+_ENTERING: dict[int, list[Any]] = {}
+
+
+def _loop() -> Any:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def enter(saver: Any, thread_id: str) -> None:
@@ -35,27 +44,32 @@ def enter(saver: Any, thread_id: str) -> None:
             from threadloom.errors import SaverClosedError
 
             raise SaverClosedError(type(saver).__name__, thread_id)
-        _ENTERING[id(saver)] = _ENTERING.get(id(saver), 0) + 1
+        _ENTERING.setdefault(id(saver), []).append(_loop())
 
 
 def leave(saver: Any) -> None:
-    """The run entered by :func:`enter` recorded its lease, or gave up."""
+    """The run entered by :func:`enter` (on this thread or loop) recorded its
+    lease, or gave up."""
     with _GATE:
-        left = _ENTERING.get(id(saver), 1) - 1
-        if left > 0:
-            _ENTERING[id(saver)] = left
-        else:
-            _ENTERING.pop(id(saver), None)
-            _GATE.notify_all()
+        entrants = _ENTERING.get(id(saver))
+        if entrants is not None:
+            loop = _loop()
+            if loop in entrants:
+                entrants.remove(loop)
+            if not entrants:
+                del _ENTERING[id(saver)]
+        _GATE.notify_all()
 
 
 def _shut_gate(saver: Any) -> None:
     """Mark ``saver`` closing (no run enters any more) and wait for the runs
     that entered before to be recorded (blocking: an async close runs it off
-    its loop)."""
+    its loop). A sync close called on an event loop does not wait for runs of
+    that very loop: they could only go on once it returns."""
+    here = _loop()
     with _GATE:
         saver._closing = True
-        while _ENTERING.get(id(saver)):
+        while any(here is None or loop is not here for loop in _ENTERING.get(id(saver), ())):
             _GATE.wait()
 
 

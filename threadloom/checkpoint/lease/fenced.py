@@ -24,7 +24,7 @@ from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.lease.resend import aalready_saved, already_saved
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import step
-from threadloom.errors import LeaseLostError, StorageError
+from threadloom.errors import LeaseLostError, SaverClosedError, StorageError
 
 __all__ = ["FencedSaver"]
 
@@ -118,7 +118,14 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         if self.lease.closed_by is not None:
             raise self.lease.closed_error()
         first = self.lease.take_first(config)  # read when the lease was taken
-        return self.inner.get_tuple(config) if first is _lease.NOT_READ else first
+        if first is not _lease.NOT_READ:
+            return first
+        try:
+            return self.inner.get_tuple(config)
+        except SaverClosedError as exc:  # the saver closed during the read
+            if self.lease.closed_by is None:
+                raise
+            raise self.lease.closed_error() from exc
 
     def list(self, config: Any, **kwargs: Any) -> Any:
         return self.inner.list(config, **kwargs)
@@ -127,7 +134,14 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
         if self.lease.closed_by is not None:
             raise self.lease.closed_error()
         first = self.lease.take_first(config)
-        return await self.inner.aget_tuple(config) if first is _lease.NOT_READ else first
+        if first is not _lease.NOT_READ:
+            return first
+        try:
+            return await self.inner.aget_tuple(config)
+        except SaverClosedError as exc:
+            if self.lease.closed_by is None:
+                raise
+            raise self.lease.closed_error() from exc
 
     def alist(self, config: Any, **kwargs: Any) -> Any:
         return self.inner.alist(config, **kwargs)
