@@ -47,6 +47,24 @@ async def test_a_nested_partial_and_an_async_callable_object_are_async() -> None
     assert await _graph(_AsyncCall(), timeout=5).ainvoke({"n": 1}) == {"n": 2}
 
 
+async def _add_cfg(state: State, config: dict, k: int = 1) -> dict:
+    assert "configurable" in config
+    return {"n": state["n"] + k}
+
+
+async def _add_rt(state: State, runtime: object, k: int = 1) -> dict:
+    assert runtime is not None
+    return {"n": state["n"] + k}
+
+
+@pytest.mark.parametrize("fn", [_add_cfg, _add_rt])
+@pytest.mark.parametrize("kw", [{}, {"timeout": 5}])
+async def test_a_partial_asking_for_config_or_runtime_stays_async(fn, kw: dict) -> None:
+    """The runtime wrapper of a node that takes config/runtime looked at
+    ``partial.__call__`` (sync) and returned the coroutine as the update."""
+    assert await _graph(functools.partial(fn, k=2), **kw).ainvoke({"n": 1}) == {"n": 3}
+
+
 def test_a_partial_of_a_sync_function_stays_sync() -> None:
     assert call_style(functools.partial(_add_sync, k=2))[0] is False
     assert _graph(functools.partial(_add_sync, k=2)).invoke({"n": 1}) == {"n": 3}

@@ -151,7 +151,8 @@ def with_runtime(fn: Callable[..., Any], wanted: frozenset[str]) -> Callable[...
         return out
 
     target = fn if inspect.isroutine(fn) else type(fn).__call__
-    if inspect.iscoroutinefunction(target):
+    # (iscoroutinefunction(fn) sees through functools.partial; partial.__call__ does not)
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target):
 
         async def async_node(state: Any, config: dict[str, Any]) -> Any:
             return await fn(state, **kwargs(config))
