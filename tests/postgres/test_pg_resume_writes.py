@@ -219,14 +219,76 @@ async def test_an_async_refusal_inside_a_pipeline_logs_no_warning(
     assert _warned(psycopg_warnings) == []
 
 
-def test_the_known_rows_stay_bounded() -> None:
-    """Per saver at most KNOWN_CHECKPOINTS checkpoints; the newest are kept."""
+def test_after_a_refusal_the_rerun_s_write_is_guessed(pg_url, pg_schema, refusals) -> None:
+    """The pessimistic re-run after a refusal remembers the row it WROTE, not
+    the one it read before writing: the task's next ``put_writes`` by the same
+    saver is not refused again (it was, at every later write of the task)."""
+    with PostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        saver.setup()
+        other = PostgresSaver(saver.connector.conn, schema=pg_schema)
+        parent = put(saver, config("rerun"), cp(1, "a"))
+        saver.put_writes(parent, [("x", 1)], "task")
+        other.get_tuple(parent)
+        other.put_writes(parent, [("x", 1), ("y", 2)], "task")
+        xyz = [("x", 1), ("y", 2), ("z", 3)]  # a write's index is its position
+        saver.put_writes(parent, xyz, "task")  # stale guess: refused, merged again
+        assert refusals == [frozenset({"rerun"})]
+        saver.put_writes(parent, [*xyz, ("w", 4)], "task")
+        saver.put_writes(parent, [*xyz, ("w", 4), ("v", BIG)], "task")
+        saver.put_writes(parent, [("x", 9)], "task")  # no change: checked at commit
+        writes = saver.get_tuple(parent).pending_writes
+    assert refusals == [frozenset({"rerun"})]
+    assert [w[1:] for w in writes] == [("x", 1), ("y", 2), ("z", 3), ("w", 4), ("v", BIG)]
+
+
+async def test_after_an_async_refusal_the_rerun_s_write_is_guessed(
+    pg_url, pg_schema, refusals
+) -> None:
+    async with AsyncPostgresSaver.from_conn_string(pg_url, schema=pg_schema) as saver:
+        await saver.setup()
+        other = AsyncPostgresSaver(saver.connector.conn, schema=pg_schema)
+        parent = await saver.aput(config("arerun"), cp(1, "a"), {}, {"doc": 1})
+        await saver.aput_writes(parent, [("x", 1)], "task")
+        await other.aget_tuple(parent)
+        await other.aput_writes(parent, [("x", 1), ("y", 2)], "task")
+        await saver.aput_writes(parent, [("x", 1), ("y", 2), ("z", 3)], "task")
+        await saver.aput_writes(parent, [("x", 1), ("y", 2), ("z", 3), ("w", 4)], "task")
+        writes = (await saver.aget_tuple(parent)).pending_writes
+    assert refusals == [frozenset({"arerun"})]
+    assert [w[1:] for w in writes] == [("x", 1), ("y", 2), ("z", 3), ("w", 4)]
+
+
+def _row(checkpoint: str, task: str) -> WriteRow:
+    return WriteRow("t", "", checkpoint, task, "", b"\x90", b"")
+
+
+def _held(sql: SQL, checkpoints: int) -> list[int]:
+    return [len(seenrows.known(sql, "t", "", f"c{i}")) for i in range(checkpoints)]
+
+
+def test_the_known_rows_are_bounded_by_rows() -> None:
+    """A wide fan-out (1,000 task rows per checkpoint) keeps at most
+    KNOWN_ROWS rows per saver, the newest; the bound counted checkpoints
+    (1,024 of them, each with every task row: ~340 MB for such a fan-out)."""
     sql = SQL("bounded")
-    n = seenrows.KNOWN_CHECKPOINTS + 100
-    for i in range(n):
-        seenrows.remember(sql, [WriteRow("t", "", f"c{i}", "task", "", b"\x90", b"")])
-    assert len(seenrows._known[sql]) <= seenrows.KNOWN_CHECKPOINTS
-    assert [w.checkpoint_id for w in seenrows.known(sql, "t", "", f"c{n - 1}")] == [f"c{n - 1}"]
-    assert seenrows.known(sql, "t", "", "c0") == []
+    for c in range(12):
+        for k in range(1000):
+            seenrows.remember(sql, [_row(f"c{c}", f"task{k}")])
+    held = _held(sql, 12)
+    assert sum(held) == seenrows.known_rows(sql) <= seenrows.KNOWN_ROWS
+    assert held[11] == 1000 and held[0] == 0  # the newest checkpoint whole, the oldest gone
+    assert seenrows.known(sql, "t", "", "c11")[-1].task_id == "task999"
     seenrows.forget(sql)
-    assert seenrows.known(sql, "t", "", f"c{n - 1}") == []
+    assert seenrows.known(sql, "t", "", "c11") == [] and seenrows.known_rows(sql) == 0
+
+
+def test_one_checkpoint_wider_than_the_bound_keeps_its_newest_rows() -> None:
+    """A single checkpoint (a fan-out wider than the bound, written or read
+    whole) keeps only its newest rows."""
+    sql = SQL("wide")
+    n = seenrows.KNOWN_ROWS * 2 + 7
+    seenrows.remember(sql, [_row("c0", f"task{k}") for k in range(n)])
+    tasks = [w.task_id for w in seenrows.known(sql, "t", "", "c0")]
+    assert 0 < len(tasks) == seenrows.known_rows(sql) <= seenrows.KNOWN_ROWS
+    assert tasks[-1] == f"task{n - 1}" and "task0" not in tasks
+    seenrows.forget(sql)

@@ -130,8 +130,8 @@ class PgExecutor:
         if tx is not None and not tx.write and not tx.snapshot:  # reads may tear
             return seenrows.watched(tx, op, self.sql, self._prepare)
         batch, decode = self._prepare(op)
-        if type(op) is ops.LoadWrites:  # e.g. a lease acquire's read of the checkpoint it resumes
-            decode = seenrows.remember_read(self.sql, op, decode)
+        if type(op) is ops.LoadWrites or type(op) is ops.SaveWrites:  # task rows (seenrows.py)
+            decode = seenrows.remembering(self.sql, op, decode)
         return batch, decode
 
     def _thread_lock(self, op: ops.Op, batch: list[Stmt], tx: Any) -> list[Stmt]:

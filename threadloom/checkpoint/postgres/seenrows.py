@@ -25,12 +25,13 @@ missing blob raises by itself. The common read pays a primary-key probe per
 checkpoint row inside statements it sends anyway.
 
 The same module keeps the task rows of pending writes this saver wrote or
-read (:func:`known`, :func:`remember`, :func:`remember_read`): an optimistic
+read (:func:`known`, :func:`remember`, :func:`remembering`): an optimistic
 ``put_writes`` guesses its task's row from them instead of guessing "none"
 (optimistic.py). A resumed task already has a row (its interrupt), so the
 "none" guess was refused at every resume. They are only guesses: every one is
 checked by the statement that relies on it, so a stale entry costs a refusal,
-never a wrong row.
+never a wrong row. At most :data:`KNOWN_ROWS` rows are kept per saver, the
+newest, whatever the fan-out.
 """
 
 from __future__ import annotations
@@ -46,7 +47,17 @@ from threadloom.checkpoint.postgres.stmt import Stmt, Tx
 from threadloom.checkpoint.storage import ops
 from threadloom.errors import CorruptBlobError
 
-__all__ = ["checked", "forget", "known", "remember", "remember_read", "seen_ids", "watched"]
+__all__ = [
+    "checked",
+    "forget",
+    "known",
+    "known_rows",
+    "remember",
+    "remember_read",
+    "remembering",
+    "seen_ids",
+    "watched",
+]
 
 ROW_OPS = (ops.GetCheckpoint, ops.ListCheckpoints)
 Decoder = Callable[[list[Any]], Any]
@@ -165,23 +176,42 @@ def _marked_text(text: str, sql: SQL, cols: str, one: bool) -> str:
 # -- task rows of pending writes this saver wrote or read (see the module doc) --
 
 Checkpoint = tuple[str, str, str]  # (thread, namespace, checkpoint id)
-Known = dict[Checkpoint, dict[str, ops.WriteRow]]
-KNOWN_CHECKPOINTS = 1024  # per saver; the older half goes when it is full
-_known: WeakKeyDictionary[SQL, Known] = WeakKeyDictionary()  # per saver (its SQL)
+KNOWN_ROWS = 4096  # task rows per saver (~1.4 MB); the older rows go when it is full
 
 
-def _rows(sql: SQL) -> Known:
-    rows = _known.get(sql)
-    if rows is None:
-        rows = _known[sql] = {}
-    return rows
+class _Known:
+    """One saver's task rows by checkpoint, and how many there are: the bound
+    counts rows, not checkpoints (a fan-out of 1,000 Sends puts 1,000 rows on
+    one checkpoint; 1,024 such checkpoints held ~340 MB)."""
+
+    __slots__ = ("by", "n")
+
+    def __init__(self) -> None:
+        self.by: dict[Checkpoint, dict[str, ops.WriteRow]] = {}
+        self.n = 0
+
+
+_known: WeakKeyDictionary[SQL, _Known] = WeakKeyDictionary()  # per saver (its SQL)
+
+
+def _memory(sql: SQL) -> _Known:
+    memory = _known.get(sql)
+    if memory is None:
+        memory = _known[sql] = _Known()
+    return memory
 
 
 def known(sql: SQL, thread_id: str, ns: str, checkpoint_id: str) -> list[ops.WriteRow]:
     """The task rows of the checkpoint as this saver last wrote or read them."""
-    rows = _known.get(sql)
-    tasks = rows.get((thread_id, ns, checkpoint_id)) if rows else None
+    memory = _known.get(sql)
+    tasks = memory.by.get((thread_id, ns, checkpoint_id)) if memory else None
     return list(tasks.values()) if tasks else []
+
+
+def known_rows(sql: SQL) -> int:
+    """How many task rows the saver of ``sql`` keeps (the bound's count)."""
+    memory = _known.get(sql)
+    return memory.n if memory else 0
 
 
 def forget(sql: SQL) -> None:
@@ -190,24 +220,58 @@ def forget(sql: SQL) -> None:
 
 
 def remember(sql: SQL, rows: Any) -> None:
-    """``rows`` (WriteRows) as a write transaction is about to leave them."""
-    memory = _rows(sql)
+    """``rows`` (WriteRows) as a write transaction is about to leave them (an
+    optimistic plan's, or a pessimistic ``SaveWrites``'s: after a refusal the
+    re-run's write is what the next guess must match)."""
+    memory = _known.get(sql) or _memory(sql)
+    by = memory.by
     for w in rows:
         key = (w.thread_id, w.checkpoint_ns, w.checkpoint_id)
-        tasks = memory.get(key)
-        if tasks is not None:
-            tasks[w.task_id] = w
-            continue
-        if len(memory) >= KNOWN_CHECKPOINTS:
-            memory = _halve(sql, memory)
-        memory[key] = {w.task_id: w}
+        tasks = by.get(key)
+        if tasks is None:
+            tasks = by[key] = {}
+        if w.task_id not in tasks:
+            memory.n += 1
+        tasks[w.task_id] = w
+    if memory.n > KNOWN_ROWS:
+        _trim(memory)
 
 
-def _halve(sql: SQL, memory: Known) -> Known:
-    """Keep the newer half (a write runs at the thread's tip): a plain dict cut
-    in one go costs a write less than an LRU's bookkeeping at every write."""
-    kept = _known[sql] = dict(islice(memory.items(), KNOWN_CHECKPOINTS // 2, None))
-    return kept
+def _trim(memory: _Known) -> None:
+    """Keep the newest half of the rows (a write runs at the thread's tip;
+    within one checkpoint the rows written last): cut in one go, which costs a
+    write less than an LRU's bookkeeping at every write."""
+    room, kept = KNOWN_ROWS // 2, []
+    for key in reversed(memory.by):  # newest checkpoint first
+        tasks = memory.by[key]
+        if len(tasks) > room:
+            tasks = dict(islice(tasks.items(), len(tasks) - room, None))
+        kept.append((key, tasks))
+        room -= len(tasks)
+        if room <= 0:
+            break
+    memory.by = dict(reversed(kept))
+    memory.n = KNOWN_ROWS // 2 - room
+
+
+def remembering(sql: SQL, op: ops.Op, decode: Decoder) -> Decoder:
+    """``decode`` also keeping the task rows a write transaction's ``op``
+    found (:func:`remember_read`) or wrote (a ``SaveWrites``, pessimistic:
+    the re-run after a refusal; without it the next ``put_writes`` of the
+    task guessed the row as read BEFORE that write, and was refused again)."""
+    if type(op) is ops.SaveWrites:
+        rows = op.rows
+
+        def wrote(results: list[Any]) -> Any:
+            answer = decode(results)
+            if answer is not None:  # None: a strict write that wrote nothing
+                remember(sql, rows)
+            return answer
+
+        return wrote if rows else decode
+    if type(op) is ops.LoadWrites:
+        return remember_read(sql, op, decode)
+    return decode
 
 
 def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
@@ -220,12 +284,15 @@ def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
 
     def remembering(results: list[Any]) -> Any:
         found = decode(results)
-        memory = _rows(sql)
-        memory.pop(key, None)
+        memory = _memory(sql)
+        old = memory.by.pop(key, None)
+        if old:
+            memory.n -= len(old)
         if found:
-            if len(memory) >= KNOWN_CHECKPOINTS:
-                memory = _halve(sql, memory)
-            memory[key] = {w.task_id: w for w in found}
+            memory.by[key] = {w.task_id: w for w in found}
+            memory.n += len(memory.by[key])
+            if memory.n > KNOWN_ROWS:
+                _trim(memory)
         return found
 
     return remembering
