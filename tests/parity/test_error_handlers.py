@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -317,3 +318,75 @@ def test_a_regular_node_asking_for_a_node_error_gets_none() -> None:
         return [("out", graph.compile(checkpointer=checkpointer).invoke({"log": []}, CFG))]
 
     h.run_parity(scenario)
+
+
+def _fan_out_to_failures(lib: Any, saver: Any, handler: Any, n: int) -> Any:
+    def bad(state: Any) -> dict:
+        raise ValueError("boom")
+
+    def fan(state: State) -> list[Any]:
+        return [lib.Send("bad", {"log": [], "who": str(i)}) for i in range(n)]
+
+    builder = lib.StateGraph(State).add_node("bad", bad, error_handler=handler)
+    return builder.add_conditional_edges(lib.START, fan).compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_a_steps_handlers_run_at_once(run: str) -> None:
+    """Each handler waits until all four have started: run one after another, the
+    first would wait in vain (LangGraph runs them on its runner, together)."""
+
+    async def scenario(lib: Any, checkpointer: Any, durability: str | None) -> h.Observations:
+        barrier, started, ready = threading.Barrier(4, timeout=10), [], asyncio.Event()
+
+        def handler(state: Any) -> dict:
+            barrier.wait()  # BrokenBarrierError after 10 s: the run fails, no hang
+            return {"log": [f"h{state['who']}"]}
+
+        async def ahandler(state: Any) -> dict:
+            started.append(state["who"])
+            if len(started) == 4:
+                ready.set()
+            await asyncio.wait_for(ready.wait(), 10)
+            return {"log": [f"h{state['who']}"]}
+
+        if run == "invoke":
+            graph = _fan_out_to_failures(lib, checkpointer, handler, 4)
+            out = await asyncio.to_thread(graph.invoke, {"log": []}, CFG)
+        else:
+            out = await _fan_out_to_failures(lib, checkpointer, ahandler, 4).ainvoke(
+                {"log": []}, CFG
+            )
+        return [("out", sorted(out["log"]))]
+
+    await h.arun_parity(scenario)
+
+
+@pytest.mark.parametrize("run", ["invoke", "ainvoke"])
+async def test_step_timeout_covers_the_steps_handlers(run: str) -> None:
+    async def scenario(lib: Any, checkpointer: Any, durability: str | None) -> h.Observations:
+        never = threading.Event()
+
+        def handler(state: Any) -> dict:
+            never.wait(2)  # ours is released below; LangGraph waits for it to end
+            return {"log": ["late"]}
+
+        async def ahandler(state: Any) -> dict:
+            try:  # cancelled by the step timeout; else it ends (no hang) and says so
+                await asyncio.wait_for(asyncio.Event().wait(), 5)
+            except asyncio.TimeoutError:
+                pass
+            return {"log": ["late"]}
+
+        graph = _fan_out_to_failures(lib, checkpointer, handler if run == "invoke" else ahandler, 1)
+        graph.step_timeout = 0.2
+        try:
+            if run == "invoke":
+                got = h.raises(lambda: graph.invoke({"log": []}, CFG), lib)
+            else:
+                got = await h.araises(graph.ainvoke({"log": []}, CFG), lib)
+        finally:
+            never.set()
+        return [("out", got)]
+
+    await h.arun_parity(scenario)

@@ -47,11 +47,30 @@ async def _before_tasks(persister: Any, todo: list[Any]) -> None:
     await persister.throttle()
 
 
-async def _handle(loop: Any, results: list[Any], persister: Any) -> list[Any]:
-    """Run the error handlers of this step's failed nodes (error_handlers.py)."""
+async def _handle(
+    run: Any, results: list[Any], persister: Any, deadline: float | None = None
+) -> list[Any]:
+    """Run the error handlers of this step's failed nodes (error_handlers.py): all
+    at once (``max_concurrency`` at a time), within what is left of the step's
+    ``step_timeout``, their outcomes in the order the handlers were made."""
     from threadloom.pregel.error_handlers import arun_handlers
 
-    return await arun_handlers(loop, results, persister)
+    loop = run.loop
+
+    async def batch(tasks: list[Any]) -> list[BaseException | None]:
+        if len(tasks) == 1 and deadline is None:
+            return [await arun_task(make_scope(loop, tasks[0]))]
+        limit = run.opts.run.config.get("max_concurrency")
+        sem = asyncio.Semaphore(int(limit)) if limit else None
+        every = asyncio.gather(*(_limited(sem, make_scope(loop, t)) for t in tasks))
+        if deadline is None:
+            return list(await every)
+        try:
+            return list(await asyncio.wait_for(every, max(0.0, deadline - run.aloop.time())))
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"step {loop.step} did not finish within step_timeout") from None
+
+    return await arun_handlers(loop, results, persister, batch)
 
 
 class _AsyncRun:
@@ -139,7 +158,7 @@ class _AsyncRun:
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
         if loop.error_handlers:
-            results = await _handle(loop, results, persister)
+            results = await _handle(self, results, persister, deadline)
         if persister is not None and persister.inline:
             await persister.throttle()
         raise_step_errors(results)
@@ -157,7 +176,7 @@ class _AsyncRun:
         loop.commit(lone, exc)
         results = [(lone, exc)]
         if exc is not None and loop.error_handlers:
-            results = await _handle(loop, results, persister)
+            results = await _handle(self, results, persister)
         if persister is not None and persister.inline:
             await persister.throttle()
         raise_step_errors(results)

@@ -12,6 +12,7 @@ import os
 import queue
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from typing import Any
 
 from threadloom.constants import START
@@ -251,15 +252,37 @@ class _SyncRun:
                 loop.commit(item.scope.task, exc)
                 results.append((item.scope.task, exc))
         if loop.error_handlers:
-            results = self.handle(results)
+            results = self.handle(results, deadline)
         raise_step_errors(results)
 
-    def handle(self, results: list[Any]) -> list[Any]:
+    def handle(self, results: list[Any], deadline: float | None = None) -> list[Any]:
         """Run the error handlers of this step's failed nodes (error_handlers.py)."""
         from threadloom.pregel.error_handlers import run_handlers
 
         persister = self.opts.persister
-        return run_handlers(self.loop, results, persister.save_writes if persister else _nothing)
+        save = persister.save_writes if persister else _nothing
+        return run_handlers(self.loop, results, save, lambda ts: self._batch(ts, deadline))
+
+    def _batch(self, tasks: list[Any], deadline: float | None) -> list[BaseException | None]:
+        """Run ``tasks`` at once on the pool (``max_concurrency`` at a time) and
+        return their outcomes in order; past ``deadline`` the step times out, as
+        while its other tasks ran (handlers count toward ``step_timeout``)."""
+        loop = self.loop
+        if len(tasks) == 1 and deadline is None:
+            return [run_task(make_scope(loop, tasks[0]))]
+        out: list[BaseException | None] = []
+        size = self.max_concurrency
+        for i in range(0, len(tasks), size):
+            futs = [
+                POOL.submit(contextvars.copy_context().run, run_task, make_scope(loop, t))
+                for t in tasks[i : i + size]
+            ]
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            _, pending = futures.wait(futs, timeout=left)
+            if pending:
+                raise TimeoutError(f"step {loop.step} did not finish within step_timeout")
+            out.extend(f.result() for f in futs)
+        return out
 
     def _before_tasks(self, todo: list[Any]) -> None:
         persister = self.opts.persister
