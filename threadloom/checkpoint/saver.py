@@ -11,6 +11,7 @@ closes what the saver opened, and never what the caller passed in.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,24 +66,31 @@ class BaseCheckpointSaver:
         writing through it that were dropped or are finishing save and release
         first; every run still live has its lease released by this close and
         refuses its next save (lease/local.py). Only then may the connection go."""
-        from threadloom.checkpoint.lease import local
+        from threadloom.checkpoint.lease import closing, local
 
         local.settle_saver(self)
-        local.close_runs(self)
+        closing.close_runs(self)
 
     async def _aclose_runs(self) -> None:
         """Async twin of :meth:`_close_runs`."""
-        from threadloom.checkpoint.lease import local
+        from threadloom.checkpoint.lease import closing, local
 
         await local.asettle_saver(self)
-        await local.aclose_runs(self)
+        await closing.aclose_runs(self)
 
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""
 
     async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        self.close()
+        """Async twin of :meth:`close`. With runs of this process still writing
+        through the saver (an async run on this loop), the close runs off the
+        loop: their queued saves need the loop to reach the saver first."""
+        from threadloom.checkpoint.lease import local
+
+        if local._through(self):
+            await asyncio.to_thread(self.close)
+        else:
+            self.close()
 
     def __enter__(self) -> BaseCheckpointSaver:
         return self

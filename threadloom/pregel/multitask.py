@@ -32,7 +32,7 @@ from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from threadloom.checkpoint.lease import local
+from threadloom.checkpoint.lease import closing, local
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import (
     DEFAULT_TTL,
@@ -118,25 +118,25 @@ def _take(spec: _Spec, held: local.Holding) -> Lease:
     """Take the lease and record it in ``held`` (lease/local.py), past the
     saver's close gate: a close that began meanwhile refuses the run, or waits
     until its lease is recorded and then releases it."""
-    local.enter(spec.saver, spec.thread_id)
+    closing.enter(spec.saver, spec.thread_id)
     try:
         lease = _acquire(spec)
         local.hold(held, lease.token, thread=spec.thread_id, saver=spec.saver, lease=lease)
         return lease
     finally:
-        local.leave(spec.saver)
+        closing.leave(spec.saver)
 
 
 async def _atake(spec: _Spec, held: local.Holding) -> Lease:
     """Async twin of :func:`_take`."""
-    local.enter(spec.saver, spec.thread_id)
+    closing.enter(spec.saver, spec.thread_id)
     try:
         lease = await _aacquire(spec)
         loop = asyncio.get_running_loop()
         local.hold(held, lease.token, loop, spec.thread_id, spec.saver, lease)
         return lease
     finally:
-        local.leave(spec.saver)
+        closing.leave(spec.saver)
 
 
 def _closing(spec: _Spec) -> None:

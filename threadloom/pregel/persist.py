@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import threading
 import weakref
 from collections import deque
@@ -126,6 +127,9 @@ def _as_steps(ops: Any) -> list[tuple[list[Any], Any]]:
     return steps
 
 
+_CLOSE_WAIT = 10.0  # seconds a close from another thread waits for a run's queued saves
+
+
 class _Buffer:
     """What both persisters share: the writes buffer and how one op is called."""
 
@@ -150,7 +154,9 @@ class _Buffer:
         self._error: BaseException | None = None
         lease = getattr(saver, "lease", None)  # a leased run (FencedSaver)
         if not self.inline and lease is not None and hasattr(lease, "queued"):
-            lease.queued = weakref.ref(self)  # its saver's close saves our queue first
+            if lease.queued is None:  # (a subgraph's persister shares its root's lease)
+                lease.queued = weakref.WeakSet()
+            lease.queued.add(self)  # its saver's close saves our queue first
 
     def put(
         self,
@@ -213,6 +219,24 @@ class _Buffer:
         return len(self._queue), _as_steps(self._queue)
 
 
+_QUEUES: weakref.WeakSet[Any] = weakref.WeakSet()  # SyncPersisters queueing saves ("async")
+
+
+def _save_at_exit() -> None:
+    """At interpreter exit, before the pool's daemon threads freeze: save what
+    runs left open (a stream never finished or closed) still have queued. Once
+    threads froze, waiting for a batch one of them holds would never end, and
+    the run's own flush at finalization saves nothing more."""
+    for persister in list(_QUEUES):
+        try:
+            persister._save_queued(False)
+        except BaseException:  # (its failure was kept for a run nobody will resume)
+            pass
+
+
+threading._register_atexit(_save_at_exit)  # (runs before daemon threads freeze)
+
+
 class SyncPersister(_Buffer):
     """Runs saver calls inline (``sync``) or on a background FIFO (``async``)."""
 
@@ -220,6 +244,8 @@ class SyncPersister(_Buffer):
         self._setup(saver, durability, False)
         # "sync": the input checkpoint rides with the first step's save (one commit)
         self._holds = durability == "sync" and self._steps
+        if not self.inline:
+            _QUEUES.add(self)
         self._cond = threading.Condition()
         self._draining = False  # a drain job is submitted to the pool
         self._busy = False  # a thread is saving a batch taken off the queue
@@ -299,8 +325,15 @@ class SyncPersister(_Buffer):
 
     def save_queued(self) -> None:
         """The saver closes under the run: save the steps already queued (whole
-        steps; a failure stays for the run to raise), so closing loses none."""
-        self._save_queued(False)
+        steps; a failure stays for the run to raise), so closing loses none.
+        Not at interpreter exit: the pool's daemon threads are frozen then, and
+        waiting for one of them would never end."""
+        if not sys.is_finalizing():
+            self._save_queued(False)
+
+    async def asave_queued(self) -> None:
+        """:meth:`save_queued` from an async close (off its loop)."""
+        await asyncio.to_thread(self.save_queued)
 
     def flush(self) -> None:
         """Save the buffered writes, wait until every save reached the saver; raise
@@ -311,10 +344,12 @@ class SyncPersister(_Buffer):
         except BaseException as exc:
             if self._error is None:
                 self._error = exc
-        if not self.inline:
+        if not self.inline and not sys.is_finalizing():
             # what the pool thread has not taken yet is saved here: no hand-over
             # at exit (the pool thread usually has not run yet: on a busy GIL it
-            # starts when this thread blocks); its job then finds nothing to do
+            # starts when this thread blocks); its job then finds nothing to do.
+            # (Not at interpreter exit: a frozen daemon thread may hold our lock;
+            # _save_at_exit already saved the queue, before threads froze.)
             self._save_queued(False)
         if self._error is not None:
             error, self._error = self._error, None
@@ -384,17 +419,36 @@ class AsyncPersister(_Buffer):
 
     async def asave_queued(self) -> None:
         """Async twin of :meth:`SyncPersister.save_queued`: waits for the drain task
-        when it runs on this very loop (another loop's task cannot be awaited)."""
+        on its own loop (this one, or another loop running in another thread)."""
         drainer = self._drainer
-        if (
-            drainer is None
-            or drainer.done()
-            or drainer.get_loop() is not asyncio.get_running_loop()
-        ):
+        if drainer is None or drainer.done():
+            return
+        if drainer.get_loop() is not asyncio.get_running_loop():
+            await asyncio.to_thread(self.save_queued)
             return
         try:
             await asyncio.shield(drainer)
         except Exception:  # the drain keeps its failure for the run
+            pass
+
+    def save_queued(self) -> None:
+        """A close from another thread than the run's loop: wait (bounded) for the
+        drain task there. On the run's own loop nothing can drain while the close
+        blocks it: an async close (``aclose``) saves the queue instead."""
+        drainer = self._drainer
+        if drainer is None or drainer.done() or sys.is_finalizing():
+            return
+        loop = drainer.get_loop()
+        try:
+            here: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is here or loop.is_closed() or not loop.is_running():
+            return
+        done = asyncio.run_coroutine_threadsafe(self.asave_queued(), loop)
+        try:
+            done.result(_CLOSE_WAIT)
+        except Exception:  # a timeout or the drain's failure: the run reports its own
             pass
 
     async def throttle(self) -> None:

@@ -80,8 +80,7 @@ def close_runs(saver: Any) -> None:
     ``SaverClosedError`` naming its thread and its own release does nothing."""
     _shut_gate(saver)
     for holding in local._through(saver):
-        persister = _persister(holding)
-        if persister is not None and hasattr(persister, "save_queued"):
+        for persister in _persisters(holding):
             persister.save_queued()  # steps already complete are not lost
         lease = _shut(holding, saver)
         if lease is not None:
@@ -96,14 +95,21 @@ def close_runs(saver: Any) -> None:
 
 async def aclose_runs(saver: Any) -> None:
     """Async twin of :func:`close_runs`; its waits run off the loop, which an
-    async saver's sync users (a renewal in flight, an acquire) need meanwhile."""
+    async saver's sync users (a renewal in flight, an acquire) need meanwhile.
+    A cancel of the close (a timeout around ``aclose()``, Ctrl-C under
+    ``asyncio.run``) waits for it to end first, then propagates: cut half-way,
+    the saver's ``finally`` closed the connection under runs whose queue was
+    not saved nor lease released."""
+    from threadloom.checkpoint.lease.lease import _uncut
+
+    await _uncut(_aclose_runs(saver))
+
+
+async def _aclose_runs(saver: Any) -> None:
     await asyncio.to_thread(_shut_gate, saver)
     for holding in local._through(saver):
-        persister = _persister(holding)
-        if persister is not None and hasattr(persister, "asave_queued"):
+        for persister in _persisters(holding):
             await persister.asave_queued()
-        elif persister is not None and hasattr(persister, "save_queued"):
-            await asyncio.to_thread(persister.save_queued)
         lease = _shut(holding, saver)
         if lease is not None:
             await asyncio.to_thread(lease.halt)  # the renewal in flight needs this loop
@@ -115,11 +121,12 @@ async def aclose_runs(saver: Any) -> None:
         local.drop(holding)
 
 
-def _persister(holding: local.Holding) -> Any:
-    """The persister of ``holding``'s run when it queues saves (durability "async")."""
+def _persisters(holding: local.Holding) -> list[Any]:
+    """The persisters of ``holding``'s run (and its subgraphs) that queue saves
+    (durability "async")."""
     lease = holding.lease() if holding.lease is not None else None
-    ref = getattr(lease, "queued", None)
-    return ref() if ref is not None else None
+    queued = getattr(lease, "queued", None)
+    return list(queued) if queued else []
 
 
 def _shut(holding: local.Holding, saver: Any) -> Any:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import time
 import warnings
-from collections.abc import Callable, Generator
+import weakref
+from collections.abc import Generator
 from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
@@ -27,7 +28,6 @@ from threadloom.errors import LeaseLostError, SaverClosedError, StorageError, Th
 __all__ = [
     "DEFAULT_TTL",
     "Lease",
-    "FencedSaver",
     "holder_is_dead",
     "lease_backend",
     "new_token",
@@ -70,9 +70,10 @@ class Lease:
         # the saver's class name once it closed under the run (lease/local.py
         # close_runs released the lease): the run's next save is refused
         self.closed_by: str | None = None
-        # (weakly) the run's persister under durability="async": the saver's close
-        # saves the steps it has queued before it releases the lease
-        self.queued: Callable[[], Any] | None = None
+        # (weakly) the persisters under durability="async" writing under this lease
+        # (the run's and its subgraphs'): the saver's close saves their queued
+        # steps before it releases the lease
+        self.queued: weakref.WeakSet[Any] | None = None
         self.due = 0.0
         self.checked = 0.0  # monotonic time the stop request was last read
         self._task: asyncio.Task[None] | None = None
@@ -342,5 +343,12 @@ def _prefetches(saver: Any) -> str | None:
     return None
 
 
-# FencedSaver lives in fenced.py; imported here too, where it always was importable
-from threadloom.checkpoint.lease.fenced import FencedSaver  # noqa: E402
+def __getattr__(name: str) -> Any:
+    """FencedSaver lives in fenced.py (which imports this module); it is also
+    importable from here, where it always was, lazily: an eager import made
+    ``import threadloom.checkpoint.lease.fenced`` in a fresh process circular."""
+    if name == "FencedSaver":
+        from threadloom.checkpoint.lease.fenced import FencedSaver
+
+        return FencedSaver
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,17 +47,13 @@ from typing import Any
 
 __all__ = [
     "Holding",
-    "aclose_runs",
     "afinishing",
     "asettle",
     "asettle_saver",
     "await_release",
-    "close_runs",
     "drop",
-    "enter",
     "finishing",
     "hold",
-    "leave",
     "settle",
     "settle_saver",
     "wait",
@@ -309,8 +305,19 @@ async def asettle(thread_id: Any) -> None:
             await await_release(holding, deadline - time.monotonic())
 
 
-# a saver's close of its runs (closing.py), here where the savers always found it
-from threadloom.checkpoint.lease.closing import aclose_runs, close_runs, enter, leave  # noqa: E402
+_CLOSING = frozenset({"aclose_runs", "close_runs", "enter", "leave"})
+
+
+def __getattr__(name: str) -> Any:
+    """A saver's close of its runs (closing.py, which imports this module),
+    reachable here where the savers always found it; lazily, so importing
+    closing.py first is not circular."""
+    if name in _CLOSING:
+        from threadloom.checkpoint.lease import closing
+
+        return getattr(closing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 if hasattr(os, "register_at_fork"):  # a child holds none of its parent's leases
     os.register_at_fork(after_in_child=lambda: (_HELD.clear(), _THREADS.clear()))
