@@ -1,4 +1,5 @@
-"""Parity: an error handler's task id, namespace and interrupt ids are LangGraph's.
+"""Parity: an error handler's task id, namespace and interrupt ids are LangGraph's
+(and where its timeout deliberately differs).
 
 LangGraph nests a handler under the namespace of the task that failed
 (``bad:<failed id>|__error_handler__bad:<handler id>``) and derives the handler's
@@ -9,6 +10,8 @@ paused in a handler's ``interrupt()`` must resume by interrupt id after
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import operator
 from typing import Annotated, Any
 
@@ -100,3 +103,31 @@ def test_a_langgraph_thread_paused_in_a_handler_resumes_by_interrupt_id() -> Non
         assert values["log"].count("handled: yes") == 1
         handler_ns = [ns for _, ns, _ in (s for s in seen if s != "bad ran")]
         assert handler_ns and all("|__error_handler__bad:" in ns for ns in handler_ns)
+
+
+async def test_a_default_timeout_applies_to_handlers() -> None:
+    """Deliberate difference (docs/compatibility.md): LangGraph's builder gives
+    handlers the default timeout, but its handler task drops it; ours keeps it."""
+
+    async def run(lib: Any) -> Any:
+        async def bad(state: State) -> dict:
+            raise ValueError("boom")
+
+        async def stuck(state: State) -> dict:
+            try:  # cancelled by the node timeout; else it ends and says so
+                await asyncio.wait_for(asyncio.Event().wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+            return {"log": ["late"]}
+
+        builder = lib.StateGraph(State).set_node_defaults(timeout=0.05)
+        graph = builder.add_node("bad", bad, error_handler=stuck).add_edge(lib.START, "bad")
+        try:
+            return await graph.compile().ainvoke({"log": []})
+        except Exception as exc:
+            return exc
+
+    assert await run(h._lib("langgraph")) == {"log": ["late"]}
+    got = await run(h._lib("threadloom"))
+    assert isinstance(got, importlib.import_module("threadloom.errors").NodeTimeoutError)
+    assert "__error_handler__bad" in str(got)
