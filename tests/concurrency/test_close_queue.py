@@ -145,3 +145,83 @@ def test_a_process_exiting_with_a_stream_open_does_not_hang(tmp_path) -> None:
             [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0 and "exiting" in done.stdout, done.stderr[-2000:]
+
+
+def _endless() -> StateGraph:
+    g = StateGraph(ChainState)
+    g.add_node("a", lambda s: {"log": ["a"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "a")
+    return g
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_closing_under_a_run_that_keeps_queueing_returns(kind, tmp_path, request) -> None:
+    """The close saves what was queued when it started: a live run keeps
+    queueing, and waiting for an empty queue never ended (review5)."""
+    import threading
+
+    spec, cfg = make_spec(kind, str(tmp_path), request), _cfg()
+    errors: list[BaseException] = []
+    started = threading.Event()
+    with open_saver(spec) as saver:
+        graph = _endless().compile(checkpointer=saver)
+
+        def run() -> None:
+            try:
+                for _ in graph.stream(
+                    {"log": []}, {**cfg, "recursion_limit": 10**6}, durability="async"
+                ):
+                    started.set()
+            except BaseException as exc:
+                errors.append(exc)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        assert started.wait(20)
+        closer = threading.Thread(target=saver.close, daemon=True)
+        closer.start()
+        closer.join(30)
+        assert not closer.is_alive(), "close() never returned"
+    worker.join(30)
+    assert not worker.is_alive() and errors and "closed" in str(errors[0])
+
+
+def test_a_forked_child_exits_while_the_parent_has_saves_queued(tmp_path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import multiprocessing as mp, time
+        import operator
+        from typing import Annotated, TypedDict
+        from threadloom.checkpoint.lease.fenced import FencedSaver
+        from threadloom.checkpoint.sqlite import SqliteSaver
+        from threadloom.graph import START, StateGraph
+
+        real = FencedSaver.put_step
+        def slow(self, *a, **k):
+            time.sleep(0.5)
+            return real(self, *a, **k)
+        FencedSaver.put_step = slow
+
+        class S(TypedDict):
+            log: Annotated[list, operator.add]
+
+        g = StateGraph(S)
+        for n in "abc":
+            g.add_node(n, lambda s, n=n: {{"log": [n]}})
+        g.add_edge(START, "a"); g.add_edge("a", "b"); g.add_edge("b", "c")
+        with SqliteSaver.from_conn_string({str(tmp_path / "fork.db")!r}) as saver:
+            it = g.compile(checkpointer=saver).stream(
+                {{"log": []}}, {{"configurable": {{"thread_id": "x"}}}}, durability="async"
+            )
+            next(it); next(it)  # a save is in flight on a pool thread
+            child = mp.get_context("fork").Process(target=lambda: None)
+            child.start(); child.join(20)
+            print("child", child.exitcode, flush=True)
+            it.close()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=90
+    )
+    assert "child 0" in done.stdout, (done.stdout, done.stderr[-2000:])

@@ -87,8 +87,10 @@ class BaseCheckpointSaver:
         loop: their queued saves need the loop to reach the saver first."""
         from threadloom.checkpoint.lease import local
 
-        if local._through(self):
-            await asyncio.to_thread(self.close)
+        if local._through(self):  # (a cancel waits for the close to end, then goes on)
+            from threadloom.checkpoint.lease.lease import _uncut
+
+            await _uncut(asyncio.to_thread(self.close))
         else:
             self.close()
 

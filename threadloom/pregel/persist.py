@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from typing import Any
@@ -229,12 +231,17 @@ def _save_at_exit() -> None:
     the run's own flush at finalization saves nothing more."""
     for persister in list(_QUEUES):
         try:
-            persister._save_queued(False)
+            persister.save_queued()  # what is queued now: a live run may keep queueing
         except BaseException:  # (its failure was kept for a run nobody will resume)
             pass
 
 
-threading._register_atexit(_save_at_exit)  # (runs before daemon threads freeze)
+try:
+    threading._register_atexit(_save_at_exit)  # (runs before daemon threads freeze)
+except RuntimeError:  # first imported while the interpreter already shuts down
+    pass
+if hasattr(os, "register_at_fork"):  # a child has none of its parent's runs or threads
+    os.register_at_fork(after_in_child=_QUEUES.clear)
 
 
 class SyncPersister(_Buffer):
@@ -249,6 +256,7 @@ class SyncPersister(_Buffer):
         self._cond = threading.Condition()
         self._draining = False  # a drain job is submitted to the pool
         self._busy = False  # a thread is saving a batch taken off the queue
+        self._saved = 0  # steps taken off the queue so far (save_queued's bound)
         self._max = max_pending
 
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
@@ -289,15 +297,17 @@ class SyncPersister(_Buffer):
         """The pool thread's job: save batches until the queue is empty."""
         self._save_queued(True)
 
-    def _save_queued(self, job: bool) -> None:
+    def _save_queued(self, job: bool, upto: int | None = None) -> None:
         """Save what is queued, a batch at a time, in order: one thread at a time
         takes a batch (``_busy``); the others wait for it. ``job``: the pool
-        thread's drain (it clears ``_draining`` when it finds the queue empty)."""
+        thread's drain (it clears ``_draining`` when it finds the queue empty).
+        ``upto``: stop once that many steps were saved in all (a run still going
+        keeps queueing: waiting for an empty queue would never end)."""
         while True:
             with self._cond:
-                while self._busy:
-                    self._cond.wait()
-                if not self._queue:
+                while self._busy and (upto is None or self._saved < upto):
+                    self._cond.wait()  # (the pool thread may take batch after batch)
+                if not self._queue or (upto is not None and self._saved >= upto):
                     if job:
                         self._draining = False
                     self._cond.notify_all()
@@ -320,16 +330,21 @@ class SyncPersister(_Buffer):
                     if done:
                         for _ in range(n):
                             self._queue.popleft()
+                        self._saved += n
                     self._busy = False
                     self._cond.notify_all()
 
-    def save_queued(self) -> None:
+    def save_queued(self, deadline: float | None = None) -> None:
         """The saver closes under the run: save the steps already queued (whole
         steps; a failure stays for the run to raise), so closing loses none.
+        (``deadline``: the async twin's; saving here is bounded by the queue.)
         Not at interpreter exit: the pool's daemon threads are frozen then, and
         waiting for one of them would never end."""
-        if not sys.is_finalizing():
-            self._save_queued(False)
+        if sys.is_finalizing():
+            return
+        with self._cond:
+            upto = self._saved + len(self._queue)  # the steps queued now, no later ones
+        self._save_queued(False, upto)
 
     async def asave_queued(self) -> None:
         """:meth:`save_queued` from an async close (off its loop)."""
@@ -431,10 +446,12 @@ class AsyncPersister(_Buffer):
         except Exception:  # the drain keeps its failure for the run
             pass
 
-    def save_queued(self) -> None:
-        """A close from another thread than the run's loop: wait (bounded) for the
-        drain task there. On the run's own loop nothing can drain while the close
-        blocks it: an async close (``aclose``) saves the queue instead."""
+    def save_queued(self, deadline: float | None = None) -> None:
+        """A close from another thread than the run's loop: wait for the drain
+        task there, until ``deadline`` (``time.monotonic()``; default: 10 s from
+        now; a close of many runs shares one). On the run's own loop nothing can
+        drain while the close blocks it: an async close (``aclose``) saves the
+        queue instead."""
         drainer = self._drainer
         if drainer is None or drainer.done() or sys.is_finalizing():
             return
@@ -445,9 +462,11 @@ class AsyncPersister(_Buffer):
             here = None
         if loop is here or loop.is_closed() or not loop.is_running():
             return
+        if deadline is None:
+            deadline = time.monotonic() + _CLOSE_WAIT
         done = asyncio.run_coroutine_threadsafe(self.asave_queued(), loop)
         try:
-            done.result(_CLOSE_WAIT)
+            done.result(max(0.0, deadline - time.monotonic()))
         except Exception:  # a timeout or the drain's failure: the run reports its own
             pass
 

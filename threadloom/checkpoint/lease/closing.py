@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import warnings
 from typing import Any
 
 from threadloom.checkpoint.lease import local
+
+_CLOSE_WAIT = 10.0  # seconds a close waits, in all, for live runs' queued saves
 
 __all__ = ["aclose_runs", "close_runs", "enter", "leave"]
 
@@ -79,9 +82,10 @@ def close_runs(saver: Any) -> None:
     connection as it goes), and mark the lease so the run's next save raises
     ``SaverClosedError`` naming its thread and its own release does nothing."""
     _shut_gate(saver)
+    deadline = time.monotonic() + _CLOSE_WAIT  # one wait for all of its runs' queues
     for holding in local._through(saver):
         for persister in _persisters(holding):
-            persister.save_queued()  # steps already complete are not lost
+            persister.save_queued(deadline)  # steps already complete are not lost
         lease = _shut(holding, saver)
         if lease is not None:
             lease.halt()  # waits for a renewal of it in flight on the renewer thread

@@ -31,6 +31,7 @@ __all__ = [
     "holder_is_dead",
     "lease_backend",
     "new_token",
+    "FencedSaver",  # noqa: F822 (lazy: module __getattr__)
 ]
 
 DEFAULT_TTL = 30.0

@@ -57,6 +57,10 @@ __all__ = [
     "settle",
     "settle_saver",
     "wait",
+    "aclose_runs",  # noqa: F822 (lazy: module __getattr__)
+    "close_runs",  # noqa: F822 (lazy: module __getattr__)
+    "enter",  # noqa: F822 (lazy: module __getattr__)
+    "leave",  # noqa: F822 (lazy: module __getattr__)
 ]
 
 _HELD: dict[str, Holding] = {}
