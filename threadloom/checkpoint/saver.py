@@ -12,6 +12,7 @@ closes what the saver opened, and never what the caller passed in.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +66,11 @@ class BaseCheckpointSaver:
         """Before the saver closes its own connection: runs of this process
         writing through it that were dropped or are finishing save and release
         first; every run still live has its lease released by this close and
-        refuses its next save (lease/local.py). Only then may the connection go."""
+        refuses its next save (lease/local.py). Only then may the connection go.
+        (Not at interpreter exit: the exit hook saved runs' queues already, and
+        nothing may be imported any more.)"""
+        if sys.is_finalizing():
+            return
         from threadloom.checkpoint.lease import closing, local
 
         local.settle_saver(self)

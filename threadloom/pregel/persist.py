@@ -346,9 +346,9 @@ class SyncPersister(_Buffer):
             upto = self._saved + len(self._queue)  # the steps queued now, no later ones
         self._save_queued(False, upto)
 
-    async def asave_queued(self) -> None:
+    async def asave_queued(self, deadline: float | None = None) -> None:
         """:meth:`save_queued` from an async close (off its loop)."""
-        await asyncio.to_thread(self.save_queued)
+        await asyncio.to_thread(self.save_queued, deadline)
 
     def flush(self) -> None:
         """Save the buffered writes, wait until every save reached the saver; raise
@@ -432,14 +432,15 @@ class AsyncPersister(_Buffer):
             for _ in range(n):
                 self._queue.popleft()
 
-    async def asave_queued(self) -> None:
+    async def asave_queued(self, deadline: float | None = None) -> None:
         """Async twin of :meth:`SyncPersister.save_queued`: waits for the drain task
-        on its own loop (this one, or another loop running in another thread)."""
+        on its own loop (this one, or another loop running in another thread,
+        until ``deadline``)."""
         drainer = self._drainer
         if drainer is None or drainer.done():
             return
         if drainer.get_loop() is not asyncio.get_running_loop():
-            await asyncio.to_thread(self.save_queued)
+            await asyncio.to_thread(self.save_queued, deadline)
             return
         try:
             await asyncio.shield(drainer)

@@ -111,9 +111,10 @@ async def aclose_runs(saver: Any) -> None:
 
 async def _aclose_runs(saver: Any) -> None:
     await asyncio.to_thread(_shut_gate, saver)
+    deadline = time.monotonic() + _CLOSE_WAIT  # one wait for all of its runs' queues
     for holding in local._through(saver):
         for persister in _persisters(holding):
-            await persister.asave_queued()
+            await persister.asave_queued(deadline)
         lease = _shut(holding, saver)
         if lease is not None:
             await asyncio.to_thread(lease.halt)  # the renewal in flight needs this loop
