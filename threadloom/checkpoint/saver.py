@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.ids import next_version
@@ -82,6 +82,24 @@ class BaseCheckpointSaver:
 
         await local.asettle_saver(self)
         await closing.aclose_runs(self)
+
+    async def _aclose_own(self, owns: bool, shut: Callable[[], Awaitable[None]]) -> None:
+        """An async saver's ``aclose``: on the caller's connection (``owns``
+        False) only runs dropped mid-stream save and release, and the saver keeps
+        working; else, once, its runs are closed (:meth:`_aclose_runs`) and
+        ``shut`` closes what it opened, even when closing the runs failed."""
+        if not owns:
+            from threadloom.checkpoint.lease import local
+
+            await local.asettle_saver(self)
+            return
+        if self._closed:
+            return
+        try:
+            await self._aclose_runs()
+        finally:
+            self._closed = True
+            await shut()
 
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""

@@ -17,7 +17,6 @@ import psycopg
 from psycopg import AsyncConnection, AsyncPipeline
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.postgres.aconnection import AsyncPgConnector
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
@@ -88,17 +87,11 @@ class AsyncPostgresSaver(PgSaverBase):
         releasing the runs still writing through it (:meth:`_aclose_runs`); the
         saver then refuses every call. On a caller's connection only runs
         dropped mid-stream get to save and release (the saver keeps working)."""
-        if self.connector.url is None:
-            await local.asettle_saver(self)
-            return
-        if self._closed:
-            return
-        try:
-            await self._aclose_runs()
-        finally:
-            self._closed = True
-            self.connector.closed = type(self).__name__
-            await self.connector.aclose()
+        await self._aclose_own(self.connector.url is not None, self._shut)
+
+    async def _shut(self) -> None:
+        self.connector.closed = type(self).__name__
+        await self.connector.aclose()
 
     def close(self) -> None:
         if self.connector.url is not None and not self._closed:

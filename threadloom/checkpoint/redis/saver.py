@@ -21,7 +21,6 @@ import redis.asyncio as aredis
 import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
-from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
@@ -331,16 +330,7 @@ class AsyncRedisSaver(AsyncThreadTTL, _RedisSaverBase):
     async def aclose(self) -> None:
         """:meth:`RedisSaver.close`'s async twin; on a caller's client only runs
         dropped mid-stream get to save and release first."""
-        if not self._owned:
-            await local.asettle_saver(self)
-            return
-        if self._closed:
-            return
-        try:
-            await self._aclose_runs()
-        finally:
-            self._closed = True
-            await self.client.aclose()
+        await self._aclose_own(self._owned, self.client.aclose)
 
     def close(self) -> None:
         """Sync close is a no-op for the async saver; use ``await saver.aclose()``."""
