@@ -115,10 +115,9 @@ async def test_a_cancelled_aclose_still_saves_and_releases(
         assert out["log"][:3] == ["s0", "s1", "B"]  # the lease was released
 
 
-def test_a_process_exiting_with_a_stream_open_does_not_hang(tmp_path) -> None:
-    db = tmp_path / "exit.db"
-    script = textwrap.dedent(
-        f"""
+# the 3-step SQLite chain both subprocess tests run (``g``; ``SqliteSaver`` imported)
+_CHAIN_SCRIPT = textwrap.dedent(
+    """
         import operator
         from typing import Annotated, TypedDict
         from threadloom.checkpoint.sqlite import SqliteSaver
@@ -129,8 +128,16 @@ def test_a_process_exiting_with_a_stream_open_does_not_hang(tmp_path) -> None:
 
         g = StateGraph(S)
         for n in "abc":
-            g.add_node(n, lambda s, n=n: {{"log": [n]}})
+            g.add_node(n, lambda s, n=n: {"log": [n]})
         g.add_edge(START, "a"); g.add_edge("a", "b"); g.add_edge("b", "c")
+    """
+)
+
+
+def test_a_process_exiting_with_a_stream_open_does_not_hang(tmp_path) -> None:
+    db = tmp_path / "exit.db"
+    script = _CHAIN_SCRIPT + textwrap.dedent(
+        f"""
         cm = SqliteSaver.from_conn_string({str(db)!r})
         saver = cm.__enter__()
         it = g.compile(checkpointer=saver).stream(
@@ -188,14 +195,10 @@ def test_closing_under_a_run_that_keeps_queueing_returns(kind, tmp_path, request
 
 
 def test_a_forked_child_exits_while_the_parent_has_saves_queued(tmp_path) -> None:
-    script = textwrap.dedent(
+    script = _CHAIN_SCRIPT + textwrap.dedent(
         f"""
         import multiprocessing as mp, time
-        import operator
-        from typing import Annotated, TypedDict
         from threadloom.checkpoint.lease.fenced import FencedSaver
-        from threadloom.checkpoint.sqlite import SqliteSaver
-        from threadloom.graph import START, StateGraph
 
         real = FencedSaver.put_step
         def slow(self, *a, **k):
@@ -203,13 +206,6 @@ def test_a_forked_child_exits_while_the_parent_has_saves_queued(tmp_path) -> Non
             return real(self, *a, **k)
         FencedSaver.put_step = slow
 
-        class S(TypedDict):
-            log: Annotated[list, operator.add]
-
-        g = StateGraph(S)
-        for n in "abc":
-            g.add_node(n, lambda s, n=n: {{"log": [n]}})
-        g.add_edge(START, "a"); g.add_edge("a", "b"); g.add_edge("b", "c")
         with SqliteSaver.from_conn_string({str(tmp_path / "fork.db")!r}) as saver:
             it = g.compile(checkpointer=saver).stream(
                 {{"log": []}}, {{"configurable": {{"thread_id": "x"}}}}, durability="async"
