@@ -64,6 +64,7 @@ __all__ = [
     "NodeTimeoutError",
     "GraphBubbleUp",
     "GraphInterrupt",
+    "GraphDrained",
     "NodeInterrupt",
     "ParentCommand",
     "is_invalid_resume",
@@ -345,6 +346,19 @@ class GraphInterrupt(GraphBubbleUp):
     @property
     def interrupts(self) -> Any:
         return self.args[0] if self.args else ()
+
+
+class GraphDrained(GraphBubbleUp):
+    """The run stopped at a step boundary because its ``RunControl`` asked it to
+    drain (a deploy's SIGTERM handler, say). Not a failure: every finished step
+    is saved and ``invoke(None, config)`` continues where it stopped."""
+
+    def __init__(self, reason: str = "shutdown") -> None:
+        self.reason = reason
+        super().__init__(f"Graph drained: {reason}")
+
+    def __reduce__(self) -> Any:  # picklable with its reason (the message is derived)
+        return (type(self), (self.reason,))
 
 
 class NodeInterrupt(GraphInterrupt):

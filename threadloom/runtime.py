@@ -1,14 +1,16 @@
 """``langgraph.runtime``'s public names, so ``from langgraph.runtime import Runtime``
 ports by renaming the import: the run's :class:`Runtime` (context, store, stream
-writer, :class:`ExecutionInfo`) and :func:`get_runtime` for code that cannot take a ``runtime`` parameter."""
+writer, :class:`ExecutionInfo`), the :class:`RunControl` that drains a run at a
+step boundary, and :func:`get_runtime` for code that cannot take a ``runtime``
+parameter."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from threadloom.graph.runtime import ExecutionInfo, Runtime, current_runtime
+from threadloom.graph.runtime import ExecutionInfo, RunControl, Runtime, current_runtime
 
-__all__ = ["ExecutionInfo", "Runtime", "get_runtime"]
+__all__ = ["ExecutionInfo", "RunControl", "Runtime", "get_runtime"]
 
 
 def get_runtime(context_schema: type[Any] | None = None) -> Runtime[Any]:

@@ -20,6 +20,7 @@ __all__ = [
     "CONTEXT_KEY",
     "HEARTBEAT",
     "ExecutionInfo",
+    "RunControl",
     "Runtime",
     "coerce_context",
     "current_runtime",
@@ -63,6 +64,37 @@ class ExecutionInfo:
         return dataclasses.replace(self, **overrides)
 
 
+class RunControl:
+    """Asks one run to stop cooperatively at its next step boundary (a deploy's
+    SIGTERM handler calls :meth:`request_drain`): the step running now finishes
+    and is saved, then the run raises :class:`~threadloom.errors.GraphDrained`
+    and ``invoke(None, config)`` resumes it later.
+
+    Safe from any thread or a signal handler: a request is one attribute write.
+    A control stays drained once asked; make a new one per run.
+    """
+
+    __slots__ = ("_drain_reason",)
+
+    def __init__(self) -> None:
+        self._drain_reason: str | None = None
+
+    def request_drain(self, reason: str = "shutdown") -> None:
+        """Stop the run before its next step (the latest reason wins)."""
+        self._drain_reason = reason
+
+    @property
+    def drain_requested(self) -> bool:
+        return self._drain_reason is not None
+
+    @property
+    def drain_reason(self) -> str | None:
+        return self._drain_reason
+
+    def __repr__(self) -> str:
+        return f"RunControl(drain_reason={self._drain_reason!r})"
+
+
 @dataclass(frozen=True)
 class Runtime(Generic[C]):
     """Run-scoped things a node may need: the user context, store, custom stream
@@ -76,6 +108,18 @@ class Runtime(Generic[C]):
     ``idle_timeout`` does not fire; a no-op outside an idle-timed attempt."""
     previous: Any = None
     execution_info: ExecutionInfo | None = None
+    control: RunControl | None = None
+    """The run's :class:`RunControl` (the caller's ``control=``, a parent graph's,
+    or a fresh one); None outside a run."""
+
+    @property
+    def drain_requested(self) -> bool:
+        """Whether this run was asked to drain (a long node may stop early)."""
+        return self.control is not None and self.control.drain_requested
+
+    @property
+    def drain_reason(self) -> str | None:
+        return self.control.drain_reason if self.control is not None else None
 
 
 def coerce_context(schema: Any, context: Any) -> Any:
@@ -118,6 +162,7 @@ def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
         stream_writer=writer,
         heartbeat=HEARTBEAT.get() or _no_heartbeat,
         execution_info=_execution_info(scope) if scope is not None else None,
+        control=getattr(scope, "control", None),
     )
 
 

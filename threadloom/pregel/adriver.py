@@ -18,6 +18,7 @@ from threadloom.pregel.driver import (
     cache_keys,
     cache_pairs,
     cache_wanted,
+    drained,
     latest_config,
     lone_task,
     raise_step_errors,
@@ -245,3 +246,5 @@ async def astream_run(
             yield c
     if loop.status == "out_of_steps":
         raise recursion_error(loop)
+    if loop.status == "draining":  # saved and flushed above: the thread resumes from here
+        raise drained(loop)

@@ -79,6 +79,7 @@ class TaskScope:
     checkpoint_id: str | None = None  # the checkpoint the task's step started from
     attempt: int = 1  # the runner counts retries here (runtime.execution_info)
     first_attempt_time: float | None = None
+    control: Any = None  # the run's RunControl (runtime.control; subgraphs inherit it)
     _config: dict[str, Any] | None = field(default=None)
 
     @property

@@ -18,6 +18,7 @@ from typing import Any
 from threadloom.constants import START
 from threadloom.errors import (
     CheckpointNotFoundError,
+    GraphDrained,
     GraphInterrupt,
     GraphRecursionError,
     ParentCommand,
@@ -145,6 +146,11 @@ def latest_config(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` without its checkpoint id: addresses the thread's latest checkpoint."""
     conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
     return {**config, "configurable": conf}
+
+
+def drained(loop: Loop) -> GraphDrained:
+    """The error a drained run ends with, carrying its control's reason."""
+    return GraphDrained(loop.o.control.drain_reason or "shutdown")
 
 
 def recursion_error(loop: Loop) -> GraphRecursionError:
@@ -393,3 +399,5 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
         yield from run.drain()
     if loop.status == "out_of_steps":
         raise recursion_error(loop)
+    if loop.status == "draining":  # saved and flushed above: the thread resumes from here
+        raise drained(loop)

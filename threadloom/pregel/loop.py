@@ -151,7 +151,8 @@ class Loop(Saving):
         emit_checkpoint(self)
 
     def tick(self) -> bool:
-        """Plan the next step; False when the run is over (done or out of steps).
+        """Plan the next step; False when the run is over (done, out of steps, or
+        its ``RunControl`` asked it to drain: status "draining").
 
         Raises:
             GraphInterrupt: ``interrupt_before`` matched a task of this step.
@@ -178,6 +179,12 @@ class Loop(Saving):
         ):
             self.status = "interrupt_before"
             raise GraphInterrupt()
+        # a drain stops here, after the breakpoint check (as LangGraph: a resume
+        # passes the next step's breakpoints, so draining first would skip one)
+        # and before the step's tasks are announced or run
+        if o.control.drain_requested:
+            self.status = "draining"
+            return False
         if o.emitter.tasks:
             o.emitter.emit("tasks", map_debug_tasks(self.tasks.values(), o.run.config), self.step)
         for task in self.tasks.values():

@@ -10,6 +10,7 @@ from typing import Any
 
 from threadloom.constants import NS_END, NS_SEP
 from threadloom.errors import ConfigError
+from threadloom.graph.runtime import RunControl
 from threadloom.pregel.context import CURRENT, RunContext, TaskScope, parse_config
 from threadloom.pregel.loop import Loop
 from threadloom.pregel.messages import make_stream, with_stream
@@ -40,6 +41,7 @@ class RunOptions:
     replay: Any = None
     store: Any = None  # compile(store=...): nodes read it as runtime.store / get_store()
     cache_writes: list[Any] = field(default_factory=list)
+    control: Any = None  # RunControl: the loop stops before a step once it asks to drain
 
 
 def parent_scope(config: Any) -> TaskScope | None:
@@ -108,6 +110,16 @@ def _checkpoint_config(run: RunContext, parent: TaskScope | None) -> dict[str, A
     return {**{k: v for k, v in run.config.items() if k != "configurable"}, "configurable": conf}
 
 
+def _control(kw: dict[str, Any], parent: TaskScope | None) -> RunControl:
+    """The run's drain control, as LangGraph: the caller's, else the parent
+    graph's (a subgraph drains with its parent), else a fresh one (nodes always
+    find ``runtime.control``, so they can ask for a drain themselves)."""
+    control = kw.get("control")
+    if control is None and parent is not None:
+        control = parent.control
+    return control if control is not None else RunControl()
+
+
 def prepare(
     graph: Any, input: Any, config: Any, put: Any, kw: dict[str, Any], persister_cls: Any
 ) -> tuple[Loop, RunOptions, Any]:
@@ -160,6 +172,7 @@ def prepare(
         store=parent.store
         if parent is not None and parent.store is not None
         else getattr(graph, "store", None),
+        control=_control(kw, parent),
     )
     if "messages" in modes:  # nodes' configs carry the stream (pregel/messages.py)
         stream = make_stream(put, bool(kw.get("subgraphs")), tuple(ns.split(NS_SEP)) if ns else ())
@@ -190,4 +203,5 @@ def make_scope(loop: Loop, task: Any) -> TaskScope:
         loop.replay,
         loop.channels,
         loop.checkpoint["id"],
+        control=o.control,
     )

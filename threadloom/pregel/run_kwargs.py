@@ -26,10 +26,12 @@ def check_run_kwargs(kwargs: dict[str, Any], nodes: Collection[str]) -> None:
     Raises:
         ValueError: both ``checkpoint_during`` and ``durability``, or an unknown
             durability.
-        ConfigError: an unknown stream or print mode, or an ``interrupt_before`` /
-            ``interrupt_after`` naming a node the graph does not have.
+        ConfigError: an unknown stream or print mode, an ``interrupt_before`` /
+            ``interrupt_after`` naming a node the graph does not have, or a
+            ``control`` that is not a :class:`~threadloom.runtime.RunControl`.
     """
     _durability(kwargs)
+    _control(kwargs.get("control"))
     for key in ("stream_mode", "print_mode"):
         _modes(key, kwargs.get(key))
     for key in ("interrupt_before", "interrupt_after"):
@@ -58,6 +60,17 @@ def _durability(kwargs: dict[str, Any]) -> None:
     durability = kwargs.get("durability")
     if durability is not None and durability not in ("sync", "async", "exit"):
         raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
+
+
+def _control(control: Any) -> None:
+    """LangGraph fails inside the loop (``'str' object has no attribute
+    'drain_requested'``) after saving the input; refused here, before anything runs."""
+    from threadloom.graph.runtime import RunControl
+
+    if control is not None and not isinstance(control, RunControl):
+        raise ConfigError(
+            f"control must be a threadloom.runtime.RunControl (or None), got {type(control).__name__}"
+        )
 
 
 def _modes(key: str, value: Any) -> None:
