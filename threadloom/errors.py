@@ -34,12 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from threadloom.types import Command, Interrupt
 
 __all__ = [
+    "ErrorCode",
+    "create_error_message",
     "ThreadloomError",
     "ConfigError",
     "InvalidGraphError",
@@ -69,6 +72,25 @@ __all__ = [
     "ParentCommand",
     "is_invalid_resume",
 ]
+
+
+class ErrorCode(Enum):
+    """LangGraph's troubleshooting codes, for code that builds or matches its messages."""
+
+    GRAPH_RECURSION_LIMIT = "GRAPH_RECURSION_LIMIT"
+    INVALID_CONCURRENT_GRAPH_UPDATE = "INVALID_CONCURRENT_GRAPH_UPDATE"
+    INVALID_GRAPH_NODE_RETURN_VALUE = "INVALID_GRAPH_NODE_RETURN_VALUE"
+    MULTIPLE_SUBGRAPHS = "MULTIPLE_SUBGRAPHS"
+    INVALID_CHAT_HISTORY = "INVALID_CHAT_HISTORY"
+
+
+def create_error_message(*, message: str, error_code: ErrorCode) -> str:
+    """``message`` followed by the troubleshooting page of ``error_code``, as LangGraph
+    words it (the codes and their pages are LangGraph's)."""
+    return (
+        f"{message}\nFor troubleshooting, visit: "
+        f"https://docs.langchain.com/oss/python/langgraph/errors/{error_code.value}"
+    )
 
 
 class ThreadloomError(Exception):

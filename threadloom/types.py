@@ -17,19 +17,44 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, T
 from xxhash import xxh3_128_hexdigest
 
 from threadloom.constants import NS_SEP
+from threadloom.stream_parts import (
+    CheckpointPayload,
+    CheckpointStreamPart,
+    CheckpointTask,
+    CustomStreamPart,
+    DebugPayload,
+    DebugStreamPart,
+    MessagesStreamPart,
+    StreamPart,
+    TaskPayload,
+    TaskResultPayload,
+    TasksStreamPart,
+    UpdatesStreamPart,
+    ValuesStreamPart,
+)
+from threadloom.trace_policy import TracePolicy, omit_payload
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import CheckpointMetadata
+    from threadloom.pregel.task import PregelExecutableTask
 
 __all__ = [
     "All",
     "CachePolicy",
+    "CheckpointPayload",
+    "CheckpointStreamPart",
+    "CheckpointTask",
     "Checkpointer",
     "Command",
+    "CustomStreamPart",
+    "DebugPayload",
+    "DebugStreamPart",
     "Durability",
     "GraphOutput",
     "Interrupt",
+    "MessagesStreamPart",
     "Overwrite",
+    "PregelExecutableTask",
     "PregelTask",
     "RetryPolicy",
     "Send",
@@ -38,9 +63,17 @@ __all__ = [
     "StreamMode",
     "StreamPart",
     "StreamWriter",
+    "TaskPayload",
+    "TaskResultPayload",
+    "TasksStreamPart",
     "TimeoutPolicy",
+    "TracePolicy",
+    "UpdatesStreamPart",
+    "ValuesStreamPart",
     "default_retry_on",
+    "ensure_valid_checkpointer",
     "interrupt",
+    "omit_payload",
 ]
 
 All = Literal["*"]
@@ -59,6 +92,43 @@ StreamWriter = Callable[[Any], None]
 Checkpointer = Any
 """``None`` (inherit the parent's), ``True`` (own namespace, persistent), ``False``
 (no checkpoints) or a saver instance."""
+
+
+_SAVER_CALLS = ("get_tuple", "list", "put", "put_writes")
+
+
+def _callable_on(obj: Any) -> Callable[[str], bool]:
+    return lambda name: callable(getattr(obj, name, None))
+
+
+def ensure_valid_checkpointer(checkpointer: Checkpointer) -> Checkpointer:
+    """``checkpointer`` if it is one of the forms :data:`Checkpointer` allows.
+
+    Checked when a graph is compiled: a wrong object (a path, a connection, a
+    saver class instead of an instance) used to surface only at the first save,
+    as an AttributeError from inside the run.
+
+    Raises:
+        TypeError: anything else (the type LangGraph raises here).
+    """
+    from threadloom.checkpoint.saver import BaseCheckpointSaver
+
+    if checkpointer is None or checkpointer is True or checkpointer is False:
+        return checkpointer  # by identity: 1 == True, yet 1 is no checkpointer
+    if isinstance(checkpointer, BaseCheckpointSaver) or (
+        not isinstance(checkpointer, type) and all(map(_callable_on(checkpointer), _SAVER_CALLS))
+    ):
+        return checkpointer  # a saver, or a proxy standing in for one
+    got = (
+        f"the class {checkpointer.__name__} (pass an instance)"
+        if isinstance(checkpointer, type)
+        else type(checkpointer).__name__
+    )
+    raise TypeError(
+        "checkpointer must be a saver instance (InMemorySaver, SqliteSaver, ...), True, "
+        f"False or None; got {got}"
+    )
+
 
 RunnableConfig = dict[str, Any]
 
@@ -316,12 +386,6 @@ def _v1_access_warning() -> None:
     )
 
 
-StreamPart = dict[str, Any]
-"""One item of ``stream(..., version="v2")``: ``{"type": <stream mode>, "ns":
-<namespace tuple>, "data": <payload>}``, plus ``"interrupts"`` on ``values``
-parts (see :mod:`threadloom.pregel.v2`)."""
-
-
 class StateUpdate(NamedTuple):
     """One update in :meth:`Pregel.bulk_update_state`."""
 
@@ -464,3 +528,12 @@ def interrupt(value: Any, *, response_schema: Any = None) -> Any:
     from threadloom.pregel.interrupts import interrupt as _interrupt
 
     return _interrupt(value, response_schema=response_schema)
+
+
+def __getattr__(name: str) -> Any:
+    # the runtime's task class lives with the runtime, which imports this module
+    if name == "PregelExecutableTask":
+        from threadloom.pregel.task import PregelExecutableTask
+
+        return PregelExecutableTask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

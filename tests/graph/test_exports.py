@@ -10,6 +10,7 @@ def test_all_is_pinned() -> None:
         "CompiledStateGraph",
         "END",
         "InvalidGraphError",
+        "MessageGraph",
         "MessagesState",
         "RemoveMessage",
         "START",

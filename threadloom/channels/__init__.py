@@ -1,5 +1,6 @@
 """Channels: the typed slots of graph state (LangGraph's ``langgraph.channels``)."""
 
+from threadloom.channels.any_value import AnyValue
 from threadloom.channels.base import MISSING, BaseChannel
 from threadloom.channels.binop import BinaryOperatorAggregate
 from threadloom.channels.ephemeral_value import EphemeralValue
@@ -13,6 +14,7 @@ from threadloom.channels.untracked_value import UntrackedValue
 
 __all__ = [
     "MISSING",
+    "AnyValue",
     "BaseChannel",
     "BinaryOperatorAggregate",
     "EphemeralValue",

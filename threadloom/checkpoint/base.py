@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, NamedTuple, TypedDict
 
+from typing_extensions import NotRequired
+
 from threadloom.checkpoint.ids import next_version, now_iso, uuid6, uuid6_str
 from threadloom.constants import ERROR, INTERRUPT, RESUME, SCHEDULED
 from threadloom.errors import ConfigError, EmptyChannelError
@@ -29,12 +31,15 @@ __all__ = [
     "PendingWrite",
     "RunnableConfig",
     "BaseCheckpointSaver",
+    "DeltaChannelHistory",
     "PruneReport",
+    "SerializerProtocol",
     "copy_checkpoint",
     "create_checkpoint",
     "empty_checkpoint",
     "get_checkpoint_id",
     "get_checkpoint_metadata",
+    "get_serializable_checkpoint_metadata",
     "get_thread_id",
     "next_version",
     "uuid6",
@@ -234,4 +239,30 @@ def get_checkpoint_metadata(
     return result  # type: ignore[return-value]
 
 
+def get_serializable_checkpoint_metadata(
+    config: RunnableConfig, metadata: CheckpointMetadata
+) -> CheckpointMetadata:
+    """:func:`get_checkpoint_metadata` without the legacy ``writes`` key, which can
+    hold values a JSON column cannot (for savers that store metadata as JSON)."""
+    result = get_checkpoint_metadata(config, metadata)
+    result.pop("writes", None)  # type: ignore[misc]
+    return result
+
+
+class DeltaChannelHistory(TypedDict):
+    """What one channel contributed along a checkpoint's ancestors, for rebuilding
+    a ``DeltaChannel`` whose value a checkpoint does not hold
+    (``BaseCheckpointSaver.get_delta_channel_history``).
+
+    ``writes``: the channel's writes from the checkpoint after ``seed``'s up to the
+    target's parent, oldest first, each step's in :func:`writes_sort_key` order
+    (the order the run applied them). ``seed``: the value stored at the nearest
+    ancestor holding one; absent when there is none (start empty).
+    """
+
+    writes: list[PendingWrite]
+    seed: NotRequired[Any]
+
+
 from threadloom.checkpoint.saver import BaseCheckpointSaver  # noqa: E402  (re-export)
+from threadloom.checkpoint.serde.base import SerializerProtocol  # noqa: E402  (re-export)

@@ -16,6 +16,7 @@ __all__ = [
     "START",
     "CompiledStateGraph",
     "InvalidGraphError",
+    "MessageGraph",
     "MessagesState",
     "RemoveMessage",
     "StateGraph",
@@ -29,4 +30,8 @@ def __getattr__(name: str) -> Any:
         from threadloom.graph.compile import CompiledStateGraph
 
         return CompiledStateGraph
+    if name == "MessageGraph":
+        from threadloom.graph.message_graph import MessageGraph
+
+        return MessageGraph
     raise AttributeError(f"module 'threadloom.graph' has no attribute {name!r}")

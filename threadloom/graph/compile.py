@@ -40,7 +40,7 @@ from threadloom.graph.state import StateGraph, StateNodeSpec
 from threadloom.pregel.main import Pregel
 from threadloom.pregel.node import PregelNode, runs_inline
 from threadloom.pregel.write import ChannelWrite, ChannelWriteEntry, ChannelWriteTupleEntry
-from threadloom.types import Command, Overwrite, Send
+from threadloom.types import Command, Overwrite, Send, ensure_valid_checkpointer
 
 __all__ = ["CompiledStateGraph", "compile_state_graph"]
 
@@ -374,7 +374,7 @@ def compile_state_graph(
     named = [n for n in (*_as_list(interrupt_before), *_as_list(interrupt_after)) if n != "*"]
     builder.validate(interrupt=named)
     trusted = graph_types(builder)
-    checkpointer = apply_allowlist(checkpointer, trusted)
+    checkpointer = apply_allowlist(ensure_valid_checkpointer(checkpointer), trusted)
     channels = channels_for(builder.fields)
     from threadloom.channels import EphemeralValue
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import sys
 import uuid
-from typing import Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+if TYPE_CHECKING:
+    from threadloom.graph.message_graph import MessageGraph
 
 __all__ = [
     "REMOVE_ALL_MESSAGES",
     "AnyMessage",
+    "MessageGraph",
     "Messages",
     "MessagesState",
     "RemoveMessage",
@@ -250,3 +254,11 @@ class MessagesState(TypedDict):
     """State with one ``messages`` key merged by :func:`add_messages`; subclass to add keys."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "MessageGraph":  # it subclasses StateGraph, whose module is heavier
+        from threadloom.graph.message_graph import MessageGraph
+
+        return MessageGraph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
