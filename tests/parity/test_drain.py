@@ -69,6 +69,8 @@ def stream_until_drained(lib, graph, input, config=CFG, **kwargs) -> list[tuple[
     chunks = []
     try:
         for chunk in graph.stream(input, config, **kwargs):
+            if isinstance(chunk, dict) and "type" in chunk and "data" in chunk:  # a v2 part
+                chunk = {**chunk, "data": _scrub(chunk["data"])}
             chunks.append(_scrub(chunk))
         raised = None
     except GraphDrained as exc:
@@ -76,9 +78,19 @@ def stream_until_drained(lib, graph, input, config=CFG, **kwargs) -> list[tuple[
     return [("chunks", chunks), ("raised", raised)]
 
 
+def _strip(snapshot: Any) -> Any:
+    """Drop ``__pregel_*`` keys LangGraph leaks into a nested snapshot's config (its
+    saver object: internal, and not what this file compares)."""
+    if type(snapshot).__name__ != "StateSnapshot":
+        return snapshot
+    conf = {k: v for k, v in snapshot.config["configurable"].items() if not k.startswith("__")}
+    tasks = tuple(t._replace(state=_strip(t.state)) for t in snapshot.tasks)
+    return snapshot._replace(config={**snapshot.config, "configurable": conf}, tasks=tasks)
+
+
 def state_of(graph, config=CFG, subgraphs: bool = False) -> list[tuple[str, Any]]:
     return [
-        ("state", graph.get_state(config, subgraphs=subgraphs)),
+        ("state", _strip(graph.get_state(config, subgraphs=subgraphs))),
         ("history", list(graph.get_state_history(config))),
     ]
 
@@ -208,3 +220,197 @@ def test_a_control_that_is_not_a_run_control_is_refused() -> None:
         with pytest.raises(ConfigError, match="RunControl"):
             graph.invoke({"v": []}, CFG, control="x")
         assert graph.get_state(CFG).values == {}  # nothing was saved
+
+
+# -- subgraphs, Sends, interrupts ------------------------------------------------------
+
+
+def sc_subgraph(lib, saver, durability):
+    """A subgraph node drains: the subgraph stops inside the parent's step, the parent
+    stops with it, and the resume continues the subgraph from its own checkpoint."""
+    RunControl, _, _ = names(lib)
+    sub = lib.StateGraph(State)
+    sub.add_node("s1", node(lib, "s1", "sub", []))
+    sub.add_node("s2", node(lib, "s2"))
+    sub.add_edge(lib.START, "s1")
+    sub.add_edge("s1", "s2")
+    builder = lib.StateGraph(State)
+    builder.add_node("a", node(lib, "a"))
+    builder.add_node("sub", sub.compile())
+    builder.add_node("c", node(lib, "c"))
+    builder.add_edge(lib.START, "a")
+    builder.add_edge("a", "sub")
+    builder.add_edge("sub", "c")
+    graph = builder.compile(checkpointer=saver)
+    kw = {"stream_mode": ["values", "updates"], "subgraphs": True, **h.kw(durability)}
+    obs = stream_until_drained(lib, graph, {"v": ["x"]}, control=RunControl(), **kw)
+    obs += state_of(graph, subgraphs=True)
+    obs.append(("resumed", graph.invoke(None, CFG, **h.kw(durability))))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drain_inside_a_subgraph(saver: str, durability: str) -> None:
+    h.run_parity(sc_subgraph, saver, durability)
+
+
+def fan_graph(lib, saver, drain_in: str):
+    """a fans out three Sends to w, then c; ``drain_in`` ("a" or "w1") asks to drain."""
+    once: list = []
+
+    def w(state: State, runtime) -> dict:
+        if drain_in == "w1" and state["v"] == ["1"] and not once:
+            once.append(1)
+            runtime.control.request_drain()
+        return {"v": ["w" + state["v"][0]]}
+
+    _, Runtime, _ = names(lib)
+    w.__annotations__["runtime"] = Runtime
+    builder = lib.StateGraph(State)
+    builder.add_node("a", node(lib, "a", "fan" if drain_in == "a" else None, []))
+    builder.add_node("w", w)
+    builder.add_node("c", node(lib, "c"))
+    builder.add_edge(lib.START, "a")
+    builder.add_conditional_edges(
+        "a", lambda s: [lib.Send("w", {"v": [str(i)]}) for i in range(3)], ["w"]
+    )
+    builder.add_edge("w", "c")
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("drain_in", ["a", "w1"])
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drain_with_sends(saver: str, durability: str, drain_in: str) -> None:
+    """Drained before the Send tasks (they wait in the checkpoint), or in one of them
+    (its siblings finish; the step is saved whole)."""
+
+    def sc(lib, saver, durability):
+        graph = fan_graph(lib, saver, drain_in)
+        # values, not updates: the Send tasks finish (and stream updates) in any order
+        kw = {"stream_mode": "values", **h.kw(durability)}
+        obs = stream_until_drained(lib, graph, {"v": ["x"]}, **kw)
+        obs += state_of(graph)
+        obs.append(("resumed", graph.invoke(None, CFG, **h.kw(durability))))
+        return obs
+
+    h.run_parity(sc, saver, durability)
+
+
+def sc_interrupt_same_step(lib, saver, durability):
+    """An interrupt in the step that asked for the drain wins: the run pauses (no
+    GraphDrained) and the resume answers the interrupt with a fresh control."""
+    RunControl, _, _ = names(lib)
+
+    def ask(state: State) -> dict:
+        return {"v": [f"q:{lib.interrupt('q?')}"]}
+
+    builder = lib.StateGraph(State)
+    builder.add_node("a", node(lib, "a"))
+    builder.add_node("b", node(lib, "b", "deploy", []))
+    builder.add_node("q", ask)
+    builder.add_node("c", node(lib, "c"))
+    builder.add_edge(lib.START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("a", "q")
+    builder.add_edge(["b", "q"], "c")
+    graph = builder.compile(checkpointer=saver)
+    control = RunControl()
+    # values, not updates: b and q finish (and stream updates) in any order
+    obs = stream_until_drained(
+        lib, graph, {"v": ["x"]}, stream_mode="values", control=control, **h.kw(durability)
+    )
+    obs += state_of(graph)
+    obs += stream_until_drained(
+        lib, graph, lib.Command(resume="ok"), stream_mode="values", control=control
+    )
+    obs += state_of(graph)
+    obs.append(("resumed", graph.invoke(lib.Command(resume="ok"), CFG, **h.kw(durability))))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drain_and_interrupt_in_one_step(saver: str, durability: str) -> None:
+    h.run_parity(sc_interrupt_same_step, saver, durability)
+
+
+def sc_breakpoint(lib, saver, durability):
+    """A drained resume from ``interrupt_before``: it passes the breakpoint, then drains;
+    the next resume runs the node."""
+    RunControl, _, _ = names(lib)
+    graph = chain(lib, None, drain_at=None)
+    graph = graph.builder.compile(checkpointer=saver, interrupt_before=["b"])
+    obs = [("first", graph.invoke({"v": ["x"]}, CFG, **h.kw(durability)))]
+    control = RunControl()
+    control.request_drain("later")
+    obs += stream_until_drained(lib, graph, None, control=control, **h.kw(durability))
+    obs += state_of(graph)
+    obs.append(("resumed", graph.invoke(None, CFG, **h.kw(durability))))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drained_resume_from_a_breakpoint(saver: str, durability: str) -> None:
+    h.run_parity(sc_breakpoint, saver, durability)
+
+
+# -- async, version="v2" ---------------------------------------------------------------
+
+
+async def sc_async(lib, saver, durability):
+    RunControl, Runtime, GraphDrained = names(lib)
+
+    async def a(state: State, runtime: Runtime) -> dict:
+        runtime.control.request_drain("async")
+        return {"v": ["a"]}
+
+    builder = lib.StateGraph(State)
+    builder.add_node("a", a)
+    builder.add_node("b", node(lib, "b"))
+    builder.add_edge(lib.START, "a")
+    builder.add_edge("a", "b")
+    graph = builder.compile(checkpointer=saver)
+    chunks = []
+    try:
+        async for chunk in graph.astream(
+            {"v": ["x"]}, CFG, stream_mode=MODES, control=RunControl(), **h.kw(durability)
+        ):
+            chunks.append(_scrub(chunk))
+        raised = None
+    except GraphDrained as exc:
+        raised = exc.reason
+    obs = [("chunks", chunks), ("raised", raised)]
+    obs.append(("state", await graph.aget_state(CFG)))
+    obs.append(("history", [s async for s in graph.aget_state_history(CFG)]))
+    control = RunControl()
+    control.request_drain("again")
+    try:
+        await graph.ainvoke(None, CFG, control=control, version="v2", **h.kw(durability))
+    except GraphDrained as exc:
+        obs.append(("v2 raised", exc.reason))
+    out = await graph.ainvoke(None, CFG, version="v2", **h.kw(durability))
+    obs.append(("resumed", (out.value, out.interrupts)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+async def test_async_drain(saver: str, durability: str) -> None:
+    await h.arun_parity(sc_async, saver, durability)
+
+
+def sc_v2(lib, saver, durability):
+    graph = chain(lib, saver, drain_at="a")
+    RunControl, _, _ = names(lib)
+    kw = {"stream_mode": ["values", "updates", "debug"], "version": "v2", **h.kw(durability)}
+    obs = stream_until_drained(lib, graph, {"v": ["x"]}, control=RunControl(), **kw)
+    out = graph.invoke(None, CFG, version="v2", **h.kw(durability))
+    return obs + [("resumed", (out.value, out.interrupts))]
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+def test_version_v2(durability: str) -> None:
+    h.run_parity(sc_v2, "sqlite", durability)
