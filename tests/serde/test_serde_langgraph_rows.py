@@ -142,7 +142,7 @@ def test_untrusted_langgraph_class_is_refused_with_path():
         (3, ["builtins", "eval", "1", "__call__"]),
         (5, ["os", "system", {}, "model_validate_json"]),
         (6, ["|O", [1], "C", b"\x00" * 8]),  # object array: raw pointers
-        (7, [1, 2, 3]),  # LangGraph delta snapshot: not supported
+        (7, ormsgpack.Ext(0, ormsgpack.packb(["os", "system", "id"]))),  # delta snapshot of one
     ],
 )
 def test_langgraph_shaped_rce_payloads_are_inert(monkeypatch, code, payload):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.ids import next_version
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Checkpoint,
         CheckpointMetadata,
         CheckpointTuple,
+        DeltaChannelHistory,
         PruneReport,
         RunnableConfig,
     )
@@ -151,6 +152,29 @@ class BaseCheckpointSaver:
         """Checkpoints newest first, lazily; ``filter`` is equality on metadata keys."""
         raise self._missing("list")
 
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What rebuilds each of ``channels`` (``DeltaChannel``s) at ``config``'s
+        checkpoint when it holds no value for them: the value at the nearest
+        ancestor holding one (``seed``, absent: start empty) and the channel's
+        writes stored after it, oldest first (LangGraph 1.2's contract; beta there).
+        Walks ``parent_config`` links, so a fork sees only its own ancestors.
+
+        Raises:
+            StorageError: the target or an ancestor is not stored (pruned):
+                the value cannot be rebuilt.
+        """
+        from threadloom.checkpoint.delta_history import walk
+
+        gen = walk(config, channels)
+        try:
+            request = next(gen)
+            while True:
+                request = gen.send(self.get_tuple(request))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
     # -- writing --------------------------------------------------------------
 
     def put(
@@ -262,6 +286,20 @@ class BaseCheckpointSaver:
     ) -> AsyncIterator[CheckpointTuple]:
         raise self._missing("alist")
         yield  # pragma: no cover  (makes this an async generator)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async twin of :meth:`get_delta_channel_history`."""
+        from threadloom.checkpoint.delta_history import walk
+
+        gen = walk(config, channels)
+        try:
+            request = next(gen)
+            while True:
+                request = gen.send(await self.aget_tuple(request))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
 
     async def aput(
         self,

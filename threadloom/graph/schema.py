@@ -206,6 +206,8 @@ def channels_for(specs: dict[str, FieldSpec]) -> dict[str, Any]:
     for name, spec in specs.items():
         if spec.channel is not None:
             channel = spec.channel(spec.type) if inspect.isclass(spec.channel) else spec.channel
+            if callable(getattr(channel, "for_type", None)):  # DeltaChannel: typ from the key
+                channel = channel.for_type(spec.type)
         elif spec.reducer is not None:
             channel = BinaryOperatorAggregate(spec.type, spec.reducer)
         else:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
+from threadloom.channels.delta_fill import afill_delta
 from threadloom.pregel.driver import (
     Done,
     cache_apply,
@@ -204,6 +205,7 @@ async def astream_run(
             )
         else:
             saved = await opts.checkpointer.aget_tuple(opts.checkpoint_config)
+        saved = await afill_delta(graph.channels, opts.checkpointer, saved)
     require_addressed(loop, opts, saved)
     if saved is not None and opts.run.checkpoint_id:
         latest = await opts.checkpointer.aget_tuple(latest_config(opts.checkpoint_config))

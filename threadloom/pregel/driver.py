@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
 
+from threadloom.channels.delta_fill import fill_delta
 from threadloom.constants import START
 from threadloom.errors import (
     CheckpointNotFoundError,
@@ -366,6 +367,7 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
             saved = opts.replay.get_checkpoint(loop.ns, opts.checkpointer, opts.checkpoint_config)
         else:
             saved = opts.checkpointer.get_tuple(opts.checkpoint_config)
+        saved = fill_delta(graph.channels, opts.checkpointer, saved)
     require_addressed(loop, opts, saved)
     if saved is not None and opts.run.checkpoint_id:
         latest = opts.checkpointer.get_tuple(latest_config(opts.checkpoint_config))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any
 
+from threadloom.channels.delta_fill import afill_delta, fill_delta
 from threadloom.checkpoint.lease import local
 from threadloom.constants import CONFIG_KEY_CHECKPOINT_ID
 from threadloom.pregel.snapshot import (
@@ -56,6 +57,8 @@ def _drive(gen: Generator[Any, Any, Any], saver: Any) -> Any:
         while True:
             if isinstance(request, ReadTuple):
                 answer = saver.get_tuple(request.config)
+                if request.specs is not None:
+                    answer = fill_delta(request.specs, saver, answer)
             elif isinstance(request, ReadState):
                 answer = _get_state(request.graph, request.config, True, saver, routed=True)
             elif isinstance(request, RunWriters):
@@ -73,6 +76,8 @@ async def _adrive(gen: Generator[Any, Any, Any], saver: Any) -> Any:
         while True:
             if isinstance(request, ReadTuple):
                 answer = await saver.aget_tuple(request.config)
+                if request.specs is not None:
+                    answer = await afill_delta(request.specs, saver, answer)
             elif isinstance(request, ReadState):
                 answer = await _aget_state(request.graph, request.config, True, saver, routed=True)
             elif isinstance(request, RunWriters):
@@ -161,6 +166,7 @@ def get_state_history(
     local.settle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
     for saved in saver.list(config, filter=filter, before=before, limit=limit):
+        saved = fill_delta(target.channels, saver, saved)
         yield _drive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)
 
 
@@ -177,6 +183,7 @@ async def aget_state_history(
     await local.asettle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
     async for saved in saver.alist(config, filter=filter, before=before, limit=limit):
+        saved = await afill_delta(target.channels, saver, saved)
         yield await _adrive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)
 
 

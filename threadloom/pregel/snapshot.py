@@ -60,9 +60,12 @@ CONF = "configurable"
 
 
 class ReadTuple(NamedTuple):
-    """Ask the driver for ``saver.get_tuple(config)``."""
+    """Ask the driver for ``saver.get_tuple(config)``; with ``specs`` (the graph's
+    channels), a ``DeltaChannel`` value the checkpoint lacks is rebuilt first
+    (:func:`~threadloom.channels.delta_fill.fill_delta`)."""
 
     config: dict[str, Any]
+    specs: Any = None
 
 
 class ReadState(NamedTuple):
@@ -217,7 +220,7 @@ def plan_snapshot(
         CheckpointNotFoundError: the config names a ``checkpoint_id`` the saver lacks.
     """
     if not loaded:
-        saved = yield ReadTuple(config)
+        saved = yield ReadTuple(config, graph.channels)
     if saved is None:
         conf = config[CONF]
         if conf.get(CONFIG_KEY_CHECKPOINT_ID):

@@ -204,12 +204,12 @@ def plan_bulk(
 
 
 def _load(
-    config: dict[str, Any], staged: dict[str, CheckpointTuple]
+    config: dict[str, Any], staged: dict[str, CheckpointTuple], specs: Any = None
 ) -> Generator[ReadTuple, Any, CheckpointTuple | None]:
     cid = config[CONF].get(CONFIG_KEY_CHECKPOINT_ID)
     if cid in staged:
         return staged[cid]
-    saved = yield ReadTuple(config)
+    saved = yield ReadTuple(config, specs)
     if saved is None and cid:
         conf = config[CONF]
         raise CheckpointNotFoundError(
@@ -227,7 +227,7 @@ def _superstep(
     ops: list[Op],
     staged: dict[str, CheckpointTuple],
 ) -> Generator[ReadTuple | RunWriters, Any, dict[str, Any]]:
-    saved = yield from _load(config, staged)
+    saved = yield from _load(config, staged, graph.channels)
     st = _Step(graph, config, saved)
     values, as_node = updates[0].values, updates[0].as_node
     if values is None and as_node == END:

@@ -1,10 +1,14 @@
-"""Read values LangGraph's JsonPlusSerializer wrote (msgpack extension codes 0-6).
+"""Read values LangGraph's JsonPlusSerializer wrote (msgpack extension codes 0-7).
 
 LangGraph stores objects as ``(module, name, args)`` and rebuilds them by
 importing ``module`` and calling ``name``. Here the pair is only a lookup key:
 stdlib and ``langgraph.types`` pairs map to fixed constructors below, anything
 else must be a registered or allowlisted class named ``module.name``. Nothing
 is imported, so a row naming ``("os", "system")`` is just an unknown type.
+
+Code 7 wraps a ``DeltaChannel`` snapshot (LangGraph 1.2's ``_DeltaSnapshot``):
+it reads as the plain value inside, which threadloom's ``DeltaChannel`` (and any
+reducer channel) takes as its stored value.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from typing import Any
 from threadloom.checkpoint.serde import structs
 from threadloom.checkpoint.serde.resolver import UnknownObject, UnknownType
 
-__all__ = ["decode_langgraph", "LANGGRAPH_CODES"]
+__all__ = ["decode_langgraph", "LANGGRAPH_CODES", "LANGGRAPH_DELTA"]
 
 LANGGRAPH_CODES = frozenset(range(0, 8))
 _SINGLE, _POS, _KW, _METHOD, _PYDANTIC_V1, _PYDANTIC_V2, _NUMPY, _DELTA = range(8)
+LANGGRAPH_DELTA = _DELTA
 
 
 def _stdlib() -> dict[tuple[str, str], Callable[[Any], Any]]:
@@ -103,14 +108,16 @@ def decode_langgraph(code: int, payload: Any, resolver: Any) -> Any:
 
     Raises:
         UnknownType: the named class is neither known here nor trusted.
-        ValueError: malformed payload, or a LangGraph-only format (pydantic v1, delta).
+        ValueError: malformed payload, or a LangGraph-only format (pydantic v1).
     """
     if code == _NUMPY:
         from threadloom.checkpoint.serde.optional import decode_langgraph_array
 
         return decode_langgraph_array(payload)
-    if code in (_DELTA, _PYDANTIC_V1):
-        raise ValueError(f"LangGraph extension code {code} (pydantic v1 / delta) is not supported")
+    if code == _DELTA:  # a DeltaChannel snapshot: the channel's whole value
+        return payload
+    if code == _PYDANTIC_V1:
+        raise ValueError(f"LangGraph extension code {code} (pydantic v1) is not supported")
     module, name, arg = payload[0], payload[1], payload[2]
     if code == _METHOD and (module, name, payload[3]) != ("datetime", "datetime", "fromisoformat"):
         raise UnknownType(f"{module}.{name}.{payload[3]}")

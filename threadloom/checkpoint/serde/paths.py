@@ -15,7 +15,7 @@ from typing import Any
 import ormsgpack
 
 from threadloom.checkpoint.serde.aliases import WIRE_NAMES, name_of_alias
-from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, decode_langgraph
+from threadloom.checkpoint.serde.lgcompat import LANGGRAPH_CODES, LANGGRAPH_DELTA, decode_langgraph
 from threadloom.checkpoint.serde.msgpack import EXT_KEYED, EXT_OBJECT, EXT_TUPLE, UNPACK_OPTION
 from threadloom.checkpoint.serde.resolver import UnknownType, Unsupported
 from threadloom.errors import CorruptBlobError, SerializationError
@@ -183,6 +183,8 @@ def _revive_ext(ext: _Deferred, path: str, resolver: Any) -> Any:
             _revive(k, f"{path}<key>", resolver): _revive(v, child_path(path, k), resolver)
             for k, v in payload
         }
+    if ext.code == LANGGRAPH_DELTA:  # a DeltaChannel snapshot: the value itself
+        return _revive(payload, path, resolver)
     if ext.code in LANGGRAPH_CODES and type(payload) is list:
         if len(payload) >= 3:  # [module, name, args, ...]: args sit at this path
             payload[2] = _revive(payload[2], path, resolver)

@@ -1,0 +1,89 @@
+"""Rebuilding a ``DeltaChannel`` value a loaded checkpoint does not hold.
+
+threadloom's own checkpoints always hold a ``DeltaChannel``'s value. A thread
+LangGraph wrote (brought over by ``import_langgraph``) stores it only at
+snapshots; a checkpoint between two holds nothing for the channel, though the
+channel has a version. Before such a checkpoint's channels are built, the
+drivers call :func:`fill_delta` / :func:`afill_delta` with the tuple they read:
+the value is rebuilt from ``saver.get_delta_channel_history`` (the nearest
+stored value plus the writes after it) and put into a copy of the checkpoint,
+so the rest of the runtime sees an ordinary checkpoint. A graph without such a
+channel, or a checkpoint holding every value, costs one scan of the specs.
+
+A reducer key (``BinaryOperatorAggregate``) with a version and nothing stored
+is rebuilt the same way, one write at a time: it was a ``DeltaChannel`` in
+LangGraph before its annotation changed (LangGraph's rule).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from threadloom.channels.base import MISSING, BaseChannel
+from threadloom.channels.binop import BinaryOperatorAggregate
+from threadloom.channels.delta import DeltaChannel
+
+__all__ = ["afill_delta", "fill_delta", "to_rebuild"]
+
+_KINDS = (DeltaChannel, BinaryOperatorAggregate)
+
+
+def to_rebuild(specs: Mapping[str, Any], checkpoint: Mapping[str, Any]) -> list[str]:
+    """The reducer channels ``checkpoint`` gives a version but no value."""
+    versions = checkpoint.get("channel_versions") or {}
+    values = checkpoint.get("channel_values") or {}
+    return [
+        name
+        for name, spec in specs.items()
+        if isinstance(spec, _KINDS) and name in versions and name not in values
+    ]
+
+
+def _rebuilt(spec: BaseChannel, name: str, history: Mapping[str, Any]) -> Any:
+    channel = spec.from_checkpoint(history.get("seed", MISSING))
+    channel.key = name
+    if isinstance(channel, DeltaChannel):
+        channel.replay_writes(history["writes"])
+    else:  # several steps' writes: one update each (an Overwrite per step is fine)
+        for write in history["writes"]:
+            channel.update([write[2]])
+    return channel.checkpoint()
+
+
+def _filled(specs: Mapping[str, Any], tup: Any, histories: Mapping[str, Any]) -> Any:
+    checkpoint = dict(tup.checkpoint)
+    values = dict(checkpoint["channel_values"])
+    for name, history in histories.items():
+        value = _rebuilt(specs[name], name, history)
+        if value is not MISSING:
+            values[name] = value
+    checkpoint["channel_values"] = values
+    return tup._replace(checkpoint=checkpoint)
+
+
+def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
+    """``tup`` with the values of its ``DeltaChannel``s rebuilt where it lacks them
+    (``tup`` itself when nothing is missing).
+
+    Raises:
+        StorageError: an ancestor the value depends on is not stored.
+    """
+    if tup is None or saver is None:
+        return tup
+    names = to_rebuild(specs, tup.checkpoint)
+    if not names:
+        return tup
+    histories = saver.get_delta_channel_history(config=tup.config, channels=names)
+    return _filled(specs, tup, histories)
+
+
+async def afill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
+    """Async twin of :func:`fill_delta`."""
+    if tup is None or saver is None:
+        return tup
+    names = to_rebuild(specs, tup.checkpoint)
+    if not names:
+        return tup
+    histories = await saver.aget_delta_channel_history(config=tup.config, channels=names)
+    return _filled(specs, tup, histories)
