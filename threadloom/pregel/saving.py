@@ -36,6 +36,7 @@ class Saving:
     channels: dict[str, Any]
     stored: list[tuple[str, Any, bool]]
     tasks: dict[str, Any]
+    status: str
     checkpoint: dict[str, Any]
     checkpoint_config: dict[str, Any]
     prev_checkpoint_config: dict[str, Any] | None
@@ -137,11 +138,17 @@ class Saving:
 
     def exit_saves(self, exc: BaseException | None) -> None:
         """Durability "exit": the run's only saves, the last checkpoint and its writes
-        (a nested run saves only when it failed or is not inside a task)."""
+        (a nested run saves only when it failed, drained, or is not inside a task;
+        LangGraph drops a drained subgraph's steps, which the resume then reruns)."""
         o = self.o
         if o.durability != "exit" or o.persister is None:
             return
-        if self.is_nested and exc is None and any(NS_END in p for p in self.ns.split(NS_SEP)):
+        if (
+            self.is_nested
+            and exc is None
+            and self.status != "draining"  # a drained subgraph resumes from its own save
+            and any(NS_END in p for p in self.ns.split(NS_SEP))
+        ):
             return
         if o.persister.one_transaction:  # writes first: one put_step carries both
             self._put_pending_writes()
