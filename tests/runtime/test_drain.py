@@ -289,3 +289,28 @@ def test_sigterm_handler_drains_a_subprocess_run(spec, durability: str) -> None:
         state = graph.get_state(cfg("deploy"))
         assert state.values == {"v": ["x", "a", "b"]} and state.next == ("c",)
         assert graph.invoke(None, cfg("deploy")) == {"v": ["x", "a", "b", "c"]}
+
+
+def test_docs_example_runs(tmp_path) -> None:
+    """docs/runtime.md, "Draining a run": the example runs as written (in a child
+    process: it installs a SIGTERM handler and signals itself)."""
+    import re
+
+    text = (ROOT / "docs" / "runtime.md").read_text()
+    section = text[text.index("## Draining a run") :]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None, "docs/runtime.md lost its drain example"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", block.group(1)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "drained: SIGTERM ('index',)",
+        "{'done': ['fetch', 'embed', 'index']}",
+    ]
