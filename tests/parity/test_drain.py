@@ -473,3 +473,26 @@ def sc_node_raises(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_a_node_raising_graph_drained(saver: str, durability: str) -> None:
     h.run_parity(sc_node_raises, saver, durability)
+
+
+def sc_replay(lib, saver, durability):
+    """A drained control on a replay from an old checkpoint: nothing runs; then the
+    replay with a fresh control forks from there."""
+    RunControl, _, _ = names(lib)
+    graph = chain(lib, saver, drain_at=None)
+    graph.invoke({"v": ["x"]}, CFG, **h.kw(durability))
+    old = [s for s in graph.get_state_history(CFG) if s.next == ("b",)][0]
+    control = RunControl()
+    control.request_drain("replay")
+    obs = stream_until_drained(
+        lib, graph, None, config=old.config, stream_mode=MODES, control=control, **h.kw(durability)
+    )
+    obs += state_of(graph)
+    obs.append(("forked", graph.invoke(None, old.config, **h.kw(durability))))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])  # "exit" keeps no old checkpoint
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drained_replay(saver: str, durability: str) -> None:
+    h.run_parity(sc_replay, saver, durability)
