@@ -34,11 +34,13 @@ from threadloom.checkpoint.base import WRITES_IDX_MAP
 from threadloom.checkpoint.migrate_source import (
     Converter,
     afind_threads,
+    atask_paths,
     athread_tuples,
     config_of,
     find_threads,
     loud_langgraph_fallback,
     order,
+    task_paths,
     thread_tuples,
 )
 from threadloom.errors import StorageError
@@ -109,7 +111,8 @@ def import_langgraph(
             try:
                 for entry in survey.sorted():
                     tup = source.get_tuple(_at(thread, entry)) if _needs(entry) else None
-                    for method, args in writer.calls(entry, tup):
+                    paths = task_paths(source, tup) if tup is not None and entry.todo else {}
+                    for method, args in writer.calls(entry, tup, paths):
                         getattr(target, method)(*args)
                     if progress is not None:
                         progress(result)
@@ -149,7 +152,8 @@ async def aimport_langgraph(
             try:
                 for entry in survey.sorted():
                     tup = await source.aget_tuple(_at(thread, entry)) if _needs(entry) else None
-                    for method, args in writer.calls(entry, tup):
+                    paths = await atask_paths(source, tup) if tup is not None and entry.todo else {}
+                    for method, args in writer.calls(entry, tup, paths):
                         await getattr(target, "a" + method)(*args)
                     if progress is not None:
                         progress(result)
@@ -308,8 +312,11 @@ class _Writer:
         self.written: set[tuple[str, str]] = set()  # (ns, id) of checkpoints put
         self.last: dict[str, tuple[tuple[str, Any], Any]] = {}
 
-    def calls(self, entry: _Entry, tup: Any) -> list[tuple[str, tuple[Any, ...]]]:
-        """``tup``: read from the source again, None when nothing is missing."""
+    def calls(
+        self, entry: _Entry, tup: Any, paths: dict[str, str]
+    ) -> list[tuple[str, tuple[Any, ...]]]:
+        """``tup``: read from the source again, None when nothing is missing;
+        ``paths``: each task's path (its writes replay in path order)."""
         result, thread = self.result, self.thread
         at = _at(thread, entry)
         calls: list[tuple[str, tuple[Any, ...]]] = []
@@ -337,7 +344,7 @@ class _Writer:
                 by_task.setdefault(task_id, []).append((channel, self.conv.convert(value)))
         for task_id, writes in by_task.items():
             result.writes += len(writes)
-            calls.append(("put_writes", (at, writes, task_id)))
+            calls.append(("put_writes", (at, writes, task_id, paths.get(task_id, ""))))
         return calls
 
     def _checkpoint(self, ns: str, checkpoint: Any) -> dict[str, Any]:

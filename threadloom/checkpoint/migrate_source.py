@@ -15,16 +15,22 @@ from threadloom.errors import ConfigError, SerializationError
 __all__ = [
     "Converter",
     "afind_threads",
+    "atask_paths",
     "athread_tuples",
     "config_of",
     "find_threads",
     "loud_langgraph_fallback",
     "order",
+    "task_paths",
     "thread_tuples",
 ]
 
 _THREADS_SQL = "SELECT DISTINCT thread_id FROM checkpoints"
 _IDS_SQL = "SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread_id = %s"
+_PATHS_SQL = (
+    "SELECT DISTINCT task_id, task_path FROM {table} "
+    "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)
 
 
 @contextmanager
@@ -195,3 +201,72 @@ def config_of(thread: str, ns: str | None, checkpoint_id: str | None) -> dict[st
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
+
+
+# -- task paths --------------------------------------------------------------------
+# A step's writes replay in (task_path, task_id, idx) order (LangGraph's
+# writes_sort_key): a DeltaChannel value rebuilt from imported writes, or a
+# resumed step, must apply parallel tasks' writes in the order LangGraph did.
+# LangGraph's PendingWrite carries no path, so it is read from the source's
+# storage; where that is not possible, the order the source returned the writes
+# in (writes_sort_key order, LangGraph's contract) becomes ranked paths.
+
+
+def _ranked(tup: Any) -> dict[str, str]:
+    ranks: dict[str, str] = {}
+    for task_id, _, _ in tup.pending_writes or ():
+        ranks.setdefault(str(task_id), f"~{len(ranks):06d}")
+    return ranks
+
+
+def _from_memory(source: Any, key: tuple[str, str, str]) -> dict[str, str] | None:
+    writes = getattr(source, "writes", None)
+    if not _langgraph(source, "memory", "InMemorySaver") or not isinstance(writes, dict):
+        return None
+    return {str(w[0]): str(w[3]) for w in writes.get(key, {}).values() if len(w) > 3}
+
+
+def task_paths(source: Any, tup: Any) -> dict[str, str]:
+    """task id -> the path LangGraph stored with its writes on ``tup``'s checkpoint."""
+    if not tup.pending_writes:
+        return {}
+    key = order(tup)
+    found = _from_memory(source, key)
+    if found is None and _langgraph(source, "sqlite", "SqliteSaver"):
+        if getattr(source, "_has_task_path", True):
+            with source.cursor(transaction=False) as cur:
+                cur.execute(_PATHS_SQL.format(table="writes").replace("%s", "?"), key)
+                found = {str(t): str(p) for t, p in cur.fetchall()}
+    elif found is None and _postgres(source, "PostgresSaver"):
+        with source._cursor() as cur:
+            cur.execute(_PATHS_SQL.format(table="checkpoint_writes"), key)
+            found = {str(r["task_id"]): str(r["task_path"]) for r in cur.fetchall()}
+    return _complete(found, tup)
+
+
+async def atask_paths(source: Any, tup: Any) -> dict[str, str]:
+    """Async twin of :func:`task_paths` (LangGraph's async SQLite and Postgres savers)."""
+    if not tup.pending_writes:
+        return {}
+    key = order(tup)
+    found = _from_memory(source, key)
+    if found is None and _langgraph(source, "sqlite.aio", "AsyncSqliteSaver"):
+        sql = _PATHS_SQL.format(table="writes").replace("%s", "?")
+        try:
+            async with source.lock, source.conn.execute(sql, key) as cur:
+                found = {str(t): str(p) for t, p in await cur.fetchall()}
+        except Exception:  # a file from before LangGraph stored task paths
+            found = None
+    elif found is None and _postgres(source, "AsyncPostgresSaver"):
+        async with source._cursor() as cur:
+            await cur.execute(_PATHS_SQL.format(table="checkpoint_writes"), key)
+            found = {str(r["task_id"]): str(r["task_path"]) for r in await cur.fetchall()}
+    return _complete(found, tup)
+
+
+def _complete(found: dict[str, str] | None, tup: Any) -> dict[str, str]:
+    """``found`` when it names every task with writes here, else ranked paths."""
+    ranked = _ranked(tup)
+    if found is not None and all(found.get(t) is not None for t in ranked):
+        return found
+    return ranked
