@@ -19,7 +19,6 @@ from threadloom.pregel.driver import (
     cache_keys,
     cache_pairs,
     cache_wanted,
-    drained,
     latest_config,
     lone_task,
     raise_step_errors,
@@ -249,4 +248,4 @@ async def astream_run(
     if loop.status == "out_of_steps":
         raise recursion_error(loop)
     if loop.status == "draining":  # saved and flushed above: the thread resumes from here
-        raise drained(loop)
+        raise loop.drained()

@@ -19,7 +19,6 @@ from threadloom.channels.delta_fill import fill_delta
 from threadloom.constants import START
 from threadloom.errors import (
     CheckpointNotFoundError,
-    GraphDrained,
     GraphInterrupt,
     GraphRecursionError,
     ParentCommand,
@@ -147,11 +146,6 @@ def latest_config(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` without its checkpoint id: addresses the thread's latest checkpoint."""
     conf = {k: v for k, v in config["configurable"].items() if k != "checkpoint_id"}
     return {**config, "configurable": conf}
-
-
-def drained(loop: Loop) -> GraphDrained:
-    """The error a drained run ends with, carrying its control's reason."""
-    return GraphDrained(loop.o.control.drain_reason or "shutdown")
 
 
 def recursion_error(loop: Loop) -> GraphRecursionError:
@@ -402,4 +396,4 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
     if loop.status == "out_of_steps":
         raise recursion_error(loop)
     if loop.status == "draining":  # saved and flushed above: the thread resumes from here
-        raise drained(loop)
+        raise loop.drained()

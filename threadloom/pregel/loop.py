@@ -27,7 +27,7 @@ from threadloom.constants import (
     RESUME,
     TASKS,
 )
-from threadloom.errors import GraphBubbleUp, GraphInterrupt
+from threadloom.errors import GraphBubbleUp, GraphDrained, GraphInterrupt
 from threadloom.pregel.checkpoint import migrate_checkpoint, run_channels
 from threadloom.pregel.debug import map_debug_tasks
 from threadloom.pregel.ids import task_path_str
@@ -324,6 +324,10 @@ class Loop(Saving):
         if exc is None:
             self.output = read_channels(self.channels, o.output_keys)
         return False
+
+    def drained(self) -> GraphDrained:
+        """The error a drained run ends with (status "draining"), with its reason."""
+        return GraphDrained(self.o.control.drain_reason or "shutdown")
 
     def input_task_id(self) -> str:
         """Id under which ``update_state(as_node="__input__")`` files its writes."""
