@@ -291,6 +291,79 @@ def test_sigterm_handler_drains_a_subprocess_run(spec, durability: str) -> None:
         assert graph.invoke(None, cfg("deploy")) == {"v": ["x", "a", "b", "c"]}
 
 
+ACHILD = textwrap.dedent(
+    """
+    import asyncio, operator, signal, sys
+    from typing import Annotated
+    from typing_extensions import TypedDict
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from threadloom.errors import GraphDrained
+    from threadloom.graph import START, StateGraph
+    from threadloom.runtime import RunControl, Runtime
+
+    class State(TypedDict):
+        v: Annotated[list[str], operator.add]
+
+    async def slow(state: State, runtime: Runtime) -> dict:
+        print("ready", flush=True)
+        for _ in range(6000):  # the parent's SIGTERM comes long before 60 s
+            if runtime.drain_requested:
+                break
+            await asyncio.sleep(0.01)
+        return {"v": ["b"]}
+
+    async def main() -> None:
+        control = RunControl()
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGTERM, control.request_drain, "SIGTERM"
+        )
+        async with AsyncSqliteSaver.from_conn_string(sys.argv[1]) as saver:
+            builder = StateGraph(State)
+            builder.add_node("a", lambda s: {"v": ["a"]})
+            builder.add_node("b", slow)
+            builder.add_node("c", lambda s: {"v": ["c"]})
+            builder.add_edge(START, "a")
+            builder.add_edge("a", "b")
+            builder.add_edge("b", "c")
+            graph = builder.compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "deploy"}}
+            try:
+                await graph.ainvoke({"v": ["x"]}, config, control=control)
+                print("finished", flush=True)
+            except GraphDrained as exc:
+                print("drained", exc.reason, flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_sigterm_drains_an_async_run_on_an_async_saver(tmp_path) -> None:
+    """An asyncio server's way: ``loop.add_signal_handler`` asks the drain; the
+    ainvoke on AsyncSqliteSaver stops after the step, its queued saves stored."""
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    path = str(tmp_path / "adrain.db")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ACHILD, path], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0 and out.split() == ["drained", "SIGTERM"], out
+    with SqliteSaver.from_conn_string(path) as saver:
+        assert lease_is_free(saver, "deploy")
+        graph = chain(saver, drain_at=None)
+        assert graph.get_state(cfg("deploy")).next == ("c",)
+        assert graph.invoke(None, cfg("deploy")) == {"v": ["x", "a", "b", "c"]}
+
+
 def test_docs_example_runs(tmp_path) -> None:
     """docs/runtime.md, "Draining a run": the example runs as written (in a child
     process: it installs a SIGTERM handler and signals itself)."""
