@@ -232,3 +232,42 @@ def sc_replay(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_drained_replay(saver: str, durability: str) -> None:
     h.run_parity(sc_replay, saver, durability)
+
+
+def sc_subgraph_and_interrupt(lib, saver, durability):
+    """A subgraph drains while a sibling node interrupts: the run raises GraphDrained
+    (the interrupt is kept, pending); one resume answers it and finishes both."""
+    RunControl, _, GraphDrained = names(lib)
+    runs: list[str] = []
+    sub = lib.StateGraph(State)
+    sub.add_node("s1", node(lib, "s1", "sub", [], runs))
+    sub.add_node("s2", node(lib, "s2", None, None, runs))
+    sub.add_edge(lib.START, "s1")
+    sub.add_edge("s1", "s2")
+
+    def ask(state: State) -> dict:
+        return {"v": [f"q:{lib.interrupt('q?')}"]}
+
+    builder = lib.StateGraph(State)
+    builder.add_node("sub", sub.compile())
+    builder.add_node("ask", ask)
+    builder.add_node("c", node(lib, "c"))
+    builder.add_edge(lib.START, "sub")
+    builder.add_edge(lib.START, "ask")
+    builder.add_edge(["sub", "ask"], "c")
+    graph = builder.compile(checkpointer=saver)
+    try:
+        obs = [("out", graph.invoke({"v": ["x"]}, CFG, control=RunControl(), **h.kw(durability)))]
+    except GraphDrained as exc:
+        obs = [("raised", exc.reason)]
+    obs += state_of(
+        graph, subgraphs=durability != "exit"
+    )  # "exit": see test_drain_inside_a_subgraph
+    obs.append(("resumed", graph.invoke(lib.Command(resume="ok"), CFG, **h.kw(durability))))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_subgraph_drains_while_a_sibling_interrupts(saver: str, durability: str) -> None:
+    h.run_parity(sc_subgraph_and_interrupt, saver, durability)
