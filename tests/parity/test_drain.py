@@ -282,3 +282,20 @@ def sc_v2(lib, saver, durability):
 @pytest.mark.parametrize("durability", h.DURABILITIES)
 def test_version_v2(durability: str) -> None:
     h.run_parity(sc_v2, "sqlite", durability)
+
+
+def sc_drain_in_last_step(lib, saver, durability):
+    """A drain asked in the last step changes nothing: no step is left, the run
+    finishes and returns (no GraphDrained)."""
+    RunControl, _, _ = names(lib)
+    control = RunControl()
+    graph = chain(lib, saver, drain_at="c")
+    obs = [("out", graph.invoke({"v": ["x"]}, CFG, control=control, **h.kw(durability)))]
+    obs.append(("control", control.drain_reason))
+    return obs + state_of(graph)
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drain_in_the_last_step_finishes(saver: str, durability: str) -> None:
+    h.run_parity(sc_drain_in_last_step, saver, durability)

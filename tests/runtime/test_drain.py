@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ import pytest
 from typing_extensions import TypedDict
 
 from tests.concurrency.backends import PROCESS_KINDS, make_spec, open_saver
+from tests.concurrency.test_async_savers import _open as open_async
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import Lease
 from threadloom.errors import GraphBubbleUp, GraphDrained, ThreadBusyError
@@ -69,7 +71,14 @@ def chain(saver: Any, drain_at: str | None = "b", seen: list | None = None) -> A
 def lease_is_free(saver: Any, thread: str) -> bool:
     """Nobody holds the thread's lease (read in the store, not by taking it: a
     lease of a dead process on this host would be taken over anyway)."""
-    info = saver._run(lo.read_flow(thread), True)
+    return _free(saver._run(lo.read_flow(thread), True))
+
+
+async def alease_is_free(saver: Any, thread: str) -> bool:
+    return _free(await saver._arun(lo.read_flow(thread), True))
+
+
+def _free(info: Any) -> bool:
     return info is None or not info.holder or info.expires_in_ms <= 0
 
 
@@ -149,16 +158,19 @@ def test_resume_after_drain_from_a_new_saver_instance(spec, durability: str) -> 
         assert lease_is_free(other, thread)
 
 
-@pytest.mark.parametrize("durability", ["async", "exit"])
-async def test_async_drain_then_resume_from_a_new_saver(tmp_path, durability: str) -> None:
-    """ainvoke on AsyncSqliteSaver: queued saves are stored before GraphDrained leaves."""
-    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
-
-    path = str(tmp_path / "drain.db")
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+@pytest.mark.parametrize("durability", DURABILITIES)
+@pytest.mark.parametrize("kind", PROCESS_KINDS)
+async def test_async_drain_then_resume_from_a_new_saver(
+    kind: str, durability: str, tmp_path, request
+) -> None:
+    """ainvoke on the async savers: queued saves are stored and the lease is free
+    before GraphDrained leaves; a new saver instance resumes the thread."""
+    tag = uuid.uuid4().hex[:10]
+    async with open_async(kind, tmp_path, request, tag) as saver:
         with pytest.raises(GraphDrained):
             await chain(saver).ainvoke({"v": ["x"]}, cfg("t"), durability=durability)
-    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        assert await alease_is_free(saver, "t")
+    async with open_async(kind, tmp_path, request, tag) as saver:
         graph = chain(saver, drain_at=None)
         state = await graph.aget_state(cfg("t"))
         assert state.values == {"v": ["x", "a", "b"]} and state.next == ("c",)
