@@ -185,10 +185,14 @@ class Pregel(StateMixin):
         ``durability`` ("sync" | "async" | "exit"), ``subgraphs``, ``debug``,
         ``print_mode``, ``multitask_strategy`` ("reject" | "enqueue" | "interrupt" |
         "rollback", see :mod:`threadloom.pregel.multitask`), ``multitask_timeout``,
-        ``lease`` (False: no thread lease).
+        ``lease`` (False: no thread lease), ``control`` (a
+        :class:`~threadloom.runtime.RunControl`: ``request_drain()`` stops the run
+        at the next step boundary, docs/runtime.md "Draining a run").
 
         Raises:
             GraphRecursionError: ``recursion_limit`` steps ran without finishing.
+            GraphDrained: the run's control asked it to drain; every step before is
+                saved and ``invoke(None, config)`` continues it.
             Exception: whatever a node raised (after its step's other tasks finished).
         """
         if v2.is_v2(kwargs.pop("version", None)):
