@@ -296,3 +296,45 @@ def errors_scenario(lib: Any, saver: Any, durability: str | None) -> h.Observati
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_errors(saver, durability):
     h.run_parity(errors_scenario, saver, durability)
+
+
+def _other(state: list, writes: Sequence[Any]) -> list:
+    return state
+
+
+def schemas_scenario(lib: Any, saver: Any, durability: str | None) -> h.Observations:
+    """The key declared with its own DeltaChannel in the state, input and output
+    schemas is one key (LangGraph compares channels with ==); another reducer
+    for it is an error."""
+    Delta = delta_cls(lib)
+
+    class State(TypedDict):
+        items: Annotated[list, Delta(extend)]
+        n: int
+
+    class In(TypedDict):
+        items: Annotated[list, Delta(extend)]
+
+    class Out(TypedDict):
+        items: Annotated[list, Delta(extend)]
+
+    class Bad(TypedDict):
+        items: Annotated[list, Delta(_other)]
+
+    def build(input_schema: Any) -> Any:
+        b = lib.StateGraph(State, input_schema=input_schema, output_schema=Out)
+        b.add_node("a", lambda s: {"items": ["a"], "n": 1})
+        b.add_edge(lib.START, "a")
+        return b.compile(checkpointer=saver)
+
+    cfg = {"configurable": {"thread_id": "sc"}}
+    obs: h.Observations = []
+    obs.append(("alike", build(In).invoke({"items": ["x"]}, cfg, **h.kw(durability))))
+    obs.append(("state", build(In).get_state(cfg).values))
+    obs.append(("other reducer", h.raises(lambda: build(Bad), lib)))
+    return obs
+
+
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_schemas(saver):
+    h.run_parity(schemas_scenario, saver)

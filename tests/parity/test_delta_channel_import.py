@@ -7,6 +7,7 @@ writes (``get_delta_channel_history``), so the state, the history, a past
 checkpoint, a fork and a resumed run must match LangGraph's own.
 """
 
+import operator
 from collections.abc import Sequence
 from typing import Annotated, Any
 
@@ -232,3 +233,36 @@ def test_from_langgraph_memory_saver() -> None:
     tl_saver = InMemorySaver()
     import_langgraph(lg_saver, tl_saver)
     assert _view(build(False, tl_saver)) == _view(lg)
+
+
+class LGPlain(TypedDict):
+    items: Annotated[list, operator.add]
+    n: int
+
+
+class TLPlain(TypedDict):
+    items: Annotated[list, operator.add]
+    n: int
+
+
+def test_key_changed_to_a_plain_reducer_reads_like_langgraph() -> None:
+    """A thread written with DeltaChannel, read by a graph whose key is now
+    ``Annotated[list, operator.add]``: both libraries rebuild it from the writes."""
+    from langgraph.checkpoint.memory import InMemorySaver as LGInMemorySaver
+
+    lg_saver = LGInMemorySaver()
+    _drive(build(True, lg_saver), LGCommand, "sync")
+    tl_saver = InMemorySaver()
+    import_langgraph(lg_saver, tl_saver)
+
+    def plain(lg: bool, saver: Any) -> Any:
+        b = (LGStateGraph if lg else StateGraph)(LGPlain if lg else TLPlain)
+        b.add_node("head", lambda s: {"items": ["plain"]})
+        b.add_edge("__start__", "head")
+        return b.compile(checkpointer=saver)
+
+    lg, tl = plain(True, lg_saver), plain(False, tl_saver)
+    assert [s.values for s in tl.get_state_history(CFG)] == [
+        s.values for s in lg.get_state_history(CFG)
+    ]
+    assert tl.invoke({"items": ["x"], "n": 0}, CFG) == lg.invoke({"items": ["x"], "n": 0}, CFG)

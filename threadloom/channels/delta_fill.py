@@ -74,7 +74,15 @@ def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
     names = to_rebuild(specs, tup.checkpoint)
     if not names:
         return tup
-    histories = saver.get_delta_channel_history(config=tup.config, channels=names)
+    read = getattr(saver, "get_delta_channel_history", None)
+    if read is None:  # a proxy with only get_tuple & co: the generic walk over it
+        from threadloom.checkpoint.saver import BaseCheckpointSaver
+
+        histories = BaseCheckpointSaver.get_delta_channel_history(
+            saver, config=tup.config, channels=names
+        )
+    else:
+        histories = read(config=tup.config, channels=names)
     return _filled(specs, tup, histories)
 
 
@@ -85,5 +93,13 @@ async def afill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
     names = to_rebuild(specs, tup.checkpoint)
     if not names:
         return tup
-    histories = await saver.aget_delta_channel_history(config=tup.config, channels=names)
+    read = getattr(saver, "aget_delta_channel_history", None)
+    if read is None:
+        from threadloom.checkpoint.saver import BaseCheckpointSaver
+
+        histories = await BaseCheckpointSaver.aget_delta_channel_history(
+            saver, config=tup.config, channels=names
+        )
+    else:
+        histories = await read(config=tup.config, channels=names)
     return _filled(specs, tup, histories)

@@ -32,6 +32,7 @@ import typing_extensions
 __all__ = [
     "ROOT",
     "FieldSpec",
+    "channels_agree",
     "channels_for",
     "coerce_state",
     "fields_of",
@@ -219,6 +220,20 @@ def channels_for(specs: dict[str, FieldSpec]) -> dict[str, Any]:
                 pass
         out[name] = channel
     return out
+
+
+def channels_agree(a: Any, b: Any) -> bool:
+    """Two declarations of one key's channel agree: the same object, or equal
+    instances (LangGraph compares with ``==``: ``Annotated[list, DeltaChannel(r)]``
+    written in both the state and the input schema is one key)."""
+    if a is b:
+        return True
+    if a is None or b is None or inspect.isclass(a) or inspect.isclass(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # a channel whose == raises: not known to agree
+        return False
 
 
 def same_channel(a: Any, b: Any) -> bool:

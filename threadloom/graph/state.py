@@ -29,7 +29,7 @@ from threadloom.graph.node_policies import (
     add_error_handler,
     with_node_error,
 )
-from threadloom.graph.schema import FieldSpec, fields_of, parse_schema
+from threadloom.graph.schema import FieldSpec, channels_agree, fields_of, parse_schema
 from threadloom.types import CachePolicy, RetryPolicy, TimeoutPolicy
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class StateGraph:
             if known is None or (known.reducer is None and known.channel is None):
                 self.fields[key] = spec
             elif (spec.reducer is not None or spec.channel is not None) and (
-                spec.reducer is not known.reducer or spec.channel is not known.channel
+                spec.reducer is not known.reducer or not channels_agree(spec.channel, known.channel)
             ):
                 raise InvalidGraphError(
                     f"state key {key!r} is declared twice with different reducers "
