@@ -338,3 +338,51 @@ def schemas_scenario(lib: Any, saver: Any, durability: str | None) -> h.Observat
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_schemas(saver):
     h.run_parity(schemas_scenario, saver)
+
+
+def _meta(metadata: dict) -> dict:
+    """Checkpoint metadata without LangGraph's DeltaChannel snapshot counters
+    (threadloom stores the value and writes none: docs/compatibility.md)."""
+    return {k: v for k, v in metadata.items() if k != "counters_since_delta_snapshot"}
+
+
+def modes_scenario(lib: Any, saver: Any, durability: str | None) -> h.Observations:
+    """checkpoints/tasks/updates/values streams, metadata, and a replay from the past."""
+    graph = _chain(lib, saver)
+    cfg = {"configurable": {"thread_id": "m"}}
+    obs: h.Observations = []
+    modes = ["checkpoints", "tasks", "updates", "values"]
+    for i in range(3):
+        chunks = list(
+            graph.stream({"items": [i], "n": i}, cfg, stream_mode=modes, **h.kw(durability))
+        )
+        for mode, payload in chunks:
+            if mode == "checkpoints":
+                payload["metadata"] = _meta(payload["metadata"])
+        obs.append((f"stream {i}", chunks))
+    history = list(graph.get_state_history(cfg))
+    obs.append(("metadata", [_meta(s.metadata) for s in history]))
+    past = history[len(history) // 2].config
+    replayed = list(graph.stream(None, past, stream_mode="values", **h.kw(durability)))
+    obs.append(("replay", replayed))
+    obs.append(("after", graph.get_state(cfg).values))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_stream_modes_and_replay(saver, durability):
+    h.run_parity(modes_scenario, saver, durability)
+
+
+def test_no_snapshot_counters_in_metadata():
+    """LangGraph counts updates since its last snapshot in the metadata; threadloom
+    stores the value in every checkpoint and writes no such key."""
+    for name in h.LIBS:
+        lib = h._lib(name)
+        with h.open_saver(lib, "memory") as saver:
+            graph = _chain(lib, saver)
+            cfg = {"configurable": {"thread_id": "c"}}
+            graph.invoke({"items": [], "n": 0}, cfg)
+            keys = {k for s in graph.get_state_history(cfg) for k in s.metadata}
+            assert ("counters_since_delta_snapshot" in keys) == (name == "langgraph"), name
