@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, NamedTuple, TypeVar
 
 from xxhash import xxh3_128_hexdigest
@@ -274,23 +275,40 @@ class Send:
     """Run ``node`` in the next step with ``arg`` as its input (a PUSH task).
 
     Used for map-reduce: a conditional edge returns one ``Send`` per item.
+    ``timeout`` (seconds, a ``timedelta`` or a :class:`TimeoutPolicy`) limits
+    this one task instead of the node's own ``add_node(timeout=)``.
     """
 
-    __slots__ = ("node", "arg")
+    __slots__ = ("node", "arg", "timeout")
 
-    def __init__(self, /, node: str, arg: Any) -> None:
+    def __init__(
+        self,
+        /,
+        node: str,
+        arg: Any,
+        *,
+        timeout: float | timedelta | TimeoutPolicy | None = None,
+    ) -> None:
         # a str Enum member names the node it equals (its hash and format differ)
         self.node = str.__str__(node) if isinstance(node, str) and type(node) is not str else node
         self.arg = arg
+        self.timeout = TimeoutPolicy.coerce(timeout)
 
     def __hash__(self) -> int:
-        return hash((self.node, repr(self.arg)))
+        return hash((self.node, repr(self.arg), self.timeout))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Send) and self.node == other.node and self.arg == other.arg
+        return (
+            isinstance(other, Send)
+            and self.node == other.node
+            and self.arg == other.arg
+            and self.timeout == other.timeout
+        )
 
     def __repr__(self) -> str:
-        return f"Send(node={self.node!r}, arg={self.arg!r})"
+        if self.timeout is None:
+            return f"Send(node={self.node!r}, arg={self.arg!r})"
+        return f"Send(node={self.node!r}, arg={self.arg!r}, timeout={self.timeout!r})"
 
 
 N = TypeVar("N", bound=Hashable)

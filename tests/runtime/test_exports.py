@@ -27,8 +27,10 @@ def test_pregel_exports():
 
 def test_channels_exports():
     assert sorted(threadloom.channels.__all__, key=str.lower) == [
+        "AnyValue",
         "BaseChannel",
         "BinaryOperatorAggregate",
+        "DeltaChannel",
         "EphemeralValue",
         "LastValue",
         "LastValueAfterFinish",

@@ -3,6 +3,7 @@
 from threadloom.channels.any_value import AnyValue
 from threadloom.channels.base import MISSING, BaseChannel
 from threadloom.channels.binop import BinaryOperatorAggregate
+from threadloom.channels.delta import DeltaChannel
 from threadloom.channels.ephemeral_value import EphemeralValue
 from threadloom.channels.last_value import LastValue, LastValueAfterFinish
 from threadloom.channels.named_barrier_value import (
@@ -17,6 +18,7 @@ __all__ = [
     "AnyValue",
     "BaseChannel",
     "BinaryOperatorAggregate",
+    "DeltaChannel",
     "EphemeralValue",
     "LastValue",
     "LastValueAfterFinish",

@@ -263,7 +263,8 @@ class Loop(Saving):
 
     def _sanitize(self, value: Any) -> Any:
         if isinstance(value, Send) and isinstance(value.arg, dict):
-            return Send(value.node, {k: v for k, v in value.arg.items() if k not in self.untracked})
+            arg = {k: v for k, v in value.arg.items() if k not in self.untracked}
+            return Send(value.node, arg, timeout=value.timeout)
         return value
 
     def emit_values(self, writes: Any) -> None:

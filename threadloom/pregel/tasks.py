@@ -269,7 +269,9 @@ def prepare_push_task(plan: _Plan, idx: int) -> Any:
     path = (PUSH, idx, False)
     if not plan.for_execution:
         return PregelTask(tid, packet.node, path)
-    return _executable(plan, proc, packet.node, packet.arg, tid, path, PUSH_TRIGGER, node_ns)
+    return _executable(
+        plan, proc, packet.node, packet.arg, tid, path, PUSH_TRIGGER, node_ns, packet.timeout
+    )
 
 
 def prepare_pull_task(plan: _Plan, name: str, null_version: Any) -> Any:
@@ -356,6 +358,7 @@ def _executable(
     path: tuple[Any, ...],
     triggers: Sequence[str],
     node_ns: str,
+    timeout: Any = None,
 ) -> PregelExecutableTask:
     task_ns = f"{node_ns}{NS_END}{tid}"
     pending = plan.pending_writes
@@ -379,7 +382,7 @@ def _executable(
         task_ns,
         scratchpad,
         plan.step,
-        proc.timeout,
+        proc.timeout if timeout is None else timeout,  # a Send's own limit wins
         plan.checkpoint_map,
         policy,
     )

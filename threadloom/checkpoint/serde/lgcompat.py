@@ -80,7 +80,14 @@ def _langgraph_types() -> dict[tuple[str, str], Callable[[Any], Any]]:
         return entry.decode
 
     return {
-        ("langgraph.types", "Send"): lambda a: types.Send(a[0], a[1]),
+        ("langgraph.types", "Send"): lambda a: types.Send(
+            a[0], a[1], timeout=a[2] if len(a) > 2 else None
+        ),
+        ("langgraph.types", "TimeoutPolicy"): lambda kw: types.TimeoutPolicy(
+            run_timeout=kw.get("run_timeout"),
+            idle_timeout=kw.get("idle_timeout"),
+            refresh_on=kw.get("refresh_on", "auto"),
+        ),
         ("langgraph.types", "Interrupt"): lambda kw: types.Interrupt(
             kw.get("value"),
             **({"id": kw["id"]} if "id" in kw else {}),

@@ -170,6 +170,25 @@ def _entries() -> list[tuple[str, type, Callable[[Any], Any], Callable[[Any], An
     ]
 
 
+def _send_fields(send: Any) -> dict[str, Any]:
+    """A Send's fields; ``timeout`` only when set, so a Send without one is
+    stored as before (and older readers ignore the field)."""
+    fields = {"node": send.node, "arg": send.arg}
+    if send.timeout is not None:
+        t = send.timeout
+        fields["timeout"] = [t.run_timeout, t.idle_timeout, t.refresh_on]
+    return fields
+
+
+def _timeout(stored: Any) -> Any:
+    if stored is None:
+        return None
+    from threadloom.policies import TimeoutPolicy
+
+    run, idle, refresh_on = stored
+    return TimeoutPolicy(run_timeout=run, idle_timeout=idle, refresh_on=refresh_on)
+
+
 def _threadloom_types(registry: Registry) -> None:
     from threadloom import errors, types
     from threadloom.checkpoint.serde.exceptions import BUILTIN_EXCEPTIONS
@@ -178,8 +197,8 @@ def _threadloom_types(registry: Registry) -> None:
         TypeEntry(
             "threadloom.Send",
             types.Send,
-            lambda v: {"node": v.node, "arg": v.arg},
-            lambda s: types.Send(s["node"], s["arg"]),
+            _send_fields,
+            lambda s: types.Send(s["node"], s["arg"], timeout=_timeout(s.get("timeout"))),
         )
     )
     registry.add(
