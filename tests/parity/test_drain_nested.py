@@ -271,3 +271,35 @@ def sc_subgraph_and_interrupt(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_subgraph_drains_while_a_sibling_interrupts(saver: str, durability: str) -> None:
     h.run_parity(sc_subgraph_and_interrupt, saver, durability)
+
+
+ALL_MODES = ["values", "updates", "tasks", "checkpoints", "debug", "custom"]
+
+
+def sc_subgraph_all_modes(lib, saver, durability):
+    """Every stream mode with ``subgraphs=True``, drained inside the subgraph, then the
+    resumed run's stream (durability "exit" differs by design: the resume continues
+    the subgraph where LangGraph restarts it)."""
+    RunControl, _, _ = names(lib)
+    sub = lib.StateGraph(State)
+    sub.add_node("s1", node(lib, "s1", "sub", []))
+    sub.add_node("s2", node(lib, "s2"))
+    sub.add_edge(lib.START, "s1")
+    sub.add_edge("s1", "s2")
+    builder = lib.StateGraph(State)
+    builder.add_node("a", node(lib, "a"))
+    builder.add_node("sub", sub.compile())
+    builder.add_node("c", node(lib, "c"))
+    builder.add_edge(lib.START, "a")
+    builder.add_edge("a", "sub")
+    builder.add_edge("sub", "c")
+    graph = builder.compile(checkpointer=saver)
+    kw = {"stream_mode": ALL_MODES, "subgraphs": True, **h.kw(durability)}
+    obs = stream_until_drained(lib, graph, {"v": ["x"]}, control=RunControl(), **kw)
+    return obs + stream_until_drained(lib, graph, None, **kw)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_subgraph_drain_every_stream_mode(saver: str, durability: str) -> None:
+    h.run_parity(sc_subgraph_all_modes, saver, durability)
