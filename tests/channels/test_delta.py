@@ -20,8 +20,8 @@ from langgraph.graph import StateGraph as LGStateGraph
 from langgraph.types import Overwrite as LGOverwrite
 from typing_extensions import NotRequired, TypedDict
 
+from threadloom.channels import DeltaChannel
 from threadloom.channels.base import MISSING
-from threadloom.channels.delta import DeltaChannel
 from threadloom.errors import EmptyChannelError, InvalidUpdateError
 from threadloom.graph import StateGraph
 from threadloom.types import Overwrite

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from threadloom.channels.delta import DeltaChannel
+from threadloom.channels import DeltaChannel
 from threadloom.channels.delta_fill import afill_delta, fill_delta, to_rebuild
 from threadloom.channels.last_value import LastValue
 from threadloom.checkpoint.base import empty_checkpoint

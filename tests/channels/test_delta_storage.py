@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from typing_extensions import TypedDict
 
-from threadloom.channels.delta import DeltaChannel
+from threadloom.channels import DeltaChannel
 from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.graph import StateGraph
 

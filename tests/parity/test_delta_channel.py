@@ -29,11 +29,8 @@ def extend(state: list, writes: Sequence[Any]) -> list:
 
 
 def delta_cls(lib: Any) -> Any:
-    module = importlib.import_module(f"{lib.name}.channels")
-    found = getattr(module, "DeltaChannel", None)
-    if found is None:  # until threadloom.channels re-exports it
-        found = importlib.import_module("threadloom.channels.delta").DeltaChannel
-    return found
+    """``DeltaChannel`` imported the way a user does: ``<lib>.channels``."""
+    return importlib.import_module(f"{lib.name}.channels").DeltaChannel
 
 
 def state_of(lib: Any, freq: int = 2) -> Any:

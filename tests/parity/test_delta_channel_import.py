@@ -23,7 +23,7 @@ from langgraph.types import interrupt as lg_interrupt
 from typing_extensions import TypedDict
 
 from tests.parity import helpers as h
-from threadloom.channels.delta import DeltaChannel
+from threadloom.channels import DeltaChannel
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.migrate import aimport_langgraph, import_langgraph
 from threadloom.checkpoint.sqlite import SqliteSaver
