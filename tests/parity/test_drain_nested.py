@@ -6,6 +6,9 @@ whose helpers these scenarios share.
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 import pytest
 
 from tests.parity import helpers as h
@@ -303,3 +306,40 @@ def sc_subgraph_all_modes(lib, saver, durability):
 @pytest.mark.parametrize("saver", h.SAVERS)
 def test_subgraph_drain_every_stream_mode(saver: str, durability: str) -> None:
     h.run_parity(sc_subgraph_all_modes, saver, durability)
+
+
+def sc_error_handler(lib, saver, durability):
+    """A node asks for a drain and then fails: its error handler still runs in that
+    step (the failure is handled, not lost); the run drains before the handler's goto."""
+    RunControl, Runtime, _ = names(lib)
+    NodeError = importlib.import_module(f"{lib.name}.errors").NodeError
+    calls: list[str] = []
+
+    def bad(state: State, runtime: Runtime) -> dict:
+        calls.append("bad")
+        runtime.control.request_drain("failing")
+        raise ValueError("boom")
+
+    def handler(state: State, error: NodeError) -> Any:  # type: ignore[valid-type]
+        calls.append("handler")
+        return lib.Command(update={"v": [f"handled {error.node}"]}, goto="after")
+
+    def after(state: State) -> dict:
+        calls.append("after")
+        return {"v": ["after"]}
+
+    builder = lib.StateGraph(State)
+    builder.add_node("bad", bad, error_handler=handler).add_node("after", after)
+    builder.add_edge(lib.START, "bad")
+    graph = builder.compile(checkpointer=saver)
+    kw = {"stream_mode": "updates", **h.kw(durability)}
+    obs = stream_until_drained(lib, graph, {"v": []}, control=RunControl(), **kw)
+    obs += [("calls", list(calls)), *state_of(graph)]
+    obs.append(("resumed", graph.invoke(None, CFG, **h.kw(durability))))
+    return obs + [("calls", calls)]
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_drain_with_an_error_handler(saver: str, durability: str) -> None:
+    h.run_parity(sc_error_handler, saver, durability)
