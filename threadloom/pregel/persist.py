@@ -33,6 +33,7 @@ import weakref
 from collections import deque
 from typing import Any
 
+from threadloom.errors import SerializationError
 from threadloom.pregel.pool import POOL
 
 __all__ = ["AsyncPersister", "SyncPersister", "accepts_task_path", "uses_put_step"]
@@ -130,6 +131,38 @@ def _as_steps(ops: Any) -> list[tuple[list[Any], Any]]:
 
 
 _CLOSE_WAIT = 10.0  # seconds a close from another thread waits for a run's queued saves
+
+
+def _pieces(writes: list[Any], checkpoint: Any) -> list[tuple[list[Any], Any]]:
+    """A step's save cut into one save per task's writes, then the checkpoint's."""
+    pieces: list[tuple[list[Any], Any]] = [([w], None) for w in writes]
+    if checkpoint is not None:
+        pieces.append(([], checkpoint))
+    return pieces
+
+
+class _Apart:
+    """Saving a batch of steps one save at a time after the batch (one
+    transaction) failed to serialize a value: the steps and tasks before and
+    beside the bad value are stored, as LangGraph (one call per task's writes
+    and per checkpoint) stores them, instead of the whole batch rolling back
+    with it. A step whose checkpoint cannot be stored ends the walk: the steps
+    after it would name a parent that is not there. The first failure is raised
+    once the rest is saved."""
+
+    __slots__ = ("first", "stopped")
+
+    def __init__(self) -> None:
+        self.first: SerializationError | None = None
+        self.stopped = False
+
+    def failed(self, exc: SerializationError, checkpoint_piece: bool) -> None:
+        self.first = self.first or exc
+        self.stopped = self.stopped or checkpoint_piece
+
+    def done(self) -> None:
+        if self.first is not None:
+            raise self.first
 
 
 class _Buffer:
@@ -260,14 +293,47 @@ class SyncPersister(_Buffer):
         self._max = max_pending
 
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
-        """Queued steps: one ``put_steps`` transaction when the saver has it."""
-        if self._steps and len(steps) > 1:
-            self.saver.put_steps(steps, **self._release(steps[-1][1]))
-            return
-        for writes, checkpoint in steps:
-            self._call(writes, checkpoint)
+        """Queued steps: one ``put_steps`` transaction when the saver has it (see
+        :class:`_Apart` for a batch holding a value that cannot be stored)."""
+        if len(steps) == 1:
+            self._call(*steps[0])
+        elif not self._steps:
+            self._apart(steps, False)
+        else:
+            try:
+                self.saver.put_steps(steps, **self._release(steps[-1][1]))
+            except SerializationError:
+                self._apart(steps, False)
 
     def _call(self, writes: list[Any], checkpoint: Any) -> None:
+        try:
+            self._call_once(writes, checkpoint)
+        except SerializationError:
+            self._apart([(writes, checkpoint)], True)
+
+    def _apart(self, steps: list[tuple[list[Any], Any]], tried: bool) -> None:
+        """Save ``steps`` one by one, and a step that fails its pieces one by one
+        (:class:`_Apart`). ``tried``: the first step already failed whole."""
+        apart = _Apart()
+        for i, (writes, checkpoint) in enumerate(steps):
+            if apart.stopped:
+                break
+            if not (tried and i == 0):
+                try:
+                    self._call_once(writes, checkpoint)
+                    continue
+                except SerializationError as exc:
+                    if len(_pieces(writes, checkpoint)) < 2:
+                        apart.failed(exc, checkpoint is not None)
+                        continue
+            for piece in _pieces(writes, checkpoint):
+                try:
+                    self._call_once(*piece)
+                except SerializationError as exc:
+                    apart.failed(exc, piece[1] is not None)
+        apart.done()
+
+    def _call_once(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
             saver.put_step(writes, checkpoint, **self._release(checkpoint))
@@ -398,13 +464,45 @@ class AsyncPersister(_Buffer):
             self._drainer = asyncio.get_running_loop().create_task(self._drain())
 
     async def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
-        if self._steps and len(steps) > 1:
-            await self.saver.aput_steps(steps, **self._release(steps[-1][1]))
-            return
-        for writes, checkpoint in steps:
-            await self._call(writes, checkpoint)
+        """:meth:`SyncPersister._call_all`'s twin."""
+        if len(steps) == 1:
+            await self._call(*steps[0])
+        elif not self._steps:
+            await self._apart(steps, False)
+        else:
+            try:
+                await self.saver.aput_steps(steps, **self._release(steps[-1][1]))
+            except SerializationError:
+                await self._apart(steps, False)
 
     async def _call(self, writes: list[Any], checkpoint: Any) -> None:
+        try:
+            await self._call_once(writes, checkpoint)
+        except SerializationError:
+            await self._apart([(writes, checkpoint)], True)
+
+    async def _apart(self, steps: list[tuple[list[Any], Any]], tried: bool) -> None:
+        """:meth:`SyncPersister._apart`'s twin."""
+        apart = _Apart()
+        for i, (writes, checkpoint) in enumerate(steps):
+            if apart.stopped:
+                break
+            if not (tried and i == 0):
+                try:
+                    await self._call_once(writes, checkpoint)
+                    continue
+                except SerializationError as exc:
+                    if len(_pieces(writes, checkpoint)) < 2:
+                        apart.failed(exc, checkpoint is not None)
+                        continue
+            for piece in _pieces(writes, checkpoint):
+                try:
+                    await self._call_once(*piece)
+                except SerializationError as exc:
+                    apart.failed(exc, piece[1] is not None)
+        apart.done()
+
+    async def _call_once(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
         if self._step:
             await saver.aput_step(writes, checkpoint, **self._release(checkpoint))
