@@ -171,3 +171,23 @@ def test_message_graph_merges_node_messages() -> None:
     builder.set_finish_point("bot")
     out = builder.compile().invoke([("user", "hi")])
     assert [(m["role"], m["content"]) for m in out] == [("user", "hi"), ("assistant", "seen 1")]
+
+
+def test_interrupt_is_a_dataclass_like_langgraphs() -> None:
+    """Servers answer with ``dataclasses.asdict(interrupt)``; old keyword arguments
+    are accepted (and ignored) with a warning, as in LangGraph 1.2 (probe12 #4, #10)."""
+    import dataclasses
+
+    from langgraph.types import Interrupt as LGInterrupt
+
+    from threadloom.types import Interrupt
+
+    ours, theirs = Interrupt("ok?", id="i1"), LGInterrupt("ok?", id="i1")
+    assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
+    assert dataclasses.replace(ours, value="no?") == Interrupt("no?", id="i1")
+    assert repr(ours) == repr(theirs)
+    with pytest.warns(DeprecationWarning, match="ignored"):
+        old = Interrupt("v", ns=["a:1", "b:2"], when="during", resumable=True)
+    assert old.id == LGInterrupt("v", ns=["a:1", "b:2"], when="during", resumable=True).id
+    with pytest.raises(TypeError, match="bogus"):
+        Interrupt("v", bogus=1)

@@ -136,6 +136,31 @@ _O = TypeVar("_O")
 
 
 _DEFAULT_INTERRUPT_ID = "placeholder-id"
+_OLD_INTERRUPT_KWARGS = frozenset({"ns", "when", "resumable"})
+
+
+def _old_interrupt_kwargs(interrupt: Interrupt, given: dict[str, Any]) -> None:
+    """Keywords ``Interrupt`` took before LangGraph 0.6 (``ns``, ``when``,
+    ``resumable``), accepted and ignored as LangGraph still does, except that an
+    ``ns`` path gives an interrupt without an ``id`` LangGraph's id for it."""
+    import warnings
+
+    unknown = set(given) - _OLD_INTERRUPT_KWARGS
+    if unknown:
+        raise TypeError(f"Interrupt() got unexpected keyword argument(s) {sorted(unknown)}")
+    warnings.warn(
+        f"Interrupt({', '.join(sorted(given))}=...) is deprecated and ignored; "
+        "Interrupt takes value, id and response_schema",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    ns = given.get("ns")
+    if (
+        interrupt.id == _DEFAULT_INTERRUPT_ID
+        and isinstance(ns, Sequence)
+        and not isinstance(ns, str)
+    ):
+        interrupt.id = xxh3_128_hexdigest("|".join(ns).encode())
 
 
 def interrupt_id(ns: str, answered: int = 0) -> str:
@@ -143,6 +168,7 @@ def interrupt_id(ns: str, answered: int = 0) -> str:
     return xxh3_128_hexdigest((f"{ns}{NS_SEP}{answered}" if answered else ns).encode())
 
 
+@dataclass(init=False, eq=False, repr=False, slots=True)
 class Interrupt:
     """A pause raised by a node, waiting for ``Command(resume=...)``.
 
@@ -150,10 +176,13 @@ class Interrupt:
     ``{interrupt.id: answer}`` addresses exactly this pause. ``response_schema``
     is the JSON Schema of the answer the node expects (``interrupt(...,
     response_schema=...)``), for clients that render a form; None when the
-    node gave none.
+    node gave none. A dataclass, as LangGraph's: servers answer with
+    ``dataclasses.asdict(interrupt)``.
     """
 
-    __slots__ = ("value", "id", "response_schema")
+    value: Any
+    id: str
+    response_schema: Any
 
     def __init__(
         self,
@@ -161,10 +190,13 @@ class Interrupt:
         id: str = _DEFAULT_INTERRUPT_ID,
         *,
         response_schema: Any = None,
+        **deprecated: Any,
     ) -> None:
         self.value = value
         self.id = id
         self.response_schema = response_schema
+        if deprecated:
+            _old_interrupt_kwargs(self, deprecated)
 
     @classmethod
     def from_ns(
