@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["AesGcmCipher"]
+__all__ = ["AesEaxCipher", "AesGcmCipher"]
 
 _NONCE = 12
 
@@ -64,3 +64,44 @@ class AesGcmCipher:
             )
         nonce = ciphertext[1 + n : 1 + n + _NONCE]
         return aead.decrypt(nonce, ciphertext[1 + n + _NONCE :], None)
+
+
+class AesEaxCipher:
+    """LangGraph's ``from_pycryptodome_aes`` cipher (needs ``pycryptodome``): tag
+    suffix ``+aes``, ciphertext ``nonce(16) | tag(16) | ciphertext``, AES-EAX
+    unless ``mode`` says otherwise (the rest of ``options`` goes to ``AES.new``).
+
+    threadloom binds the inner type tag into what it seals, as with AES-GCM;
+    rows LangGraph sealed (the payload alone) are read too
+    (``reads_langgraph_rows``), so a LangGraph thread encrypted this way opens
+    with the same key.
+
+    Raises:
+        ImportError: ``pycryptodome`` is not installed.
+        ValueError: the key is not 16, 24 or 32 bytes.
+    """
+
+    name = "aes"
+    reads_langgraph_rows = True
+
+    def __init__(self, key: bytes, **options: Any) -> None:
+        try:
+            from Crypto.Cipher import AES
+        except ImportError:
+            raise ImportError(
+                "AesEaxCipher needs the 'pycryptodome' package: pip install pycryptodome"
+            ) from None
+        if len(key) not in (16, 24, 32):
+            raise ValueError(f"AES keys are 16, 24 or 32 bytes, got {len(key)}")
+        if options.get("mode") is None:
+            options["mode"] = AES.MODE_EAX
+        self._new = lambda **extra: AES.new(bytes(key), **options, **extra)
+
+    def encrypt(self, plaintext: bytes) -> bytes:
+        cipher = self._new()
+        sealed, tag = cipher.encrypt_and_digest(plaintext)
+        return cipher.nonce + tag + sealed
+
+    def decrypt(self, ciphertext: bytes) -> bytes:
+        cipher = self._new(nonce=ciphertext[:16])
+        return cipher.decrypt_and_verify(ciphertext[32:], ciphertext[16:32])

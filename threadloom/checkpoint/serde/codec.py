@@ -56,6 +56,8 @@ def decompress(payload: bytes, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> byte
 class _LangGraphCipher:
     """Adapts LangGraph's cipher shape (``encrypt -> (name, ct)``, ``decrypt(name, ct)``)."""
 
+    reads_langgraph_rows = True  # whoever has a LangGraph cipher has rows it sealed
+
     def __init__(self, cipher: Any) -> None:
         self._cipher = cipher
         self.name = cipher.encrypt(b"")[0]  # LangGraph ciphers only report their name here
@@ -119,6 +121,8 @@ class Envelope:
             ) from None
         n = plain[0] if plain else -1
         if n < 0 or plain[1 : 1 + n] != inner_tag.encode():
+            if getattr(self.cipher, "reads_langgraph_rows", False):
+                return inner_tag, plain  # LangGraph seals the payload alone, without its tag
             raise CorruptBlobError(f"encrypted value does not match its tag {tag!r}")
         return inner_tag, plain[1 + n :]
 

@@ -6,6 +6,7 @@ refused, not read as plaintext, unless ``accept_plaintext=True``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,6 +57,29 @@ class EncryptedSerializer:
         from threadloom.checkpoint.serde.cipher import AesGcmCipher
 
         return cls(inner, AesGcmCipher(key), **kw)
+
+    @classmethod
+    def from_pycryptodome_aes(
+        cls, serde: SerializerProtocol | None = None, **kwargs: Any
+    ) -> EncryptedSerializer:
+        """LangGraph's constructor: AES (EAX unless ``mode=``) via ``pycryptodome``,
+        the key from ``key=`` or the ``LANGGRAPH_AES_KEY`` environment variable.
+        Reads the rows LangGraph sealed with the same key (:class:`AesEaxCipher`).
+
+        Raises:
+            ValueError: no key given and ``LANGGRAPH_AES_KEY`` unset, or a key that
+                is not 16, 24 or 32 bytes (LangGraph checks only the variable's).
+        """
+        from threadloom.checkpoint.serde.cipher import AesEaxCipher
+
+        accept_plaintext = kwargs.pop("accept_plaintext", False)
+        key = kwargs.pop("key", None)
+        if key is None:
+            env = os.environ.get("LANGGRAPH_AES_KEY")
+            if env is None:
+                raise ValueError("LANGGRAPH_AES_KEY environment variable is not set.")
+            key = env.encode()
+        return cls(serde, AesEaxCipher(key, **kwargs), accept_plaintext=accept_plaintext)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         tag, payload = self.serde.dumps_typed(obj)
