@@ -9,7 +9,8 @@ The tree, so callers can catch at the level they care about::
     ├── SerializationError           a value that cannot be stored or revived
     │   └── CorruptBlobError         stored bytes that do not decode
     ├── StorageError                 a backend refused (not SQLite, schema too new)
-    │   └── SaverClosedError         a saver used after close() closed its connection
+    │   ├── SaverClosedError         a saver used after close() closed its connection
+    │   └── EventLoopCallError       an async saver's sync method called on its own loop
     ├── ThreadBusyError              another run holds the thread
     │   └── LeaseLostError           our lease expired or was taken over
     ├── EmptyChannelError            reading a channel that was never written
@@ -32,6 +33,7 @@ Control-flow signals are not errors and live on their own root so that
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -52,6 +54,7 @@ __all__ = [
     "CorruptBlobError",
     "StorageError",
     "SaverClosedError",
+    "EventLoopCallError",
     "ThreadBusyError",
     "LeaseLostError",
     "EmptyChannelError",
@@ -208,6 +211,12 @@ class SaverClosedError(StorageError):
 
     def __reduce__(self) -> Any:  # rebuilt from its fields, not from the message
         return (SaverClosedError, (self.saver, self.thread_id))
+
+
+class EventLoopCallError(StorageError, asyncio.InvalidStateError):
+    """An async saver's sync method called where it cannot run: on the saver's own
+    event loop (it would deadlock) or with no loop running it. Also the
+    ``asyncio.InvalidStateError`` LangGraph raises there, so its handlers match."""
 
 
 class ThreadBusyError(ThreadloomError):

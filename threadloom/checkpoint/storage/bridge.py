@@ -19,7 +19,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from threadloom.errors import StorageError
+from threadloom.errors import EventLoopCallError, StorageError
 
 __all__ = ["in_thread", "run_sync"]
 
@@ -75,7 +75,7 @@ def run_sync(
         running = None
     if running is not None and (loop is None or running is loop):
         coro.close()
-        raise StorageError(
+        raise EventLoopCallError(
             f"{saver}'s sync methods were called from its own event loop, which would"
             " deadlock: call them from another thread while its event loop runs, or use"
             " the async methods (await saver.aget_tuple(...), saver.alist(...),"
@@ -85,7 +85,7 @@ def run_sync(
         if standalone:
             return asyncio.run(coro)
         coro.close()
-        raise StorageError(
+        raise EventLoopCallError(
             f"{saver}'s sync methods must be called from another thread while its event"
             " loop runs; otherwise use the async methods (await saver.aget_tuple(...))"
         )
