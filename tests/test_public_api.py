@@ -109,7 +109,6 @@ def test_names_match_langgraph(module: str) -> None:
 
 # LangGraph names threadloom does not offer, and why (a name leaving this list is fine)
 KNOWN_GAPS = {
-    "langgraph.runtime": {"BaseUser", "RunControl", "ServerInfo"},
     "langgraph.constants": {"CONFIG_KEY_CHECKPOINTER"},  # LangGraph's internal config key
     # deprecated in LangGraph (use PostgresSaver with durability="exit"); Conn is a type alias
     "langgraph.checkpoint.postgres": {"BasePostgresSaver", "ShallowPostgresSaver", "Conn"},

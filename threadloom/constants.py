@@ -42,6 +42,9 @@ CONFIG_KEY_THREAD_ID: Final = sys.intern("thread_id")
 CONFIG_KEY_CHECKPOINT_ID: Final = sys.intern("checkpoint_id")
 CONFIG_KEY_CHECKPOINT_NS: Final = sys.intern("checkpoint_ns")
 CONFIG_KEY_CHECKPOINT_MAP: Final = sys.intern("checkpoint_map")
+CONFIG_KEY_RUNTIME: Final = sys.intern("__pregel_runtime")
+"""Where a node's config carries its ``Runtime`` (LangGraph's key, read by its
+runnables such as the prebuilt ``ToolNode``)."""
 
 # tag of internal tasks (a StateGraph's input node) that streams do not report
 TAG_HIDDEN: Final = sys.intern("langsmith:hidden")

@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.graph.runtime import ExecutionInfo, RunControl, Runtime, current_runtime
+from threadloom.graph.runtime import (
+    BaseUser,
+    ExecutionInfo,
+    RunControl,
+    Runtime,
+    ServerInfo,
+    current_runtime,
+)
 
-__all__ = ["ExecutionInfo", "RunControl", "Runtime", "get_runtime"]
+__all__ = ["BaseUser", "ExecutionInfo", "RunControl", "Runtime", "ServerInfo", "get_runtime"]
 
 
 def get_runtime(context_schema: type[Any] | None = None) -> Runtime[Any]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from threadloom.errors import ConfigError
 
@@ -20,10 +20,13 @@ __all__ = [
     "CONTEXT_KEY",
     "HEARTBEAT",
     "ExecutionInfo",
+    "BaseUser",
     "RunControl",
     "Runtime",
+    "ServerInfo",
     "coerce_context",
     "current_runtime",
+    "scope_runtime",
     "with_runtime",
 ]
 
@@ -39,6 +42,46 @@ HEARTBEAT: ContextVar[Callable[[], None] | None] = ContextVar("threadloom_heartb
 
 def _no_heartbeat() -> None:
     return None
+
+
+def _no_writer(_chunk: Any) -> None:
+    return None
+
+
+@runtime_checkable
+class BaseUser(Protocol):
+    """An authenticated user as LangGraph Server describes one (the
+    ``langgraph_sdk`` protocol): attributes, and dict-style access to the same."""
+
+    @property
+    def is_authenticated(self) -> bool: ...
+
+    @property
+    def display_name(self) -> str: ...
+
+    @property
+    def identity(self) -> str: ...
+
+    @property
+    def permissions(self) -> Sequence[str]: ...
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What LangGraph Server injects about a deployment (``runtime.server_info``);
+    threadloom has no server, so a run's is None. Here so ported type hints and
+    code reading the attribute keep working."""
+
+    assistant_id: str
+    graph_id: str
+    user: BaseUser | None = None
+    """The authenticated user, if any."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +145,7 @@ class Runtime(Generic[C]):
 
     context: C | None = None
     store: Any = None
-    stream_writer: Callable[[Any], None] = lambda _chunk: None
+    stream_writer: Callable[[Any], None] = _no_writer
     heartbeat: Callable[[], None] = _no_heartbeat
     """Call from long async work that emits nothing else, so the node's
     ``idle_timeout`` does not fire; a no-op outside an idle-timed attempt."""
@@ -111,6 +154,29 @@ class Runtime(Generic[C]):
     control: RunControl | None = None
     """The run's :class:`RunControl` (the caller's ``control=``, a parent graph's,
     or a fresh one); None outside a run."""
+    server_info: ServerInfo | None = None
+    """What a LangGraph Server deployment injects; always None in threadloom, kept
+    so code (LangGraph's prebuilt ``ToolNode``) that copies it finds it."""
+
+    def override(self, **overrides: Any) -> Runtime[C]:
+        """A copy with the given fields replaced."""
+        return dataclasses.replace(self, **overrides)
+
+    def merge(self, other: Runtime[Any]) -> Runtime[C]:
+        """``other``'s fields where it sets them, else this runtime's (as LangGraph)."""
+        mine, theirs = self, other
+        return Runtime(
+            context=theirs.context or mine.context,
+            store=theirs.store or mine.store,
+            stream_writer=mine.stream_writer
+            if theirs.stream_writer is _no_writer
+            else theirs.stream_writer,
+            heartbeat=mine.heartbeat if theirs.heartbeat is _no_heartbeat else theirs.heartbeat,
+            previous=mine.previous if theirs.previous is None else theirs.previous,
+            execution_info=theirs.execution_info or mine.execution_info,
+            control=theirs.control or mine.control,
+            server_info=theirs.server_info or mine.server_info,
+        )
 
     @property
     def drain_requested(self) -> bool:
@@ -154,12 +220,16 @@ def current_runtime(config: dict[str, Any] | None = None) -> Runtime[Any]:
     scope = current_task()
     if config is None and scope is not None:
         config = scope.config()
-    configurable = (config or {}).get("configurable") or {}
-    writer = getattr(scope, "custom", None) or (lambda _chunk: None)
+    return scope_runtime(scope, (config or {}).get("configurable") or {})
+
+
+def scope_runtime(scope: Any, configurable: dict[str, Any]) -> Runtime[Any]:
+    """The runtime of task ``scope`` (None: outside a task) whose config holds
+    ``configurable``."""
     return Runtime(
         context=configurable.get(CONTEXT_KEY),
         store=getattr(scope, "store", None),
-        stream_writer=writer,
+        stream_writer=getattr(scope, "custom", None) or _no_writer,
         heartbeat=HEARTBEAT.get() or _no_heartbeat,
         execution_info=_execution_info(scope) if scope is not None else None,
         control=getattr(scope, "control", None),

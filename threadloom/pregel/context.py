@@ -19,6 +19,7 @@ from threadloom.constants import (
     CONFIG_KEY_CHECKPOINT_ID,
     CONFIG_KEY_CHECKPOINT_MAP,
     CONFIG_KEY_CHECKPOINT_NS,
+    CONFIG_KEY_RUNTIME,
     CONFIG_KEY_THREAD_ID,
 )
 from threadloom.errors import ConfigError
@@ -135,6 +136,8 @@ class TaskScope:
             )
             if self.run.thread_id is not None:
                 configurable[CONFIG_KEY_THREAD_ID] = self.run.thread_id
+            # where LangGraph's runnables (prebuilt ToolNode, ...) look for the runtime
+            configurable[CONFIG_KEY_RUNTIME] = _scope_runtime(self, configurable)
             metadata = dict(base.get("metadata") or {})
             self._propagate(metadata, base.get("configurable") or {})
             metadata.update(task.proc.metadata)
@@ -187,6 +190,12 @@ class TaskScope:
 
 
 # RunnableConfig's own keys; any other top-level key moves into configurable
+def _scope_runtime(scope: TaskScope, configurable: dict[str, Any]) -> Any:
+    from threadloom.graph.runtime import scope_runtime  # (graph/ imports the runtime)
+
+    return scope_runtime(scope, configurable)
+
+
 _RUNNABLE_KEYS = frozenset(
     (
         "tags",
