@@ -150,10 +150,13 @@ class Pregel(StateMixin):
     def get_name(self) -> str:
         return self.name
 
-    def copy(self, **update: Any) -> Pregel:
+    def copy(self, update: Mapping[str, Any] | None = None, **fields: Any) -> Pregel:
+        """A shallow copy with some attributes replaced: ``copy({"name": "x"})`` as
+        LangGraph's signature, or ``copy(name="x")``."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
-        new.__dict__.update(update)
+        new.__dict__.update(update or {})
+        new.__dict__.update(fields)
         return new
 
     def with_config(self, config: Mapping[str, Any] | None = None, **kwargs: Any) -> Pregel:
