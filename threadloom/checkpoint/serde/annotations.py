@@ -15,7 +15,12 @@ from typing import Any
 
 import typing_extensions
 
-from threadloom.checkpoint.serde.structs import is_namedtuple, is_pydantic_model, is_structured
+from threadloom.checkpoint.serde.structs import (
+    is_namedtuple,
+    is_pydantic_model,
+    is_pydantic_v1_model,
+    is_structured,
+)
 
 __all__ = ["allowlist_from_annotations"]
 
@@ -64,6 +69,8 @@ def _hints(cls: type) -> dict[str, Any]:
 def _field_types(cls: type) -> list[Any]:
     if is_pydantic_model(cls):
         return [f.annotation for f in cls.__pydantic_fields__.values()]  # type: ignore[attr-defined]
+    if is_pydantic_v1_model(cls):
+        return [f.outer_type_ for f in cls.__fields__.values()]  # type: ignore[attr-defined]
     # typing_extensions' check knows both TypedDict flavours (typing's does not,
     # before 3.12, recognise ``typing_extensions.TypedDict``)
     if dataclasses.is_dataclass(cls) or is_namedtuple(cls) or typing_extensions.is_typeddict(cls):

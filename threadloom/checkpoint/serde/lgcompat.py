@@ -115,7 +115,7 @@ def decode_langgraph(code: int, payload: Any, resolver: Any) -> Any:
 
     Raises:
         UnknownType: the named class is neither known here nor trusted.
-        ValueError: malformed payload, or a LangGraph-only format (pydantic v1).
+        ValueError: a malformed payload.
     """
     if code == _NUMPY:
         from threadloom.checkpoint.serde.optional import decode_langgraph_array
@@ -123,8 +123,6 @@ def decode_langgraph(code: int, payload: Any, resolver: Any) -> Any:
         return decode_langgraph_array(payload)
     if code == _DELTA:  # a DeltaChannel snapshot: the channel's whole value
         return payload
-    if code == _PYDANTIC_V1:
-        raise ValueError(f"LangGraph extension code {code} (pydantic v1) is not supported")
     module, name, arg = payload[0], payload[1], payload[2]
     if code == _METHOD and (module, name, payload[3]) != ("datetime", "datetime", "fromisoformat"):
         raise UnknownType(f"{module}.{name}.{payload[3]}")
@@ -142,6 +140,11 @@ def decode_langgraph(code: int, payload: Any, resolver: Any) -> Any:
             return cls.model_validate(arg)
         except Exception:
             return structs.construct_model(cls, arg)
+    if code == _PYDANTIC_V1 and structs.is_pydantic_v1_model(cls):
+        try:  # LangGraph stored .dict(): nested models are dicts, so validate
+            return cls.parse_obj(arg)  # type: ignore[attr-defined]
+        except Exception:
+            return cls.construct(**arg)  # type: ignore[attr-defined]
     if code == _SINGLE and issubclass(cls, enum.Enum):
         return cls(arg)
     if code == _KW and isinstance(arg, dict):

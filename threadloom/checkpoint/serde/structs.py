@@ -1,4 +1,5 @@
-"""Codecs derived from a class's kind: Enum, dataclass, NamedTuple, pydantic v2 model.
+"""Codecs derived from a class's kind: Enum, dataclass, NamedTuple, pydantic model (v2,
+and v1 via ``pydantic.v1``).
 
 States are dicts of field name -> value, so error paths read ``.field`` and
 stored data survives field reordering. Reviving never runs ``__init__`` or
@@ -14,13 +15,14 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from threadloom.checkpoint.serde.models import construct_model, encode_model
+from threadloom.checkpoint.serde.models import UNSET_KEY, construct_model, encode_model
 from threadloom.errors import SerializationError
 
 __all__ = [
     "codec_for",
     "construct_model",
     "is_pydantic_model",
+    "is_pydantic_v1_model",
     "is_namedtuple",
     "is_structured",
 ]
@@ -37,6 +39,18 @@ def is_pydantic_model(cls: type) -> bool:
     )
 
 
+def is_pydantic_v1_model(cls: type) -> bool:
+    """A ``pydantic.v1`` (or pydantic 1.x) model class, without importing pydantic:
+    LangChain-era code still declares state with them."""
+    return (
+        isinstance(cls, type)
+        and "__pydantic_fields__" not in dir(cls)
+        and isinstance(cls.__dict__.get("__fields__"), dict)
+        and hasattr(cls, "construct")
+        and hasattr(cls, "__fields_set__")
+    )
+
+
 def is_namedtuple(cls: type) -> bool:
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
 
@@ -46,6 +60,7 @@ def is_structured(cls: type) -> bool:
     return (
         (isinstance(cls, type) and issubclass(cls, (enum.Enum, BaseException)))
         or is_pydantic_model(cls)
+        or is_pydantic_v1_model(cls)
         or is_namedtuple(cls)
         or (isinstance(cls, type) and dataclasses.is_dataclass(cls))
     )
@@ -63,6 +78,8 @@ def codec_for(cls: type) -> Codec | None:
         return exception_codec(cls)
     if is_pydantic_model(cls):
         return _pydantic_codec(cls)
+    if is_pydantic_v1_model(cls):
+        return _pydantic_v1_codec(cls)
     if is_namedtuple(cls):
         return _namedtuple_codec(cls)
     if dataclasses.is_dataclass(cls):
@@ -131,3 +148,24 @@ def _pydantic_codec(cls: type) -> Codec:
         return construct_model(klass, state)
 
     return encode_model, decode
+
+
+def _pydantic_v1_codec(cls: type) -> Codec:
+    """The fields by name; revived with ``construct`` (no validators, defaults for
+    fields added since), like the other kinds. Which fields were set is kept."""
+
+    def encode(obj: Any) -> dict[str, Any]:
+        state = {name: getattr(obj, name) for name in obj.__fields__}
+        unset = [name for name in obj.__fields__ if name not in obj.__fields_set__]
+        if unset:
+            state[UNSET_KEY] = unset
+        return state
+
+    def decode(state: dict[str, Any]) -> Any:
+        unset = set(state.get(UNSET_KEY, ()))
+        fields = {k: v for k, v in state.items() if k in cls.__fields__}  # type: ignore[attr-defined]
+        return cls.construct(  # type: ignore[attr-defined]
+            _fields_set={k for k in fields if k not in unset}, **fields
+        )
+
+    return encode, decode
