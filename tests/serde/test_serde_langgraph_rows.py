@@ -153,3 +153,16 @@ def test_langgraph_shaped_rce_payloads_are_inert(monkeypatch, code, payload):
         MsgpackSerializer().loads_typed(("msgpack", data))
     assert info.value.path == "x"
     assert called == []
+
+
+def test_reads_langgraphs_top_level_bytearray_row() -> None:
+    """LangGraph tags a top-level bytearray value ``bytearray`` (probe12 #6: an
+    import stopped at 'unknown serialization tag')."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from threadloom.checkpoint.serde import MsgpackSerializer
+
+    row = JsonPlusSerializer().dumps_typed(bytearray(b"\x00raw"))
+    assert row[0] == "bytearray"
+    value = MsgpackSerializer().loads_typed(row)
+    assert value == bytearray(b"\x00raw") and type(value) is bytearray

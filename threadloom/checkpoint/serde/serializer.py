@@ -155,6 +155,8 @@ class MsgpackSerializer:
             return None
         if tag == "bytes":
             return bytes(payload)
+        if tag == "bytearray":  # LangGraph's tag for a top-level bytearray value
+            return bytearray(payload)
         raise SerializationError(
             f"unknown serialization tag {tag!r} (expected one of {', '.join(_BASE_TAGS)}"
             " with optional +zstd); 'pickle' and 'json' rows are never read",
