@@ -12,8 +12,10 @@ whose state outlives each call) is pruned by the strategy on its own.
 
 Always kept besides: a checkpoint with an open interrupt (an ``__interrupt__``
 write and no child) in the root or a live namespace, the calls made from a
-kept root checkpoint (an interrupted subgraph's checkpoints), and the
-checkpoints of enclosing subgraph namespaces a kept nested one points at. A
+kept root checkpoint (an interrupted subgraph's checkpoints), the
+checkpoints of enclosing subgraph namespaces a kept nested one points at, and
+the ancestors a kept checkpoint LangGraph wrote rebuilds a ``DeltaChannel``
+value from (:func:`needs_ancestors`: back to one that holds every value). A
 call namespace whose root checkpoint has no row (deleted by hand, or not
 saved yet) is pruned by the strategy on its own, as before.
 """
@@ -29,7 +31,9 @@ from threadloom.checkpoint.storage.ops import CheckpointRow
 from threadloom.checkpoint.storage.writes import decode_entries
 from threadloom.constants import INTERRUPT, NS_END
 
-__all__ = ["kept_checkpoints"]
+__all__ = ["kept_checkpoints", "needs_ancestors"]
+
+DELTA_COUNTERS = "counters_since_delta_snapshot"
 
 Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 
@@ -62,7 +66,38 @@ def kept_checkpoints(
         if root is None or root in roots or root not in saved:
             keep |= _by_strategy(ns, by_ns[ns], strategy, keep_last, before, interrupted)
     _enclosing(rows, keep)
+    _delta_bases(rows, keep)
     return keep
+
+
+def needs_ancestors(row: CheckpointRow) -> bool:
+    """Whether ``row`` (a checkpoint LangGraph wrote between two ``DeltaChannel``
+    snapshots, brought over by ``import_langgraph``) holds no value for some
+    channel and is rebuilt from its ancestors' writes: LangGraph names those
+    channels in ``metadata["counters_since_delta_snapshot"]``. threadloom's own
+    checkpoints always hold every value."""
+    if DELTA_COUNTERS not in row.metadata:  # the usual case: no JSON parsed
+        return False
+    try:
+        return bool(json.loads(row.metadata).get(DELTA_COUNTERS))
+    except (ValueError, AttributeError):
+        return False
+
+
+def _delta_bases(rows: Sequence[CheckpointRow], keep: set[Key]) -> None:
+    """Add the parent chain of each kept checkpoint that :func:`needs_ancestors`,
+    up to the first one holding every value: cutting it would rebuild the
+    channel from nothing (LangGraph's savers refuse ``keep_latest`` on such
+    threads instead)."""
+    by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
+    for key in list(keep):
+        row = by_key.get(key)
+        while row is not None and needs_ancestors(row) and row.parent_checkpoint_id:
+            key = (row.checkpoint_ns, row.parent_checkpoint_id)
+            row = by_key.get(key)
+            if row is None:
+                break
+            keep.add(key)
 
 
 def _by_strategy(

@@ -18,7 +18,7 @@ from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.lease.ops import ReadLease
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.flows import resolve_states
-from threadloom.checkpoint.storage.keeprule import kept_checkpoints
+from threadloom.checkpoint.storage.keeprule import kept_checkpoints, needs_ancestors
 from threadloom.checkpoint.storage.ops import (
     AdjustRefcounts,
     CheckpointRow,
@@ -38,6 +38,7 @@ from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.errors import ConfigError, ThreadBusyError
 
 __all__ = [
+    "IdListError",
     "guard_flow",
     "copy_thread_flow",
     "delete_for_runs_flow",
@@ -99,28 +100,17 @@ def _remove(
 ) -> Flow:
     """Delete ``doomed`` checkpoints of one namespace (``rows`` = all of it):
     rebase survivors whose diff chain crosses a doomed row into keyframes,
-    drop the writes and the refs nothing names any more, release blobs.
+    unlink survivors whose parent goes (or is already gone), drop the writes
+    and the refs nothing names any more, release blobs.
     Returns (blobs dropped, bytes freed). With ``dry``, only reads and
     returns what the real run would report."""
     if not doomed:
         return 0, 0
     resolved = yield from resolve_states(codec, rows)
-    by_id = {r.checkpoint_id: r for r in rows}
-    rebased = []
-    for row in rows:
-        if (
-            dry is None
-            and row.checkpoint_id not in doomed
-            and _crosses(row, resolved, by_id, doomed)
-        ):
-            state, core, extra = resolved[row.checkpoint_id]
-            keyframe = record.State(state.cv, state.vs, state.iv, 0, state.names, state.versions)
-            data = record.encode(core, extra, keyframe, None)
-            rebased.append(row._replace(data=data))
-            keyframe.data, keyframe.core, keyframe.extra = data, core, extra
-            codec.states.put((thread_id, ns, row.checkpoint_id), keyframe)
-    if rebased:
-        yield InsertRows(tuple(rebased))
+    if dry is None:
+        rewritten = _survivors(codec, thread_id, ns, rows, resolved, doomed)
+        if rewritten:
+            yield InsertRows(rewritten)
     ids = tuple(doomed)
     writes = yield LoadWrites(thread_id, ns, ids)
     if dry is None:
@@ -175,6 +165,45 @@ class _DryRun:
                     nxt.update(unpack(entry[0].children))
             todo = nxt
         return dropped_blobs, dropped_bytes
+
+
+def _survivors(
+    codec: ValueCodec,
+    thread_id: str,
+    ns: str,
+    rows: list[CheckpointRow],
+    resolved: dict,
+    doomed: set[str],
+) -> tuple[CheckpointRow, ...]:
+    """The kept rows to write back. A diff whose chain crosses a doomed row
+    becomes a keyframe (its state cached ready to serve); a row whose parent is
+    doomed or missing is left with no parent, as LangGraph's PostgresSaver
+    leaves it: ``parent_config`` must never name a checkpoint that is gone
+    (``get_state(parent_config)`` would fail, history walks would stop on it).
+    Except a checkpoint LangGraph wrote that rebuilds a ``DeltaChannel`` from
+    its ancestors (prune keeps them; ``delete_for_runs`` may not): with no
+    parent it would read as an empty channel, with the link a read fails
+    naming the missing ancestor."""
+    by_id = {r.checkpoint_id: r for r in rows}
+    out = []
+    for row in rows:
+        if row.checkpoint_id in doomed:
+            continue
+        new = row
+        if _crosses(row, resolved, by_id, doomed):
+            state, core, extra = resolved[row.checkpoint_id]
+            keyframe = record.State(state.cv, state.vs, state.iv, 0, state.names, state.versions)
+            data = record.encode(core, extra, keyframe, None)
+            new = new._replace(data=data)
+            keyframe.data, keyframe.core, keyframe.extra = data, core, extra
+            codec.states.put((thread_id, ns, row.checkpoint_id), keyframe)
+        parent = row.parent_checkpoint_id
+        gone = parent is not None and (parent in doomed or parent not in by_id)
+        if gone and not needs_ancestors(row):  # else: reading it fails loudly, not empty
+            new = new._replace(parent_checkpoint_id=None)
+        if new is not row:
+            out.append(new)
+    return tuple(out)
 
 
 def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) -> bool:
@@ -330,10 +359,17 @@ def stats_flow(thread_id: str | None) -> Flow:
     }
 
 
+class IdListError(ConfigError, TypeError):
+    """One id passed where a list of ids belongs (``prune("chat-1")``).
+
+    A ``TypeError`` as LangGraph's ``prune`` raises for it, and still a
+    ``ConfigError`` (a ``ValueError``) for code written against threadloom."""
+
+
 def id_list(ids: Sequence[Any], what: str) -> list[str]:
     """The ids as a list of str, read once (a generator is used up by whoever reads
     it first). A bare string would be taken as its characters (``prune("chat-1")`` pruned
-    threads "c", "h", "a", ... and left "chat-1" alone): refuse it."""
+    threads "c", "h", "a", ... and left "chat-1" alone): refuse it (:class:`IdListError`)."""
     if isinstance(ids, (str, bytes)):
-        raise ConfigError(f"{what} must be a list of ids, not one {type(ids).__name__}: [{ids!r}]")
+        raise IdListError(f"{what} must be a list of ids, not one {type(ids).__name__}: [{ids!r}]")
     return [str(i) for i in ids]
