@@ -29,7 +29,7 @@ PATHS = {
         "MessageGraph",
     ],
     "threadloom.graph.state": ["StateGraph", "CompiledStateGraph"],
-    "threadloom.graph.message": ["add_messages", "MessagesState", "RemoveMessage"],
+    "threadloom.graph.message": ["add_messages", "MessagesState", "RemoveMessage", "push_message"],
     "threadloom.managed": ["RemainingSteps", "IsLastStep"],
     "threadloom.runtime": ["Runtime", "get_runtime"],
     "threadloom.types": [

@@ -29,6 +29,7 @@ __all__ = [
     "MessagesState",
     "RemoveMessage",
     "add_messages",
+    "push_message",
 ]
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
@@ -254,6 +255,36 @@ class MessagesState(TypedDict):
     """State with one ``messages`` key merged by :func:`add_messages`; subclass to add keys."""
 
     messages: Annotated[list[AnyMessage], add_messages]
+
+
+def push_message(message: Any, *, state_key: str | None = "messages") -> Any:
+    """From inside a node: send ``message`` to the run's ``messages`` stream now
+    (a node that builds a reply by hand streams it before it returns), and write
+    it to ``state_key`` (unless None), where ``add_messages`` merges it by id.
+
+    Raises:
+        ValueError: the message has no ``id`` (as LangGraph: the stream and the
+            state need one to recognise it again).
+        RuntimeError: called outside a node.
+    """
+    from threadloom.pregel.context import current_task
+    from threadloom.pregel.messages import find_stream
+
+    scope = current_task()
+    if scope is None:
+        raise RuntimeError("push_message() must be called from inside a node of a running graph")
+    message = _chunk_to_message(_coerce(message)) if not isinstance(message, dict) else message
+    if _get_id(message) is None:
+        raise ValueError("Message ID is required")
+    config = scope.config()
+    metadata = config.get("metadata") or {}
+    for stream in find_stream(config.get("callbacks")):
+        ns = stream._wanted(metadata)
+        if ns is not None:
+            stream._emit((ns, dict(metadata)), message, dedupe=False)
+    if state_key:
+        scope.send([(state_key, message)])
+    return message
 
 
 def __getattr__(name: str) -> Any:
