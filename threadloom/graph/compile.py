@@ -86,6 +86,10 @@ class CompiledStateGraph(Pregel):
         """
         return graph_of(self.builder, xray)
 
+    async def aget_graph(self, config: Any = None, *, xray: bool | int = False) -> DrawableGraph:
+        """Async twin of :meth:`get_graph`."""
+        return self.get_graph(config, xray=xray)
+
     # -- wiring -------------------------------------------------------------------
 
     def attach_node(self, key: str, spec: StateNodeSpec | None) -> None:

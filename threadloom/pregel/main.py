@@ -8,8 +8,6 @@ editing (``get_state``, ``update_state``, ...) live in ``history.py``.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,6 +16,7 @@ from threadloom.channels.topic import Topic
 from threadloom.constants import TASKS
 from threadloom.pregel import multitask, v2
 from threadloom.pregel.adriver import astream_run
+from threadloom.pregel.batching import BatchMixin
 from threadloom.pregel.driver import stream_run
 from threadloom.pregel.node import NodeBuilder, PregelNode
 from threadloom.pregel.output import InvokeResult
@@ -35,7 +34,7 @@ def _cache_ns(node: str) -> tuple[str, ...]:
     return (CACHE_NS_WRITES, node, node)
 
 
-class Pregel(StateMixin):
+class Pregel(StateMixin, BatchMixin):
     """A Pregel graph: ``nodes`` read and write ``channels`` in supersteps.
 
     Args:
@@ -289,45 +288,6 @@ class Pregel(StateMixin):
             out.add(chunk)
         return out.result()
 
-    def batch(
-        self,
-        inputs: Sequence[Any],
-        config: Any = None,
-        *,
-        return_exceptions: bool = False,
-        **kwargs: Any,
-    ) -> list[Any]:
-        """``invoke`` each input (configs: one for all or one per input), in parallel."""
-        from threadloom.pregel.pool import POOL
-
-        configs = config if isinstance(config, list) else [config] * len(inputs)
-
-        def one(i: int) -> Any:
-            try:
-                return self.invoke(inputs[i], configs[i], **kwargs)
-            except Exception as exc:
-                if return_exceptions:
-                    return exc
-                raise
-
-        futures = [POOL.submit(contextvars.copy_context().run, one, i) for i in range(len(inputs))]
-        return [f.result() for f in futures]
-
-    async def abatch(
-        self,
-        inputs: Sequence[Any],
-        config: Any = None,
-        *,
-        return_exceptions: bool = False,
-        **kwargs: Any,
-    ) -> list[Any]:
-        """Async twin of :meth:`batch`."""
-        configs = config if isinstance(config, list) else [config] * len(inputs)
-        return await asyncio.gather(
-            *(self.ainvoke(i, c, **kwargs) for i, c in zip(inputs, configs)),
-            return_exceptions=return_exceptions,
-        )
-
     # -- cache --------------------------------------------------------------------
 
     def clear_cache(self, nodes: Sequence[str] | None = None) -> None:
@@ -363,6 +323,13 @@ class Pregel(StateMixin):
                         )
                         for n, s in sub.get_subgraphs(namespace=rest, recurse=True):
                             yield f"{name}|{n}", s
+
+    async def aget_subgraphs(
+        self, *, namespace: str | None = None, recurse: bool = False
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """Async twin of :meth:`get_subgraphs`."""
+        for item in self.get_subgraphs(namespace=namespace, recurse=recurse):
+            yield item
 
     def __repr__(self) -> str:
         return f"Pregel(name={self.name!r}, nodes={list(self.nodes)!r})"
