@@ -11,6 +11,8 @@ threadloom now, on every backend, for every strategy and for
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -165,3 +167,13 @@ async def test_prune_of_one_bare_id_is_a_type_error(saver) -> None:
         await saver.prune("t")
     assert isinstance(info.value, ConfigError)  # still a ConfigError / ValueError
     assert len(await ids(saver)) == 2
+
+
+def test_storage_md_prune_example_runs() -> None:
+    """The runnable example of docs/storage.md "Retention" runs as written."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "storage.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    example = next(b for b in blocks if "oldest.parent_config is None" in b)
+    scope: dict = {"__name__": "storage_md"}
+    exec(compile(example, str(doc), "exec", dont_inherit=True), scope)
+    assert scope["oldest"].parent_config is None
