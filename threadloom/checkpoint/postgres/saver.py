@@ -72,6 +72,18 @@ class PgSaverBase(ThreadTTL, StorageSaver):
         )
         self.executor = PgExecutor(self.connector, self.sql)
 
+    @property
+    def conn(self) -> Any:
+        """The connection or pool the saver runs on (LangGraph's attribute: code
+        that runs its own SQL next to the saver's reads it). Statements run on it
+        are outside the saver's transactions."""
+        return self.connector.conn
+
+    @property
+    def pipe(self) -> Any:
+        """The pipeline given to the constructor, if any (LangGraph's attribute)."""
+        return self.connector.pipe
+
 
 class PostgresSaver(PgSaverBase):
     """Checkpoints in PostgreSQL; works with a Connection, a ConnectionPool or a Pipeline.
