@@ -75,3 +75,20 @@ async def test_a_missing_ancestor_is_an_error_not_an_empty_value(saver) -> None:
     assert "items" in str(info.value)
     with pytest.raises(StorageError, match="items"):
         await _history(saver, cfg(cid=str(uuid6(clock_seq=1))), ["items"])
+
+
+async def test_a_child_stores_the_value_under_its_parents_version(saver) -> None:  # noqa: F811
+    """What a run or update_state does after rebuilding a DeltaChannel value a
+    LangGraph checkpoint lacks: its next checkpoint stores the value under the
+    unchanged version (named in new_versions), and later reads see it there."""
+    _, _, c2 = await _chain(saver)
+    rebuilt = ["s", "a1", "b1", "c"]
+    cp = checkpoint({"items": rebuilt, "n": 3}, {"items": _v(3), "n": _v(4), "other": _v(3)})
+    c3 = await saver.put(c2, cp, {"source": "loop", "step": 3}, {"items": _v(3), "n": _v(4)})
+    assert (await saver.get_tuple(c3)).checkpoint["channel_values"]["items"] == rebuilt
+    assert "items" not in (await saver.get_tuple(c2)).checkpoint["channel_values"]
+    got = await _history(saver, c3, ["items"])
+    assert got["items"] == {"seed": ["s"], "writes": got["items"]["writes"]}  # c3's parent chain
+    c4 = await _put(saver, c3, {"n": 5}, {"items": _v(3), "n": _v(5), "other": _v(3)}, 4)
+    assert (await saver.get_tuple(c4)).checkpoint["channel_values"]["items"] == rebuilt
+    assert (await _history(saver, c4, ["items"]))["items"] == {"seed": rebuilt, "writes": []}

@@ -183,19 +183,22 @@ async def test_imported_thread_async(tmp_path):
         assert ours == await lg.ainvoke({"items": ["more"], "n": 1}, CFG)
 
 
-def test_pruned_ancestors_fail_loudly(tmp_path):
-    """A value that cannot be rebuilt is an error naming thread and channel, never []."""
-    with LGSqliteSaver.from_conn_string(str(tmp_path / "lg.db")) as lg_saver:
-        _drive(build(True, lg_saver), LGCommand, "sync")
-        tl_saver = InMemorySaver()
-        import_langgraph(lg_saver, tl_saver)
-    tl = build(False, tl_saver)
-    latest = tl_saver.get_tuple(CFG)
-    if "items" in latest.checkpoint["channel_values"]:
-        pytest.skip("LangGraph's last checkpoint happens to be a snapshot")
-    tl_saver.prune(["d"], strategy="keep_latest")
-    with pytest.raises(StorageError, match=r"\['items'\] of thread 'd'"):
-        tl.get_state(CFG)
+def test_a_lost_ancestor_fails_loudly():
+    """A value that cannot be rebuilt (the LangGraph thread lost a checkpoint it
+    depends on) is an error naming thread and key, never an empty list."""
+    from langgraph.checkpoint.memory import InMemorySaver as LGInMemorySaver
+
+    lg_saver = LGInMemorySaver()
+    _drive(build(True, lg_saver), LGCommand, "sync")
+    latest = lg_saver.get_tuple(CFG)
+    assert "items" not in latest.checkpoint["channel_values"]  # rebuilt from its ancestors
+    lost = latest.parent_config["configurable"]["checkpoint_id"]
+    del lg_saver.storage["d"][""][lost]  # the oracle's own dict: a thread missing one row
+    tl_saver = InMemorySaver()
+    import_langgraph(lg_saver, tl_saver)
+    with pytest.raises(StorageError, match=r"\['items'\] of thread 'd'") as info:
+        build(False, tl_saver).get_state(CFG)
+    assert lost in str(info.value)
 
 
 def test_from_langgraph_postgres(pg_url: str) -> None:
@@ -266,3 +269,39 @@ def test_key_changed_to_a_plain_reducer_reads_like_langgraph() -> None:
         s.values for s in lg.get_state_history(CFG)
     ]
     assert tl.invoke({"items": ["x"], "n": 0}, CFG) == lg.invoke({"items": ["x"], "n": 0}, CFG)
+
+
+class TLQuiet(TypedDict):
+    items: Annotated[list, DeltaChannel(extend, snapshot_frequency=FREQ)]
+    n: int
+
+
+@pytest.mark.parametrize("how", ["run", "update_state"])
+@pytest.mark.parametrize("target_kind", ["memory", "sqlite"])
+def test_threadloom_checkpoints_after_a_rebuild_hold_the_value(tmp_path, how, target_kind):
+    """A run (or update_state) on an imported thread that does not write the key
+    stores the rebuilt value in its own checkpoints: prune(keep_latest) then keeps
+    the state (it used to read as [] once the LangGraph ancestors were gone)."""
+    from langgraph.checkpoint.memory import InMemorySaver as LGInMemorySaver
+
+    lg_saver = LGInMemorySaver()
+    _drive(build(True, lg_saver), LGCommand, "sync")
+    with (
+        SqliteSaver.from_conn_string(str(tmp_path / "tl.db"))
+        if target_kind == "sqlite"
+        else _nullcm(InMemorySaver())
+    ) as tl_saver:
+        import_langgraph(lg_saver, tl_saver)
+        b = StateGraph(TLQuiet)
+        b.add_node("quiet", lambda s: {"n": s["n"] + 1})
+        b.add_edge("__start__", "quiet")
+        graph = b.compile(checkpointer=tl_saver)
+        expected = graph.get_state(CFG).values["items"]
+        if how == "run":
+            graph.invoke({"n": 100}, CFG)
+        else:
+            graph.update_state(CFG, {"n": 100})
+        latest = tl_saver.get_tuple(CFG)
+        assert latest.checkpoint["channel_values"]["items"] == expected
+        tl_saver.prune(["d"], strategy="keep_latest")
+        assert graph.get_state(CFG).values["items"] == expected

@@ -23,8 +23,30 @@ from typing import Any
 from threadloom.channels.base import MISSING, BaseChannel
 from threadloom.channels.binop import BinaryOperatorAggregate
 from threadloom.channels.delta import DeltaChannel
+from threadloom.checkpoint.base import CheckpointTuple
 
-__all__ = ["afill_delta", "fill_delta", "to_rebuild"]
+__all__ = ["FilledTuple", "afill_delta", "fill_delta", "store_filled", "to_rebuild"]
+
+
+class FilledTuple(CheckpointTuple):
+    """A read tuple whose checkpoint holds rebuilt values; ``delta_filled`` names
+    them. The next checkpoint saved from it stores them (:func:`store_filled`):
+    threadloom's own checkpoints always hold a DeltaChannel's value, so retention
+    and later reads never depend on LangGraph's ancestors again."""
+
+    delta_filled: frozenset[str]
+
+
+def store_filled(saved: Any, previous_versions: dict[str, Any]) -> dict[str, Any]:
+    """``previous_versions`` (what the next save diffs against) without the
+    channels rebuilt into ``saved``: their unchanged version then counts as new,
+    so the save stores the rebuilt value under it."""
+    filled = getattr(saved, "delta_filled", None)
+    if filled:
+        for name in filled:
+            previous_versions.pop(name, None)
+    return previous_versions
+
 
 _KINDS = (DeltaChannel, BinaryOperatorAggregate)
 
@@ -59,7 +81,9 @@ def _filled(specs: Mapping[str, Any], tup: Any, histories: Mapping[str, Any]) ->
         if value is not MISSING:
             values[name] = value
     checkpoint["channel_values"] = values
-    return tup._replace(checkpoint=checkpoint)
+    filled = FilledTuple(*tup._replace(checkpoint=checkpoint))
+    filled.delta_filled = frozenset(histories)
+    return filled
 
 
 def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
+from threadloom.channels.delta_fill import store_filled
 from threadloom.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 from threadloom.checkpoint.ids import next_version
 from threadloom.checkpoint.saver import BaseCheckpointSaver
@@ -124,7 +125,7 @@ class Loop(Saving):
         )
         self.step = metadata["step"] + 1
         self.stop = self.step + o.run.recursion_limit + 1
-        self.previous_versions = dict(checkpoint["channel_versions"])
+        self.previous_versions = store_filled(saved, dict(checkpoint["channel_versions"]))
         updated = checkpoint.get("updated_channels")
         self.updated_channels = start_run(self, set(updated) if updated else None)
 

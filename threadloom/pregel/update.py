@@ -24,6 +24,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
+from threadloom.channels.delta_fill import store_filled
 from threadloom.checkpoint.base import (
     CheckpointTuple,
     copy_checkpoint,
@@ -131,7 +132,9 @@ class _Step:
         if saved is not None:
             migrate_checkpoint(saved.checkpoint)
         self.checkpoint = copy_checkpoint(saved.checkpoint) if saved else empty_checkpoint()
-        self.previous_versions = dict(saved.checkpoint["channel_versions"]) if saved else {}
+        self.previous_versions = (
+            store_filled(saved, dict(saved.checkpoint["channel_versions"])) if saved else {}
+        )
         self.step = (saved.metadata or {}).get("step", -1) if saved else -1
         self.parents = (saved.metadata or {}).get("parents", {}) if saved else {}
         conf = dict(config[CONF])
