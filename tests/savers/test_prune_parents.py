@@ -10,6 +10,7 @@ threadloom now, on every backend, for every strategy and for
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from pathlib import Path
@@ -18,9 +19,14 @@ from typing import Any
 import pytest
 
 from tests.savers.test_retention import cfg, grow, ids
+from tests.savers.test_retention_review import S as Log
 from tests.savers.test_retention_review import _graph, _invoke
+from tests.savers.test_ttl import Clock
 from threadloom.checkpoint.base import empty_checkpoint, uuid6
+from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.errors import ConfigError
+from threadloom.graph import START, StateGraph
 
 STRATEGIES = [
     pytest.param({"strategy": "keep_latest"}, id="keep_latest"),
@@ -177,3 +183,45 @@ def test_storage_md_prune_example_runs() -> None:
     scope: dict = {"__name__": "storage_md"}
     exec(compile(example, str(doc), "exec", dont_inherit=True), scope)
     assert scope["oldest"].parent_config is None
+
+
+def _idling_graph(saver: Any, clock: Clock) -> Any:
+    """START -> a -> slow (idles past the TTL) -> b."""
+
+    def slow(state: Any) -> dict:
+        clock.now += 500  # the thread expires while this node runs
+        return {"log": ["slow"]}
+
+    builder = StateGraph(Log)
+    builder.add_node("a", lambda s: {"log": ["a"]})
+    builder.add_node("slow", slow)
+    builder.add_node("b", lambda s: {"log": ["b"]})
+    builder.add_edge(START, "a").add_edge("a", "slow").add_edge("slow", "b")
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+async def test_a_write_that_erases_an_expired_thread_names_no_parent(
+    kind: str, durability: str, tmp_path: Any
+) -> None:
+    clock = Clock()
+    with contextlib.ExitStack() as stack:
+        if kind == "memory":
+            saver = InMemorySaver(ttl=100, clock=clock)
+        else:
+            opened = SqliteSaver.from_conn_string(str(tmp_path / "t.db"), ttl=100, clock=clock)
+            saver = stack.enter_context(opened)
+        graph, config = _idling_graph(saver, clock), {"configurable": {"thread_id": "x"}}
+        graph.invoke({"log": []}, config, durability=durability)
+        for tup in saver.list(config):  # what the run saved after the thread expired
+            assert tup.parent_config is None or saver.get_tuple(tup.parent_config) is not None
+        history = list(graph.get_state_history(config))
+        assert history and history[-1].parent_config is None
+        old = saver.put(  # a raw put naming a checkpoint of the expired thread
+            history[0].config, {**empty_checkpoint(), "id": str(uuid6())}, {"step": 9}, {}
+        )
+        clock.now += 500
+        fresh = {**empty_checkpoint(), "id": str(uuid6())}
+        new = saver.put(old, fresh, {"step": 10}, {})
+        assert saver.get_tuple(new).parent_config is None

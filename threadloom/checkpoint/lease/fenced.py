@@ -24,6 +24,7 @@ from threadloom.checkpoint.lease.redis import LOST_MARKER
 from threadloom.checkpoint.lease.resend import aalready_saved, already_saved
 from threadloom.checkpoint.saver import BaseCheckpointSaver
 from threadloom.checkpoint.storage import step
+from threadloom.checkpoint.storage.expiry import unparent_steps
 from threadloom.errors import LeaseLostError, SaverClosedError, StorageError
 
 __all__ = ["FencedSaver"]
@@ -207,7 +208,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
             raise self.lease.closed_error()
         if not self._all_ours(steps):
             return put_each(self, steps)
-        self._touch(False)
+        if self._touch(False):  # the thread had expired: its checkpoints are gone
+            steps = unparent_steps(steps, {self.lease.thread_id})
         if self._custom[0]:
             self._guard(no_ops())  # the fence, in a transaction of its own
             out = put_each(self.inner, steps)
@@ -229,7 +231,8 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
             raise self.lease.closed_error()
         if not self._all_ours(steps):
             return await aput_each(self, steps)
-        await self._touch(True)
+        if await self._touch(True):
+            steps = unparent_steps(steps, {self.lease.thread_id})
         if self._custom[1]:
             await self._aguard(no_ops())
             out = await aput_each(self.inner, steps)
@@ -261,10 +264,11 @@ class FencedSaver(FencedRetention, BaseCheckpointSaver):
 
     def _touch(self, is_async: bool) -> Any:
         """Per-thread TTL (storage/expiry.py): a fenced write restarts the thread's
-        clock (and erases an expired thread first), as an unfenced one does."""
-        alive = getattr(self.inner, "_aalive" if is_async else "_alive", None)
-        if alive is not None:
-            return alive(self.lease.thread_id, True)
+        clock (and erases an expired thread first), as an unfenced one does.
+        True (awaited, when async) when it erased it: the steps' parent is gone."""
+        erased = getattr(self.inner, "_aerased" if is_async else "_erased", None)
+        if erased is not None:
+            return erased(self.lease.thread_id)
         return _done() if is_async else None
 
     def _created(self, config: Any, checkpoint: Any) -> None:

@@ -27,7 +27,7 @@ from threadloom.checkpoint.storage import ttl as t
 from threadloom.checkpoint.storage.retention import guard_flow, id_list
 from threadloom.errors import ConfigError
 
-__all__ = ["ThreadTTL"]
+__all__ = ["ThreadTTL", "unparent_steps"]
 
 Flow = Generator[Any, Any, Any]
 
@@ -129,6 +129,28 @@ class ThreadTTL:
         until = await self._arun(self._clock_flow(thread_id, now, write), True)  # type: ignore[attr-defined]
         return self._remember(thread_id, now, until)
 
+    def _erased(self, thread_id: str | None) -> bool:
+        """Touch the clock for a write; True when the thread had expired and the
+        write erased it first (so the checkpoint it names as parent is gone)."""
+        if not self._ttl_on or thread_id is None:
+            return False
+        now = self.clock()
+        if self._fresh(thread_id, now):
+            return False
+        until = self._run(self._clock_flow(thread_id, now, True), True)  # type: ignore[attr-defined]
+        self._remember(thread_id, now, until)
+        return isinstance(until, t.Restarted)
+
+    async def _aerased(self, thread_id: str | None) -> bool:
+        if not self._ttl_on or thread_id is None:
+            return False
+        now = self.clock()
+        if self._fresh(thread_id, now):
+            return False
+        until = await self._arun(self._clock_flow(thread_id, now, True), True)  # type: ignore[attr-defined]
+        self._remember(thread_id, now, until)
+        return isinstance(until, t.Restarted)
+
     def _peek(self, thread_id: str, now: float) -> Any:
         entry = self._deadlines.get(thread_id)
         if entry is not None and now < entry[0]:
@@ -170,8 +192,8 @@ class ThreadTTL:
         return (item for item in super().list(config, **kwargs) if visible(item))  # type: ignore[misc]
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        if self._ttl_on:  # (checked first: no config parsing on the hot path without TTL)
-            self._alive(_thread(config), write=True)
+        if self._ttl_on and self._erased(_thread(config)):  # (no parsing without TTL)
+            config = _unparented(config)
         return super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
@@ -181,14 +203,16 @@ class ThreadTTL:
 
     def put_step(self, writes: Any, checkpoint: Any = None) -> Any:
         if self._ttl_on:
-            for thread_id in _step_threads([(writes, checkpoint)]):
-                self._alive(thread_id, write=True)
+            erased = {tid for tid in _step_threads([(writes, checkpoint)]) if self._erased(tid)}
+            if erased:
+                ((writes, checkpoint),) = unparent_steps([(writes, checkpoint)], erased)
         return super().put_step(writes, checkpoint)  # type: ignore[misc]
 
     def put_steps(self, steps: Any) -> Any:
         if self._ttl_on:
-            for thread_id in _step_threads(steps):
-                self._alive(thread_id, write=True)
+            erased = {tid for tid in _step_threads(steps) if self._erased(tid)}
+            if erased:
+                steps = unparent_steps(steps, erased)
         return super().put_steps(steps)  # type: ignore[misc]
 
     async def aget_tuple(self, config: dict[str, Any]) -> Any:
@@ -212,8 +236,8 @@ class ThreadTTL:
                 yield item
 
     async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        if self._ttl_on:
-            await self._aalive(_thread(config), write=True)
+        if self._ttl_on and await self._aerased(_thread(config)):
+            config = _unparented(config)
         return await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
 
     async def aput_writes(
@@ -225,14 +249,17 @@ class ThreadTTL:
 
     async def aput_step(self, writes: Any, checkpoint: Any = None) -> Any:
         if self._ttl_on:
-            for thread_id in _step_threads([(writes, checkpoint)]):
-                await self._aalive(thread_id, write=True)
+            threads = _step_threads([(writes, checkpoint)])
+            erased = {tid for tid in threads if await self._aerased(tid)}
+            if erased:
+                ((writes, checkpoint),) = unparent_steps([(writes, checkpoint)], erased)
         return await super().aput_step(writes, checkpoint)  # type: ignore[misc]
 
     async def aput_steps(self, steps: Any) -> Any:
         if self._ttl_on:
-            for thread_id in _step_threads(steps):
-                await self._aalive(thread_id, write=True)
+            erased = {tid for tid in _step_threads(steps) if await self._aerased(tid)}
+            if erased:
+                steps = unparent_steps(steps, erased)
         return await super().aput_steps(steps)  # type: ignore[misc]
 
     # -- retention: the clock row lives and dies with the thread ----------------
@@ -346,3 +373,23 @@ def _step_threads(steps: Any) -> list[str | None]:
     configs = [w[0] for writes, _ in steps for w in writes]
     configs += [checkpoint[0] for _, checkpoint in steps if checkpoint is not None]
     return list(dict.fromkeys(_thread(c) for c in configs))
+
+
+def _unparented(config: Any) -> Any:
+    """``config`` naming no parent checkpoint (a put's ``checkpoint_id``)."""
+    conf = dict(config.get("configurable") or {})
+    conf.pop("checkpoint_id", None)
+    return {**config, "configurable": conf}
+
+
+def unparent_steps(steps: Any, erased: set[str | None]) -> list[Any]:
+    """``steps`` with the first checkpoint of each erased thread naming no parent
+    (the ones after it name checkpoints this batch writes)."""
+    out, done = [], set()
+    for writes, checkpoint in steps:
+        tid = None if checkpoint is None else _thread(checkpoint[0])
+        if tid in erased and tid not in done:
+            done.add(tid)
+            checkpoint = (_unparented(checkpoint[0]), *checkpoint[1:])
+        out.append((writes, checkpoint))
+    return out

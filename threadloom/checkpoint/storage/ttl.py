@@ -37,6 +37,7 @@ __all__ = [
     "ListExpired",
     "DropClock",
     "TTL_OPS",
+    "Restarted",
     "deadline",
     "sync_flow",
     "peek_flow",
@@ -53,6 +54,12 @@ FOREVER = -1.0
 UNTRACKED = -math.inf
 """``sync_flow`` result for a read of a thread that has no clock and no data:
 alive (an empty thread), but nothing was touched, so nothing may be cached."""
+
+
+class Restarted(float):
+    """``sync_flow`` result for a write that found its thread expired and erased
+    it first: the new deadline, marked so the write drops its parent link (the
+    checkpoint it names was just erased; ``parent_config`` must not name it)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,7 @@ def sync_flow(
             return None
         yield from _purge(codec, thread_id)
         yield TouchClock(thread_id, now, reset=True)
-        return deadline(None, default, now)
+        return Restarted(deadline(None, default, now))
     if row is None and not write:
         # written before TTL was on (or absent): start its clock only if it exists
         if (yield GetCheckpoint(thread_id, "", None)) is None:
