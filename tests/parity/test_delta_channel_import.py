@@ -276,7 +276,7 @@ class TLQuiet(TypedDict):
     n: int
 
 
-@pytest.mark.parametrize("how", ["run", "update_state"])
+@pytest.mark.parametrize("how", ["run", "update_state", "copy"])
 @pytest.mark.parametrize("target_kind", ["memory", "sqlite"])
 def test_threadloom_checkpoints_after_a_rebuild_hold_the_value(tmp_path, how, target_kind):
     """A run (or update_state) on an imported thread that does not write the key
@@ -299,8 +299,10 @@ def test_threadloom_checkpoints_after_a_rebuild_hold_the_value(tmp_path, how, ta
         expected = graph.get_state(CFG).values["items"]
         if how == "run":
             graph.invoke({"n": 100}, CFG)
-        else:
+        elif how == "update_state":
             graph.update_state(CFG, {"n": 100})
+        else:  # a sibling of the latest checkpoint, same values
+            graph.update_state(CFG, None, as_node="__copy__")
         latest = tl_saver.get_tuple(CFG)
         assert latest.checkpoint["channel_values"]["items"] == expected
         tl_saver.prune(["d"], strategy="keep_latest")

@@ -25,7 +25,14 @@ from threadloom.channels.binop import BinaryOperatorAggregate
 from threadloom.channels.delta import DeltaChannel
 from threadloom.checkpoint.base import CheckpointTuple
 
-__all__ = ["FilledTuple", "afill_delta", "fill_delta", "store_filled", "to_rebuild"]
+__all__ = [
+    "FilledTuple",
+    "afill_delta",
+    "fill_delta",
+    "filled_versions",
+    "store_filled",
+    "to_rebuild",
+]
 
 
 class FilledTuple(CheckpointTuple):
@@ -35,6 +42,13 @@ class FilledTuple(CheckpointTuple):
     and later reads never depend on LangGraph's ancestors again."""
 
     delta_filled: frozenset[str]
+
+
+def filled_versions(saved: Any, versions: Mapping[str, Any]) -> dict[str, Any]:
+    """The versions of the channels rebuilt into ``saved``: what a save that
+    otherwise stores nothing new (``update_state`` copying a checkpoint) names
+    so the rebuilt values are stored."""
+    return {name: versions[name] for name in getattr(saved, "delta_filled", ()) if name in versions}
 
 
 def store_filled(saved: Any, previous_versions: dict[str, Any]) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Generator, Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
-from threadloom.channels.delta_fill import store_filled
+from threadloom.channels.delta_fill import filled_versions, store_filled
 from threadloom.checkpoint.base import (
     CheckpointTuple,
     copy_checkpoint,
@@ -310,7 +310,8 @@ def _copy(
         CONF: {k: v for k, v in saved.config[CONF].items() if k != CONFIG_KEY_CHECKPOINT_ID},
     }
     meta = {"source": "fork", "step": st.step + 1, "parents": st.parents}
-    new_config, tup = _stage_put(ops, parent, new, meta, {}, saved)
+    stored = filled_versions(saved, new["channel_versions"])  # rebuilt values: stored here
+    new_config, tup = _stage_put(ops, parent, new, meta, stored, saved)
     follow: list[StateUpdate] = []
     if isinstance(values, list) and values:
         by_name: dict[str, list[str]] = {}
