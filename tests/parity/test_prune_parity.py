@@ -2,8 +2,8 @@
 
 After ``prune([thread], strategy="keep_latest")`` what a user sees is the same
 on both: the latest state, its pending interrupt, a kept checkpoint with no
-parent (threadloom named the deleted one; probe12 p19), the history, a resume,
-and an unpruned thread untouched. ``prune("t1")`` is a ``TypeError`` on both.
+parent (threadloom named the deleted one; probe12 p19), the history, a replay
+and a fork from it, a resume, and an unpruned thread untouched. ``prune("t1")`` is a ``TypeError`` on both.
 threadloom returns a ``PruneReport`` where LangGraph returns None (not compared;
 docs/compatibility.md, "Retention").
 """
@@ -71,6 +71,10 @@ def scenario(lib: Any, saver: Any) -> list[tuple[str, Any]]:
     obs.append(("parent", state.parent_config))
     obs.append(("history", list(graph.get_state_history(T1))))
     obs.append(("listed before", list(saver.list(T1, before=state.config))))
+    obs.append(("replay", graph.invoke(None, state.config)))  # from the kept one
+    obs.append(("replayed state", graph.get_state(T1)))
+    fork = graph.update_state(state.config, {"log": ["fork"]})
+    obs.append(("fork", graph.get_state(fork)))
     obs.append(("resume", graph.invoke(lib.Command(resume=2), T1)))
     history = list(graph.get_state_history(T1))
     obs.append(("history after resume", history))
