@@ -383,3 +383,21 @@ def test_no_snapshot_counters_in_metadata():
             graph.invoke({"items": [], "n": 0}, cfg)
             keys = {k for s in graph.get_state_history(cfg) for k in s.metadata}
             assert ("counters_since_delta_snapshot" in keys) == (name == "langgraph"), name
+
+
+def test_exit_durability_keeps_no_stub_checkpoint():
+    """Under durability="exit", LangGraph adds a stub root checkpoint (step -2,
+    the key's empty value) to anchor the run's unsnapshotted DeltaChannel writes;
+    threadloom saves the final checkpoint with the value, and nothing else
+    (docs/compatibility.md). The other history entries are the same."""
+    seen = {}
+    for name in h.LIBS:
+        lib = h._lib(name)
+        with h.open_saver(lib, "memory") as saver:
+            graph = _chain(lib, saver, freq=100)
+            cfg = {"configurable": {"thread_id": "x"}}
+            for i in range(2):
+                graph.invoke({"items": [i], "n": i}, cfg, durability="exit")
+            seen[name] = [(s.metadata["step"], s.values) for s in graph.get_state_history(cfg)]
+    assert seen["langgraph"][-1] == (-2, {"items": []})
+    assert seen["threadloom"] == seen["langgraph"][:-1]
