@@ -185,3 +185,38 @@ def test_unknown_thread_and_strategy_errors_match(pg_url: str, strategy: str) ->
             tl_saver.setup()
             ours = errors(tl_saver, h._lib("threadloom"))
     assert ours == oracle == [None, ("raises", "ValueError")]
+
+
+@pytest.mark.parametrize("how", [{"strategy": "keep_latest"}, {"keep_last": 2}])
+def test_imported_delta_thread_pruned_keeps_its_values(how: dict) -> None:
+    """A LangGraph ``DeltaChannel`` thread, imported: LangGraph's PostgresSaver
+    refuses ``keep_latest`` on it; threadloom prunes it keeping the ancestors the
+    value is rebuilt from, so the state and a resumed run match LangGraph's."""
+    from langgraph.checkpoint.memory import InMemorySaver as LGInMemorySaver
+    from langgraph.types import Command as LGCommand
+
+    from tests.parity import test_delta_channel_import as d
+    from threadloom.checkpoint.memory import InMemorySaver
+    from threadloom.checkpoint.migrate import import_langgraph
+    from threadloom.types import Command
+
+    lg_saver, tl_saver = LGInMemorySaver(), InMemorySaver()
+    lg = d.build(True, lg_saver)
+    d._drive(lg, LGCommand, "sync")
+    import_langgraph(lg_saver, tl_saver)
+    before = len(list(tl_saver.list(d.CFG)))
+    how = how if "strategy" in how else {"strategy": "keep_last_n", **how}
+    tl_saver.prune(["d"], **how)
+    assert len(list(tl_saver.list(d.CFG))) < before  # pruned, not refused
+    tl = d.build(False, tl_saver)
+    assert tl.get_state(d.CFG).values == lg.get_state(d.CFG).values
+    for tup in tl_saver.list(d.CFG):
+        assert tup.parent_config is None or tl_saver.get_tuple(tup.parent_config) is not None
+    step = {"items": ["more"], "n": 8}
+    ours, theirs = tl.invoke(step, d.CFG), lg.invoke(step, d.CFG)
+    if "__interrupt__" in theirs:
+        ours, theirs = (
+            tl.invoke(Command(resume="z"), d.CFG),
+            lg.invoke(LGCommand(resume="z"), d.CFG),
+        )
+    assert ours == theirs
