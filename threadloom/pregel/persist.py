@@ -431,7 +431,17 @@ class SyncPersister(_Buffer):
             # starts when this thread blocks); its job then finds nothing to do.
             # (Not at interpreter exit: a frozen daemon thread may hold our lock;
             # _save_at_exit already saved the queue, before threads froze.)
-            self._save_queued(False)
+            try:
+                self._save_queued(False)
+            except BaseException as stop:
+                # Ctrl-C while saving: what is still queued is the run's finished
+                # work, and the run releases its lease right after this flush (a
+                # later save from the pool thread would then be refused). Save it
+                # here first; a second Ctrl-C gives up.
+                try:
+                    self._save_queued(False)
+                finally:
+                    raise stop  # the first interrupt is the one to report
         if self._error is not None:
             error, self._error = self._error, None
             raise error
