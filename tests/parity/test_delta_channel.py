@@ -401,3 +401,20 @@ def test_exit_durability_keeps_no_stub_checkpoint():
             seen[name] = [(s.metadata["step"], s.values) for s in graph.get_state_history(cfg)]
     assert seen["langgraph"][-1] == (-2, {"items": []})
     assert seen["threadloom"] == seen["langgraph"][:-1]
+
+
+def chain_default_scenario(lib: Any, saver: Any, durability: str | None) -> h.Observations:
+    """LangGraph's default snapshot_frequency (100): only its replay path runs."""
+    graph = _chain(lib, saver, freq=100)
+    cfg = {"configurable": {"thread_id": "t100"}}
+    obs: h.Observations = []
+    for i in range(3):
+        obs.append((f"invoke {i}", graph.invoke({"items": [i], "n": i}, cfg, **h.kw(durability))))
+    obs.append(("history", _history(graph, cfg)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])  # exit: see the stub test above
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_chain_default_frequency(saver, durability):
+    h.run_parity(chain_default_scenario, saver, durability)
