@@ -34,10 +34,10 @@ def _chain() -> Any:
 def late_pool(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The persister's pool job starts only once the run has returned (the worst
     schedule: on a busy GIL the pool thread often starts that late)."""
-    from threadloom.pregel import persist
+    from threadloom.pregel import pool
 
     held: list[Any] = []
-    monkeypatch.setattr(persist.POOL, "spawn", held.append)
+    monkeypatch.setattr(pool.POOL, "spawn", held.append)
     return held
 
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from threadloom.pregel import persist
+from threadloom.pregel import pool
 from threadloom.pregel.persist import SyncPersister
 
 
@@ -43,7 +43,7 @@ def _put(p: SyncPersister, i: int) -> None:
 
 def test_flush_saves_what_the_pool_has_not_taken_on_the_calling_thread(monkeypatch) -> None:
     jobs = []
-    monkeypatch.setattr(persist.POOL, "spawn", lambda fn: jobs.append(fn))
+    monkeypatch.setattr(pool.POOL, "spawn", lambda fn: jobs.append(fn))
     saver = _Recorder()
     p = SyncPersister(saver, "async")
     for i in range(3):
@@ -83,7 +83,7 @@ def test_flush_waits_for_the_batch_the_pool_thread_is_saving() -> None:
 
 
 def test_flush_raises_the_first_failure_of_its_own_batch(monkeypatch) -> None:
-    monkeypatch.setattr(persist.POOL, "spawn", lambda fn: None)
+    monkeypatch.setattr(pool.POOL, "spawn", lambda fn: None)
 
     class _Failing(_Recorder):
         def put_steps(self, steps):
@@ -116,7 +116,7 @@ def test_ctrl_c_in_flush_leaves_the_batch_to_the_pool_thread(monkeypatch) -> Non
     nor leaves the queue marked busy (found in review: the pool job then waited
     forever and any later flush hung)."""
     jobs = []
-    monkeypatch.setattr(persist.POOL, "spawn", lambda fn: jobs.append(fn))
+    monkeypatch.setattr(pool.POOL, "spawn", lambda fn: jobs.append(fn))
     saver = _Interrupted()
     p = SyncPersister(saver, "async")
     for i in range(2):
