@@ -43,6 +43,7 @@ from threadloom.checkpoint.lease.lease import (
 )
 from threadloom.errors import (
     ConfigError,
+    GraphDrained,
     LeaseLostError,
     SaverClosedError,
     StorageError,
@@ -64,6 +65,7 @@ class _Spec:
     strategy: str
     timeout: float
     ttl: float
+    control: Any = None  # the run's RunControl: a drain stops a wait for the thread
 
 
 def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
@@ -92,6 +94,7 @@ def _spec(graph: Any, config: Any, kwargs: dict[str, Any]) -> _Spec | None:
         strategy or getattr(saver, "multitask_strategy", "reject"),
         float(DEFAULT_TIMEOUT if timeout is None else timeout),
         float(getattr(saver, "lease_ttl", DEFAULT_TTL)),
+        kwargs.get("control"),
     )
 
 
@@ -141,9 +144,14 @@ async def _atake(spec: _Spec, held: local.Holding) -> Lease:
 
 def _closing(spec: _Spec) -> None:
     """A run waiting for the thread gives up once its saver is closing (the
-    close waits for it: :func:`_take`)."""
+    close waits for it: :func:`_take`), or once its ``RunControl`` asks it to
+    drain: it has written nothing yet, and a deploy's grace period must not go
+    to waiting for another run (GraphDrained, resumable as any drained run)."""
     if getattr(spec.saver, "_closing", False):
         raise SaverClosedError(type(spec.saver).__name__, spec.thread_id)
+    control = spec.control
+    if control is not None and getattr(control, "drain_requested", False):
+        raise GraphDrained(control.drain_reason or "shutdown")
 
 
 def _acquire(spec: _Spec) -> Lease:
