@@ -174,7 +174,7 @@ def test_message_graph_merges_node_messages() -> None:
 
 def test_interrupt_is_a_dataclass_like_langgraphs() -> None:
     """Servers answer with ``dataclasses.asdict(interrupt)``; old keyword arguments
-    are accepted (and ignored) with a warning, as in LangGraph 1.2 (probe12 #4, #10)."""
+    are accepted and ignored, as in LangGraph 1.2 (probe12 #4, #10, review12 F4/F5)."""
     import dataclasses
 
     from langgraph.types import Interrupt as LGInterrupt
@@ -185,8 +185,8 @@ def test_interrupt_is_a_dataclass_like_langgraphs() -> None:
     assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
     assert dataclasses.replace(ours, value="no?") == Interrupt("no?", id="i1")
     assert repr(ours) == repr(theirs)
-    with pytest.warns(DeprecationWarning, match="ignored"):
-        old = Interrupt("v", ns=["a:1", "b:2"], when="during", resumable=True)
+    old = Interrupt("v", ns=["a:1", "b:2"], when="during", resumable=True)
     assert old.id == LGInterrupt("v", ns=["a:1", "b:2"], when="during", resumable=True).id
-    with pytest.raises(TypeError, match="bogus"):
-        Interrupt("v", bogus=1)
+    assert Interrupt("v", ns="a:1").id == LGInterrupt("v", ns="a:1").id
+    assert Interrupt("v", interrupt_id="x").id == LGInterrupt("v", interrupt_id="x").id
+    assert Interrupt[int] is not None  # generic, as LangGraph's (Interrupt[Decision] hints)

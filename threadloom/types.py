@@ -136,30 +136,15 @@ _O = TypeVar("_O")
 
 
 _DEFAULT_INTERRUPT_ID = "placeholder-id"
-_OLD_INTERRUPT_KWARGS = frozenset({"ns", "when", "resumable"})
 
 
 def _old_interrupt_kwargs(interrupt: Interrupt, given: dict[str, Any]) -> None:
     """Keywords ``Interrupt`` took before LangGraph 0.6 (``ns``, ``when``,
-    ``resumable``), accepted and ignored as LangGraph still does, except that an
-    ``ns`` path gives an interrupt without an ``id`` LangGraph's id for it."""
-    import warnings
-
-    unknown = set(given) - _OLD_INTERRUPT_KWARGS
-    if unknown:
-        raise TypeError(f"Interrupt() got unexpected keyword argument(s) {sorted(unknown)}")
-    warnings.warn(
-        f"Interrupt({', '.join(sorted(given))}=...) is deprecated and ignored; "
-        "Interrupt takes value, id and response_schema",
-        DeprecationWarning,
-        stacklevel=3,
-    )
+    ``resumable``, ...): ignored, silently, as LangGraph still does, except that an
+    ``ns`` given to an interrupt without an ``id`` makes LangGraph's id from it
+    (a str too, joined character by character as LangGraph joins it)."""
     ns = given.get("ns")
-    if (
-        interrupt.id == _DEFAULT_INTERRUPT_ID
-        and isinstance(ns, Sequence)
-        and not isinstance(ns, str)
-    ):
+    if interrupt.id == _DEFAULT_INTERRUPT_ID and isinstance(ns, Sequence):
         interrupt.id = xxh3_128_hexdigest("|".join(ns).encode())
 
 
@@ -168,8 +153,11 @@ def interrupt_id(ns: str, answered: int = 0) -> str:
     return xxh3_128_hexdigest((f"{ns}{NS_SEP}{answered}" if answered else ns).encode())
 
 
+_R = TypeVar("_R")
+
+
 @dataclass(init=False, eq=False, repr=False, slots=True)
-class Interrupt:
+class Interrupt(Generic[_R]):
     """A pause raised by a node, waiting for ``Command(resume=...)``.
 
     ``id`` is stable across re-runs of the same task, so a resume map
