@@ -28,7 +28,10 @@ def test_reads_what_langgraph_sealed(value) -> None:
 def test_round_trip_binds_the_inner_tag(value) -> None:
     serde = EncryptedSerializer.from_pycryptodome_aes(key=KEY)
     tag, sealed = serde.dumps_typed(value)
-    assert tag.endswith("+aes") and serde.loads_typed((tag, sealed)) == value
+    assert tag.endswith("+aeseax") and serde.loads_typed((tag, sealed)) == value
+    # LangGraph refuses our rows (another cipher name) instead of misreading them
+    with pytest.raises(AssertionError, match="Unsupported cipher"):
+        LGEncrypted.from_pycryptodome_aes(key=KEY).loads_typed((tag, sealed))
     with pytest.raises(CorruptBlobError):
         EncryptedSerializer.from_pycryptodome_aes(key=bytes(32)).loads_typed((tag, sealed))
 

@@ -67,22 +67,23 @@ class AesGcmCipher:
 
 
 class AesEaxCipher:
-    """LangGraph's ``from_pycryptodome_aes`` cipher (needs ``pycryptodome``): tag
-    suffix ``+aes``, ciphertext ``nonce(16) | tag(16) | ciphertext``, AES-EAX
-    unless ``mode`` says otherwise (the rest of ``options`` goes to ``AES.new``).
+    """LangGraph's ``from_pycryptodome_aes`` cipher (needs ``pycryptodome``):
+    ciphertext ``nonce(16) | tag(16) | ciphertext``, AES-EAX unless ``mode`` says
+    otherwise (the rest of ``options`` goes to ``AES.new``).
 
-    threadloom binds the inner type tag into what it seals, as with AES-GCM;
-    rows LangGraph sealed (the payload alone) are read too
-    (``reads_langgraph_rows``), so a LangGraph thread encrypted this way opens
-    with the same key.
+    threadloom binds the inner type tag into what it seals, as with AES-GCM, and
+    names its rows ``+aeseax``; LangGraph's own rows (``+aes``, the payload
+    alone) are read too, so a LangGraph thread encrypted this way opens with the
+    same key. (Under LangGraph's ``+aes`` name, LangGraph would decrypt ours and
+    misread the bound tag as data, silently; under ``+aeseax`` it refuses them.)
 
     Raises:
         ImportError: ``pycryptodome`` is not installed.
         ValueError: the key is not 16, 24 or 32 bytes.
     """
 
-    name = "aes"
-    reads_langgraph_rows = True
+    name = "aeseax"
+    langgraph_name = "aes"
 
     def __init__(self, key: bytes, **options: Any) -> None:
         try:

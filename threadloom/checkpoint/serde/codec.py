@@ -85,6 +85,9 @@ class Envelope:
             raise ValueError("cipher.name must be a short alphanumeric string (the tag suffix)")
         self.cipher = cipher
         self.suffix = "+" + cipher.name
+        # a cipher that also opens LangGraph's rows, sealed under another name
+        legacy = getattr(cipher, "langgraph_name", None)
+        self.langgraph_suffix = "+" + legacy if legacy else None
         self.accept_plaintext = accept_plaintext
 
     def seal(self, tag: str, payload: bytes) -> tuple[str, bytes]:
@@ -98,6 +101,9 @@ class Envelope:
             SerializationError: plaintext refused, or sealed with another cipher.
             CorruptBlobError: decryption failed (wrong key, tampered bytes or tag).
         """
+        lg = self.langgraph_suffix
+        if lg is not None and tag.endswith(lg):
+            return self._open_langgraph(tag[: -len(lg)], tag, payload)
         if not tag.endswith(self.suffix):
             last = tag.rsplit("+", 1)[-1] if "+" in tag else ""
             if last and last != ZSTD:
@@ -125,6 +131,16 @@ class Envelope:
                 return inner_tag, plain  # LangGraph seals the payload alone, without its tag
             raise CorruptBlobError(f"encrypted value does not match its tag {tag!r}")
         return inner_tag, plain[1 + n :]
+
+
+    def _open_langgraph(self, inner_tag: str, tag: str, payload: bytes) -> tuple[str, bytes]:
+        """A row LangGraph sealed: the payload alone, its tag not bound inside."""
+        try:
+            return inner_tag, self.cipher.decrypt(payload)
+        except Exception:
+            raise CorruptBlobError(
+                f"cannot decrypt value (tag {tag!r}): wrong key or tampered data"
+            ) from None
 
 
 def reject_encrypted(tag: str) -> None:
