@@ -63,3 +63,49 @@ async def test_finished_steps_survive_an_unstorable_write(backend, durability, t
         done = await app.ainvoke(None, cfg, durability=durability)
         assert done == {"items": [0, 1], "out": "fine"}
         assert calls == ["a", "b", "b"]  # a ran once: its step was kept
+
+
+async def test_cancel_wins_over_a_failed_last_save(tmp_path, monkeypatch) -> None:
+    """A cancelled async run whose queued saves hold an unstorable value raises the
+    cancel (a caller's timeout sees TimeoutError, as with LangGraph), not the
+    SerializationError, which is noted on it; the steps before it are saved
+    (review12 F1)."""
+    import asyncio
+    import sys
+
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from threadloom.pregel.persist import AsyncPersister
+
+    slow_saves = AsyncPersister._call_all
+
+    async def slow(self: Any, steps: Any) -> None:
+        await asyncio.sleep(0.2)  # the run is cancelled while these are queued
+        await slow_saves(self, steps)
+
+    monkeypatch.setattr(AsyncPersister, "_call_all", slow)
+
+    async def bad(state: State) -> dict[str, Any]:
+        return {"out": object()}
+
+    async def wait(state: State) -> dict[str, Any]:
+        await asyncio.sleep(5)
+        return {}
+
+    builder = StateGraph(State).add_node("bad", bad).add_node("wait", wait)
+    builder.add_edge(START, "bad").add_edge("bad", "wait")
+    cfg = {"configurable": {"thread_id": "cancelled"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
+        app = builder.compile(checkpointer=saver)
+        run = asyncio.ensure_future(app.ainvoke({"items": []}, cfg, durability="async"))
+        await asyncio.sleep(0.05)
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError) as info:
+            await run
+        if sys.version_info >= (3, 11):
+            assert "SerializationError" in "".join(getattr(info.value, "__notes__", []))
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(
+                app.ainvoke({"items": []}, {"configurable": {"thread_id": "t2"}}), 0.05
+            )
+        steps = [s.metadata["step"] async for s in app.aget_state_history(cfg)]
+        assert steps == [0, -1]  # the step with the unstorable write is the only one lost

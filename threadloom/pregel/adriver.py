@@ -27,7 +27,7 @@ from threadloom.pregel.driver import (
     runs_user_code,
 )
 from threadloom.pregel.options import make_scope, prepare
-from threadloom.pregel.persist import AsyncPersister
+from threadloom.pregel.persist import AsyncPersister, is_stop, note_unsaved
 from threadloom.pregel.runner import arun_task
 from threadloom.pregel.stream import shape_output
 
@@ -186,7 +186,13 @@ class _AsyncRun:
     async def finish(self, exc: BaseException | None) -> bool:
         suppress = self.loop.exit(exc)
         if self.opts.persister is not None:
-            await self.opts.persister.flush()
+            if not is_stop(exc):
+                await self.opts.persister.flush()
+            else:
+                try:
+                    await self.opts.persister.flush()
+                except Exception as error:
+                    note_unsaved(exc, error)  # type: ignore[arg-type]
         return suppress
 
 

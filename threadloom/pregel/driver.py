@@ -28,7 +28,7 @@ from threadloom.pregel.interrupts import as_interrupts
 from threadloom.pregel.loop import Loop
 from threadloom.pregel.options import make_scope, prepare
 from threadloom.pregel.parent_commands import merge_parent_commands
-from threadloom.pregel.persist import SyncPersister
+from threadloom.pregel.persist import SyncPersister, is_stop, note_unsaved
 from threadloom.pregel.pool import POOL
 from threadloom.pregel.runner import run_task
 from threadloom.pregel.stream import shape_output
@@ -336,7 +336,13 @@ def _finish(run: Any, exc: BaseException | None, flush: Callable[[], None]) -> b
     """Exit the loop and flush saves; True when ``exc`` (an interrupt) is swallowed."""
     suppress = run.loop.exit(exc)
     if run.opts.persister is not None:
-        flush()
+        if not is_stop(exc):
+            flush()
+        else:
+            try:
+                flush()
+            except Exception as error:
+                note_unsaved(exc, error)  # type: ignore[arg-type]
     return suppress
 
 

@@ -23,6 +23,7 @@ The first error a background save raises is re-raised by ``flush()``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import weakref
 from collections import deque
@@ -125,6 +126,20 @@ def _as_steps(ops: Any) -> list[tuple[list[Any], Any]]:
 
 
 _CLOSE_WAIT = 10.0  # seconds a close from another thread waits for a run's queued saves
+
+
+def is_stop(exc: BaseException | None) -> bool:
+    """A run ended by its caller (a cancel, a timeout around it, Ctrl-C), not by itself."""
+    return isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
+
+
+def note_unsaved(stop: BaseException, error: Exception) -> None:
+    """A stopped run whose last saves failed: the stop goes on (a caller waiting
+    for its cancel or timeout must see that, as with LangGraph), saying what was
+    not saved."""
+    add_note = getattr(stop, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(f"while the run stopped, saving its steps failed: {error!r}")
 
 
 def _pieces(writes: list[Any], checkpoint: Any) -> list[tuple[list[Any], Any]]:
