@@ -83,7 +83,13 @@ PATHS = {
     "threadloom.checkpoint.postgres": ["PostgresSaver"],
     "threadloom.checkpoint.postgres.aio": ["AsyncPostgresSaver"],
     "threadloom.checkpoint.redis": ["RedisSaver", "AsyncRedisSaver"],
-    "threadloom.checkpoint.serde.base": ["SerializerProtocol"],
+    "threadloom.checkpoint.serde.base": [
+        "SerializerProtocol",
+        "UntypedSerializerProtocol",
+        "SerializerCompat",
+        "maybe_add_typed_methods",
+    ],
+    "threadloom.checkpoint.serde.types": ["SendProtocol", "ChannelProtocol", "TASKS"],
     "threadloom.checkpoint.serde.jsonplus": ["JsonPlusSerializer"],
     "threadloom.checkpoint.serde.encrypted": ["EncryptedSerializer"],
 }
@@ -190,3 +196,27 @@ def test_interrupt_is_a_dataclass_like_langgraphs() -> None:
     assert Interrupt("v", ns="a:1").id == LGInterrupt("v", ns="a:1").id
     assert Interrupt("v", interrupt_id="x").id == LGInterrupt("v", interrupt_id="x").id
     assert Interrupt[int] is not None  # generic, as LangGraph's (Interrupt[Decision] hints)
+
+
+def test_untyped_serializer_is_adapted() -> None:
+    """A serializer with only ``dumps``/``loads`` (older LangGraph code) works
+    through ``maybe_add_typed_methods``, as in LangGraph."""
+    import json
+
+    from threadloom.checkpoint.serde.base import SerializerCompat, maybe_add_typed_methods
+    from threadloom.checkpoint.serde.types import SendProtocol
+    from threadloom.types import Send
+
+    class Old:
+        def dumps(self, obj):
+            return json.dumps(obj).encode()
+
+        def loads(self, data):
+            return json.loads(data)
+
+    serde = maybe_add_typed_methods(Old())
+    assert isinstance(serde, SerializerCompat)
+    assert serde.loads_typed(serde.dumps_typed({"a": [1]})) == {"a": [1]}
+    assert serde.dumps_typed({"a": 1})[0] == "dict"
+    assert maybe_add_typed_methods(serde) is serde
+    assert isinstance(Send("n", 1), SendProtocol)
