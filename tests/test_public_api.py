@@ -77,6 +77,7 @@ PATHS = {
         "SerializerProtocol",
         "get_serializable_checkpoint_metadata",
     ],
+    "threadloom.checkpoint.base.id": ["uuid6"],
     "threadloom.checkpoint.memory": ["InMemorySaver", "MemorySaver"],
     "threadloom.checkpoint.sqlite": ["SqliteSaver"],
     "threadloom.checkpoint.sqlite.aio": ["AsyncSqliteSaver"],
