@@ -66,3 +66,25 @@ async def test_enqueued_async_run_drains_without_waiting(tmp_path) -> None:
         gate.set()
         await first
         assert (await app.aget_state(cfg)).values == {"who": "A"}
+
+
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_a_drained_run_stops_no_one(tmp_path, strategy: str) -> None:
+    """A run asked to drain before it got the thread does not ask the holder to
+    stop (a rollback would delete the holder's work for a run that then saves
+    nothing; review2 F3)."""
+    gate, cfg = threading.Event(), {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        app = _graph(saver, gate)
+        first = threading.Thread(target=app.invoke, args=({"who": "A"}, cfg))
+        first.start()
+        while app.get_state(cfg).next != ("hold",):
+            time.sleep(0.01)
+        control = RunControl()
+        control.request_drain("deploy")
+        with pytest.raises(GraphDrained):
+            app.invoke({"who": "B"}, cfg, multitask_strategy=strategy, control=control)
+        gate.set()
+        first.join()
+        assert app.get_state(cfg).values == {"who": "A"}
+        assert len(list(app.get_state_history(cfg))) == 3  # A's run whole, nothing of B

@@ -175,11 +175,11 @@ def _acquire(spec: _Spec) -> Lease:
         raise _busy(spec, info, False)
     delay = _POLL_MIN
     while True:
+        _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
         if spec.strategy in ("interrupt", "rollback"):
             spec.saver._run(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
         if time.monotonic() >= deadline:
             raise _busy(spec, info, True)
-        _closing(spec)
         time.sleep(delay)
         delay = min(_POLL_MAX, delay * 2)
         info = lease.try_acquire()
@@ -202,16 +202,33 @@ async def _aacquire(spec: _Spec) -> Lease:
         raise _busy(spec, info, False)
     delay = _POLL_MIN
     while True:
+        _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
         if spec.strategy in ("interrupt", "rollback"):
             await spec.saver._arun(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
         if time.monotonic() >= deadline:
             raise _busy(spec, info, True)
-        _closing(spec)
         await asyncio.sleep(delay)
         delay = min(_POLL_MAX, delay * 2)
         info = await lease.atry_acquire()
         if info is None:
             return lease
+
+
+def _save_owed(lease: Lease) -> None:
+    """Save what the run's persisters (its subgraphs' too) still have queued
+    before the lease goes: a Ctrl-C that cut the run's own final flush short
+    (at any line) leaves it there, and a save after the release is refused."""
+    if not lease.lost:
+        for persister in list(lease.queued or ()):
+            persister.save_queued()
+
+
+async def _asave_owed(lease: Lease) -> None:
+    """Async twin of :func:`_save_owed`: a cancel or a timeout around the run cut
+    its final flush's wait short, while its drain task still saves."""
+    if not lease.lost:
+        for persister in list(lease.queued or ()):
+            await persister.asave_queued()
 
 
 def _release(lease: Lease) -> None:
@@ -266,10 +283,13 @@ def stream(
             raise
     finally:
         try:
-            lease.halt()
-            _release(lease)
+            _save_owed(lease)
         finally:
-            local.drop(held)
+            try:
+                lease.halt()
+                _release(lease)
+            finally:
+                local.drop(held)
 
 
 def astream(
@@ -322,10 +342,13 @@ async def _astream(
             raise
     finally:
         try:
-            await lease.ahalt()
-            await _arelease(lease)
+            await _asave_owed(lease)
         finally:
-            local.drop(held)
+            try:
+                await lease.ahalt()
+                await _arelease(lease)
+            finally:
+                local.drop(held)
 
 
 @contextmanager

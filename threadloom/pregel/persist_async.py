@@ -110,17 +110,22 @@ class AsyncPersister(_Buffer):
     async def asave_queued(self, deadline: float | None = None) -> None:
         """Async twin of :meth:`SyncPersister.save_queued`: waits for the drain task
         on its own loop (this one, or another loop running in another thread,
-        until ``deadline``)."""
+        until ``deadline``); on its own loop, what was queued after the drain task
+        ended is saved here too."""
         drainer = self._drainer
-        if drainer is None or drainer.done():
+        if drainer is None:
             return
         if drainer.get_loop() is not asyncio.get_running_loop():
-            await asyncio.to_thread(self.save_queued, deadline)
+            if not drainer.done():
+                await asyncio.to_thread(self.save_queued, deadline)
             return
-        try:
-            await asyncio.shield(drainer)
-        except Exception:  # the drain keeps its failure for the run
-            pass
+        if not drainer.done():
+            try:
+                await asyncio.shield(drainer)
+            except Exception:  # the drain keeps its failure for the run
+                pass
+        if self._queue and self._error is None and not self.inline:
+            await self._drain()
 
     def save_queued(self, deadline: float | None = None) -> None:
         """A close from another thread than the run's loop: wait for the drain

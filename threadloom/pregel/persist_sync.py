@@ -53,7 +53,7 @@ class SyncPersister(_Buffer):
             _QUEUES.add(self)
         self._cond = threading.Condition()
         self._draining = False  # a drain job is submitted to the pool
-        self._busy = False  # a thread is saving a batch taken off the queue
+        self._busy: int | None = None  # the thread saving a batch taken off the queue
         self._saved = 0  # steps taken off the queue so far (save_queued's bound)
         self._max = max_pending
 
@@ -130,40 +130,48 @@ class SyncPersister(_Buffer):
 
     def _save_queued(self, job: bool, upto: int | None = None) -> None:
         """Save what is queued, a batch at a time, in order: one thread at a time
-        takes a batch (``_busy``); the others wait for it. ``job``: the pool
-        thread's drain (it clears ``_draining`` when it finds the queue empty).
-        ``upto``: stop once that many steps were saved in all (a run still going
-        keeps queueing: waiting for an empty queue would never end)."""
+        takes a batch (``_busy``: its thread id); the others wait for it. ``job``:
+        the pool thread's drain (it clears ``_draining`` when it finds the queue
+        empty). ``upto``: stop once that many steps were saved in all (a run still
+        going keeps queueing: waiting for an empty queue would never end).
+
+        A Ctrl-C can land on the run's thread at any line: the claim is given back
+        by the ``finally`` whatever line it landed on (a claim left set hung every
+        later save), and a batch counts as saved only once its save returned."""
+        me = threading.get_ident()
         while True:
-            with self._cond:
-                while self._busy and (upto is None or self._saved < upto):
-                    self._cond.wait()  # (the pool thread may take batch after batch)
-                if not self._queue or (upto is not None and self._saved >= upto):
-                    if job:
-                        self._draining = False
-                    self._cond.notify_all()
-                    return
-                n, steps = self._take()
-                self._busy = True
-            done = True
+            n, done = 0, False
             try:
+                with self._cond:
+                    # (the pool thread may take batch after batch; a claim of this
+                    # thread's own is one a Ctrl-C cut off in the ``finally``)
+                    while self._busy not in (None, me) and (upto is None or self._saved < upto):
+                        self._cond.wait()
+                    if not self._queue or (upto is not None and self._saved >= upto):
+                        if job:
+                            self._draining = False
+                        self._cond.notify_all()
+                        return
+                    self._busy = me
+                    n, steps = self._take()
                 if self._error is None:
                     self._call_all(steps)
+                done = True
             except Exception as exc:
-                self._error = exc
-            except BaseException as exc:  # Ctrl-C lands on the run's thread
-                if not job:  # keep the batch queued: the pool thread's job saves it
-                    done = False
+                self._error, done = exc, True  # dropped, the run raises the error
+            except BaseException as exc:  # Ctrl-C on the run's thread: the batch stays queued
+                if not job:
                     raise
-                self._error = exc
+                self._error, done = exc, True
             finally:
-                with self._cond:
-                    if done:
-                        for _ in range(n):
-                            self._queue.popleft()
-                        self._saved += n
-                    self._busy = False
-                    self._cond.notify_all()
+                if self._busy == me:
+                    with self._cond:
+                        if done:
+                            for _ in range(n):
+                                self._queue.popleft()
+                            self._saved += n
+                        self._busy = None
+                        self._cond.notify_all()
 
     def save_queued(self, deadline: float | None = None) -> None:
         """The saver closes under the run: save the steps already queued (whole
@@ -184,12 +192,15 @@ class SyncPersister(_Buffer):
     def flush(self) -> None:
         """Save the buffered writes, wait until every save reached the saver; raise
         the first failure."""
+        stop: BaseException | None = None  # a Ctrl-C: raised once the queue is saved
         try:
             self.send_held()
             self.save_writes()
-        except BaseException as exc:
+        except Exception as exc:
             if self._error is None:
                 self._error = exc
+        except BaseException as exc:
+            stop = exc
         if not self.inline and not sys.is_finalizing():
             # what the pool thread has not taken yet is saved here: no hand-over
             # at exit (the pool thread usually has not run yet: on a busy GIL it
@@ -198,15 +209,18 @@ class SyncPersister(_Buffer):
             # _save_at_exit already saved the queue, before threads froze.)
             try:
                 self._save_queued(False)
-            except BaseException as stop:
+            except BaseException as exc:
                 # Ctrl-C while saving: what is still queued is the run's finished
                 # work, and the run releases its lease right after this flush (a
                 # later save from the pool thread would then be refused). Save it
                 # here first; a second Ctrl-C gives up.
+                stop = stop or exc
                 try:
                     self._save_queued(False)
                 finally:
                     raise stop  # the first interrupt is the one to report
+        if stop is not None:
+            raise stop
         if self._error is not None:
             error, self._error = self._error, None
             raise error
