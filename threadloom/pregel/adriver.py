@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from threadloom.channels.delta_fill import afill_delta
+from threadloom.errors import GraphBubbleUp
 from threadloom.pregel.driver import (
     Done,
     cache_apply,
@@ -84,12 +85,31 @@ class _AsyncRun:
         )
         self.subgraphs = bool(kw.get("subgraphs"))
         self.done: list[Done] = []
+        self.pending: list[Any] = []  # chunks held back by a failing end_step, yielded first
 
     def put(self, ev: Any) -> None:
         if threading.get_ident() == self.owner:
             self.aq.put_nowait(ev)
         else:
             self.aloop.call_soon_threadsafe(self.aq.put_nowait, ev)
+
+    async def end_step(self) -> list[Any]:
+        """:meth:`~threadloom.pregel.driver._SyncRun.end_step`'s twin; the save of
+        ``durability="sync"`` runs in ``throttle()``, so it is inside too."""
+        pending = self.drain()
+        persister = self.opts.persister
+        try:
+            self.loop.after_tick()
+            if persister is not None:
+                await persister.throttle()
+        except GraphBubbleUp:
+            self.pending = pending  # yielded by the caller's error path, first
+            raise
+        except BaseException:
+            self.drain()  # the step's events: its checkpoint was not stored
+            self.pending = pending
+            raise
+        return pending + self.drain()
 
     def drain(self) -> list[Any]:
         out = []
@@ -233,17 +253,15 @@ async def astream_run(
                     yield c
             if opts.cache is not None and opts.cache_writes:
                 await opts.cache.aset(cache_pairs(loop))
-            loop.after_tick()
-            if opts.persister is not None:
-                await opts.persister.throttle()
-            for c in run.drain():
+            for c in await run.end_step():
                 yield c
     except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
         await run.finish(exc)
         raise
     except BaseException as exc:
         suppress = await run.finish(exc)
-        for c in run.drain():
+        held, run.pending = run.pending, []
+        for c in held + run.drain():
             yield c
         if not suppress:
             raise

@@ -19,6 +19,7 @@ from threadloom.channels.delta_fill import fill_delta
 from threadloom.constants import START
 from threadloom.errors import (
     CheckpointNotFoundError,
+    GraphBubbleUp,
     GraphInterrupt,
     GraphRecursionError,
     ParentCommand,
@@ -183,6 +184,29 @@ class _SyncRun:
             ok, chunk = self.shape(ev)
             if ok:
                 yield chunk
+
+    def discard(self) -> None:
+        """Drop the events queued so far (keeping the tasks' done markers)."""
+        for _ in self.drain():
+            pass
+
+    def end_step(self) -> Iterator[Any]:
+        """``after_tick`` (apply, stream values, save), then the step's chunks.
+        A failed save (not an interrupt) drops what the step emitted since the
+        tasks ended: LangGraph never streams a step that was not stored, and
+        ``durability="sync"`` promises a step streamed as done is stored."""
+        pending = list(self.drain())
+        try:
+            self.loop.after_tick()
+        except GraphBubbleUp:
+            yield from pending
+            raise
+        except BaseException:
+            self.discard()
+            yield from pending
+            raise
+        yield from pending
+        yield from self.drain()
 
     def _get(self, deadline: float | None, step: int) -> Any:
         if deadline is None:
@@ -386,8 +410,7 @@ def stream_run(graph: Any, input: Any, config: Any, kw: dict[str, Any]) -> Itera
                 yield from run.run_step()
             if opts.cache is not None:
                 cache_store(loop)
-            loop.after_tick()
-            yield from run.drain()
+            yield from run.end_step()
     except GeneratorExit as exc:  # the caller stopped iterating: save, yield nothing more
         _finish(run, exc, lambda: opts.persister.flush())
         raise
