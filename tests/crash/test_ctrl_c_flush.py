@@ -167,3 +167,27 @@ async def test_a_timeout_around_astream_keeps_every_streamed_step(tmp_path, dead
             assert state.values["n"] >= streamed[-1] - 1  # at most the step in flight
             assert state.values["n"] == streamed[-1] or state.next
         await app.ainvoke(None if state.next else {"n": 0}, cfg)  # the thread is free
+
+
+def test_a_ctrl_c_in_the_lease_release_still_frees_the_thread(tmp_path, monkeypatch) -> None:
+    """A second Ctrl-C landing in the lease release (review2 F4): the release runs
+    again, so another run gets the thread at once instead of after the TTL."""
+    from threadloom.checkpoint.lease.lease import Lease
+
+    release, hits = Lease.release, []
+
+    def interrupted_once(self: Any) -> Any:
+        if not hits:
+            hits.append(1)
+            raise KeyboardInterrupt
+        return release(self)
+
+    monkeypatch.setattr(Lease, "release", interrupted_once)
+    cfg = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(tmp_path / "r.db")) as saver:
+        app = _chain().compile(checkpointer=saver, interrupt_before=["n5"])
+        with pytest.raises(KeyboardInterrupt):  # paused runs give the lease back by release()
+            app.invoke({"n": 0}, cfg)
+        assert hits
+        app.invoke(None, cfg, multitask_strategy="reject")  # free at once
+        assert app.get_state(cfg).values == {"n": 6}

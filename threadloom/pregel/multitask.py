@@ -287,9 +287,19 @@ def stream(
         finally:
             try:
                 lease.halt()
-                _release(lease)
+                _release_anyway(lease)
             finally:
                 local.drop(held)
+
+
+def _release_anyway(lease: Lease) -> None:
+    """Release, once more if a Ctrl-C cut the release short: a second Ctrl-C
+    gives up saving, not the thread, which would stay locked for the lease TTL."""
+    try:
+        _release(lease)
+    except KeyboardInterrupt:
+        _release(lease)
+        raise
 
 
 def astream(
@@ -346,9 +356,18 @@ async def _astream(
         finally:
             try:
                 await lease.ahalt()
-                await _arelease(lease)
+                await _arelease_anyway(lease)
             finally:
                 local.drop(held)
+
+
+async def _arelease_anyway(lease: Lease) -> None:
+    """Async twin of :func:`_release_anyway` (a second cancel cut the release short)."""
+    try:
+        await _arelease(lease)
+    except asyncio.CancelledError:
+        await _arelease(lease)
+        raise
 
 
 @contextmanager
