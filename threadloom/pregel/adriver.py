@@ -14,7 +14,10 @@ from typing import Any
 
 from threadloom.channels.delta_fill import afill_delta
 from threadloom.errors import GraphBubbleUp
-from threadloom.pregel.driver import (
+from threadloom.pregel.options import make_scope, prepare
+from threadloom.pregel.persist import AsyncPersister, is_stop, note_unsaved
+from threadloom.pregel.runner import arun_task
+from threadloom.pregel.step_common import (
     Done,
     cache_apply,
     cache_keys,
@@ -27,9 +30,6 @@ from threadloom.pregel.driver import (
     require_addressed,
     runs_user_code,
 )
-from threadloom.pregel.options import make_scope, prepare
-from threadloom.pregel.persist import AsyncPersister, is_stop, note_unsaved
-from threadloom.pregel.runner import arun_task
 from threadloom.pregel.stream import shape_output
 
 __all__ = ["astream_run"]
