@@ -191,3 +191,110 @@ def test_a_ctrl_c_in_the_lease_release_still_frees_the_thread(tmp_path, monkeypa
         assert hits
         app.invoke(None, cfg, multitask_strategy="reject")  # free at once
         assert app.get_state(cfg).values == {"n": 6}
+
+
+async def _slow_async_saver(saver: Any) -> Any:
+    import asyncio
+
+    inner = saver._arun
+
+    async def slow(flow: Any, write: bool = False) -> Any:
+        if write:
+            await asyncio.sleep(0.03)
+        return await inner(flow, write)
+
+    saver._arun = slow
+    return inner
+
+
+@pytest.mark.parametrize("first", [0.04, 0.1, 0.16])
+async def test_repeated_cancels_keep_every_streamed_step(tmp_path, first: float) -> None:
+    """A cancel, then more cancels while the run saves what it owes (anyio cancel
+    scopes cancel again and again): every value streamed is still stored (review3
+    G1: the second cancel ended the wait and the lease went before the saves)."""
+    import asyncio
+
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    cfg = {"configurable": {"thread_id": "t"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
+        inner = await _slow_async_saver(saver)
+        app = _chain().compile(checkpointer=saver)
+        streamed: list[int] = []
+
+        async def consume() -> None:
+            async for values in app.astream(
+                {"n": 0}, cfg, durability="async", stream_mode="values"
+            ):
+                streamed.append(values["n"])
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(first)
+        for _ in range(5):  # cancel, and cancel again while it saves
+            task.cancel()
+            await asyncio.sleep(0.01)
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass  # (or it had finished: the cancels then found nothing to stop)
+        saver._arun = inner
+        state = await app.aget_state(cfg)
+        if streamed:
+            assert state.values["n"] >= streamed[-1] - 1
+        await app.ainvoke(None if state.next else {"n": 0}, cfg)  # the thread is free
+
+
+@pytest.mark.parametrize("deadline", [0.02, 0.05, 0.1])
+async def test_a_timeout_in_the_exit_save_still_stores_it(tmp_path, deadline: float) -> None:
+    """``durability="exit"``: a timeout landing in the run's one save still stores
+    it before the lease goes (review3 G2: it stayed queued and was lost)."""
+    import asyncio
+
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    cfg = {"configurable": {"thread_id": "t"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "e.db")) as saver:
+        inner = await _slow_async_saver(saver)
+        app = _chain().compile(checkpointer=saver)
+        streamed: list[int] = []
+
+        async def consume() -> None:
+            async for values in app.astream({"n": 0}, cfg, durability="exit", stream_mode="values"):
+                streamed.append(values["n"])
+
+        try:
+            await asyncio.wait_for(consume(), deadline)
+        except asyncio.TimeoutError:
+            pass
+        saver._arun = inner
+        state = await app.aget_state(cfg)
+        if streamed and streamed[-1] == 6:  # the run reached its end: its exit save is stored
+            assert state.values == {"n": 6}
+        await app.ainvoke({"n": 0} if not state.next else None, cfg)  # the thread is free
+
+
+async def test_a_cancelled_run_cancels_its_parallel_nodes() -> None:
+    """Cancelling a run cancels its running parallel nodes, as LangGraph does
+    (review3 G6: they ran on, side effects included)."""
+    import asyncio
+
+    from threadloom.graph import START, StateGraph
+
+    effects: list[str] = []
+
+    def node(name: str) -> Any:
+        async def run(state: dict) -> dict:
+            await asyncio.sleep(0.3)
+            effects.append(name)
+            return {}
+
+        return run
+
+    builder = StateGraph(dict)
+    for name in ("a", "b", "c"):
+        builder.add_node(name, node(name)).add_edge(START, name)
+    app = builder.compile()
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(app.ainvoke({"x": 1}), 0.05)
+    await asyncio.sleep(0.5)
+    assert effects == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from threadloom.channels.delta_fill import afill_delta
@@ -150,39 +151,55 @@ class _AsyncRun:
         else:
             limit = self.opts.run.config.get("max_concurrency")
             sem = asyncio.Semaphore(int(limit)) if limit else None
+            running = []
             for task in todo:
                 scope = make_scope(loop, task)
                 t = self.aloop.create_task(_limited(sem, scope))
                 t.add_done_callback(lambda f, s=scope: self.aq.put_nowait(Done(s, f)))
-            remaining = len(todo)
-            while remaining:
-                if not self.done:
-                    if persister is not None and self.aq.empty():
-                        await asyncio.sleep(0)  # tasks about to finish join this save
-                        if self.aq.empty():
-                            persister.save_writes()  # nothing ready: save while we wait
-                            await persister.throttle()
-                    ev = await self._get(deadline, loop.step)
-                    if isinstance(ev, Done):
-                        self.done.append(ev)
-                    else:
-                        if persister is not None:
-                            persister.save_writes()
-                            await persister.throttle()
-                        ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
-                        if ok:
-                            yield chunk
-                    continue
-                item = self.done.pop(0)
-                remaining -= 1
-                exc = item.result.result()
-                loop.commit(item.scope.task, exc)
-                results.append((item.scope.task, exc))
+                running.append(t)
+            try:
+                async with aclosing(self._wait_tasks(len(todo), deadline, results)) as events:
+                    async for chunk in events:
+                        yield chunk
+            except (asyncio.CancelledError, GeneratorExit):
+                for t in running:  # the run was stopped: so are its nodes, as in LangGraph
+                    t.cancel()
+                raise
         if loop.error_handlers:
             results = await _handle(self, results, persister, deadline)
         if persister is not None and persister.inline:
             await persister.throttle()
         raise_step_errors(results)
+
+    async def _wait_tasks(
+        self, remaining: int, deadline: float | None, results: list[Any]
+    ) -> AsyncIterator[Any]:
+        """The step's events until ``remaining`` tasks are done; their outcomes
+        committed into ``results``."""
+        loop, persister = self.loop, self.opts.persister
+        while remaining:
+            if not self.done:
+                if persister is not None and self.aq.empty():
+                    await asyncio.sleep(0)  # tasks about to finish join this save
+                    if self.aq.empty():
+                        persister.save_writes()  # nothing ready: save while we wait
+                        await persister.throttle()
+                ev = await self._get(deadline, loop.step)
+                if isinstance(ev, Done):
+                    self.done.append(ev)
+                else:
+                    if persister is not None:
+                        persister.save_writes()
+                        await persister.throttle()
+                    ok, chunk = shape_output(ev, self.stream_mode, self.subgraphs)
+                    if ok:
+                        yield chunk
+                continue
+            item = self.done.pop(0)
+            remaining -= 1
+            exc = item.result.result()
+            loop.commit(item.scope.task, exc)
+            results.append((item.scope.task, exc))
 
     async def run_lone(self) -> bool:
         """``run_step`` for the usual step, one task to run and no step timeout, without

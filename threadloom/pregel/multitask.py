@@ -34,6 +34,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import closing, local
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.lease.closing import _CLOSE_WAIT as CLOSE_WAIT
 from threadloom.checkpoint.lease.lease import (
     DEFAULT_TTL,
     FencedSaver,
@@ -225,10 +226,31 @@ def _save_owed(lease: Lease) -> None:
 
 async def _asave_owed(lease: Lease) -> None:
     """Async twin of :func:`_save_owed`: a cancel or a timeout around the run cut
-    its final flush's wait short, while its drain task still saves."""
+    its final flush's wait short, while its drain task still saves (or left the
+    one save of ``durability="exit"`` queued). Further cancels do not stop this
+    wait (anyio cancel scopes cancel again and again): the steps the caller saw
+    streamed must be stored before the lease goes. Bounded by the close wait."""
     if not lease.lost:
         for persister in list(lease.queued or ()):
-            await persister.asave_queued()
+            await _through_cancels(persister.asave_queued())
+
+
+async def _through_cancels(saving: Any, limit: float = CLOSE_WAIT) -> None:
+    """Await ``saving`` to its end (up to ``limit`` s) even if this task is cancelled
+    meanwhile; then re-raise the cancel."""
+    task = asyncio.ensure_future(saving)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + limit
+    stop: BaseException | None = None
+    while not task.done() and loop.time() < end:
+        try:
+            await asyncio.wait({task}, timeout=end - loop.time())
+        except asyncio.CancelledError as exc:
+            stop = exc
+    if task.done() and not task.cancelled():
+        task.exception()  # (retrieved: asave_queued keeps failures for the run)
+    if stop is not None:
+        raise stop
 
 
 def _release(lease: Lease) -> None:

@@ -197,7 +197,7 @@ class _Buffer:
         self._queue: deque[tuple[list[Any], Any]] = deque()
         self._error: BaseException | None = None
         lease = getattr(saver, "lease", None)  # a leased run (FencedSaver)
-        if not self.inline and lease is not None and hasattr(lease, "queued"):
+        if lease is not None and hasattr(lease, "queued"):
             if lease.queued is None:  # (a subgraph's persister shares its root's lease)
                 lease.queued = weakref.WeakSet()
             lease.queued.add(self)  # its saver's close saves our queue first

@@ -22,6 +22,10 @@ class AsyncPersister(_Buffer):
         self._holds = durability == "sync" and self._steps  # as SyncPersister
         self._drainer: asyncio.Task[None] | None = None
         self._max = max_pending
+        self._loop = asyncio.get_running_loop()  # the run's: where its saves may run
+        # one drain at a time: the drain task, the run's own (sync/exit) and a
+        # close's or a stopped run's last save would otherwise take the same steps
+        self._draining = asyncio.Lock()
 
     def send_held(self) -> None:
         """Queue a held input checkpoint, alone; the next ``throttle()`` saves it."""
@@ -90,6 +94,10 @@ class AsyncPersister(_Buffer):
             await saver.aput(*checkpoint)
 
     async def _drain(self) -> None:
+        async with self._draining:
+            await self._drain_queue()
+
+    async def _drain_queue(self) -> None:
         while self._queue:
             n, steps = self._take()
             try:
@@ -108,23 +116,23 @@ class AsyncPersister(_Buffer):
                 self._queue.popleft()
 
     async def asave_queued(self, deadline: float | None = None) -> None:
-        """Async twin of :meth:`SyncPersister.save_queued`: waits for the drain task
-        on its own loop (this one, or another loop running in another thread,
-        until ``deadline``); on its own loop, what was queued after the drain task
-        ended is saved here too."""
-        drainer = self._drainer
-        if drainer is None:
-            return
-        if drainer.get_loop() is not asyncio.get_running_loop():
-            if not drainer.done():
+        """Async twin of :meth:`SyncPersister.save_queued`: on the run's loop, wait
+        for the drain task, then save what is still queued (queued after it
+        ended, or the run's own save a cancel cut short: the one save of
+        ``durability="exit"``); from another loop running in another thread, wait
+        for the drain task until ``deadline``."""
+        if self._loop is not asyncio.get_running_loop():
+            drainer = self._drainer
+            if drainer is not None and not drainer.done():
                 await asyncio.to_thread(self.save_queued, deadline)
             return
-        if not drainer.done():
+        drainer = self._drainer
+        if drainer is not None and not drainer.done():
             try:
                 await asyncio.shield(drainer)
             except Exception:  # the drain keeps its failure for the run
                 pass
-        if self._queue and self._error is None and not self.inline:
+        if self._queue and self._error is None:
             await self._drain()
 
     def save_queued(self, deadline: float | None = None) -> None:
