@@ -174,18 +174,27 @@ def _acquire(spec: _Spec) -> Lease:
             return lease
     if spec.strategy == "reject":
         raise _busy(spec, info, False)
-    delay = _POLL_MIN
-    while True:
-        _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
-        if spec.strategy in ("interrupt", "rollback"):
-            spec.saver._run(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
-        if time.monotonic() >= deadline:
-            raise _busy(spec, info, True)
-        time.sleep(delay)
-        delay = min(_POLL_MAX, delay * 2)
-        info = lease.try_acquire()
-        if info is None:
-            return lease
+    delay, asked = _POLL_MIN, False
+    try:
+        while True:
+            _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
+            if spec.strategy in ("interrupt", "rollback"):
+                spec.saver._run(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
+                asked = True
+            if time.monotonic() >= deadline:
+                raise _busy(spec, info, True)
+            time.sleep(delay)
+            delay = min(_POLL_MAX, delay * 2)
+            info = lease.try_acquire()
+            if info is None:
+                return lease
+    except BaseException:
+        if asked:  # we gave up: the holder must not stop, or be rolled back, for nobody
+            try:
+                spec.saver._run(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
+            except Exception:  # the store is failing: the request goes with the lease
+                pass
+        raise
 
 
 async def _aacquire(spec: _Spec) -> Lease:
@@ -201,18 +210,27 @@ async def _aacquire(spec: _Spec) -> Lease:
             return lease
     if spec.strategy == "reject":
         raise _busy(spec, info, False)
-    delay = _POLL_MIN
-    while True:
-        _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
-        if spec.strategy in ("interrupt", "rollback"):
-            await spec.saver._arun(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
-        if time.monotonic() >= deadline:
-            raise _busy(spec, info, True)
-        await asyncio.sleep(delay)
-        delay = min(_POLL_MAX, delay * 2)
-        info = await lease.atry_acquire()
-        if info is None:
-            return lease
+    delay, asked = _POLL_MIN, False
+    try:
+        while True:
+            _closing(spec)  # first: a drained run stops no one (a rollback deletes their work)
+            if spec.strategy in ("interrupt", "rollback"):
+                await spec.saver._arun(lo.request_stop_flow(spec.thread_id, spec.strategy), True)
+                asked = True
+            if time.monotonic() >= deadline:
+                raise _busy(spec, info, True)
+            await asyncio.sleep(delay)
+            delay = min(_POLL_MAX, delay * 2)
+            info = await lease.atry_acquire()
+            if info is None:
+                return lease
+    except BaseException:
+        if asked:  # as _acquire
+            try:
+                await spec.saver._arun(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
+            except Exception:
+                pass
+        raise
 
 
 def _save_owed(lease: Lease) -> None:

@@ -198,8 +198,10 @@ class Lease:
         await _uncut(self.saver._arun(flow, True))
 
     def seen(self, stop: str | None) -> None:
+        """The stop request the store holds now: one that the run which asked
+        withdrew (it gave up waiting: its timeout, a drain) no longer stops us."""
         self.checked = time.monotonic()
-        if stop and not self.stop:
+        if stop is not None:
             self.stop = stop
 
     # -- background renewal -----------------------------------------------------

@@ -62,7 +62,10 @@ def handlers(ex: Any) -> dict[type, Any]:
         row = _live(ex, op.thread_id)
         if row is None:
             return None
-        row[3] = row[3] or op.mode
+        if op.withdraw:
+            row[3] = "" if row[3] == op.mode else row[3]
+        else:
+            row[3] = row[3] or op.mode
         return _info(row)
 
     def check(op: lo.CheckLease) -> str | None:  # every fenced write: kept lean

@@ -31,6 +31,7 @@ __all__ = [
     "renew_flow",
     "release_flow",
     "request_stop_flow",
+    "withdraw_stop_flow",
     "read_flow",
     "check_flow",
 ]
@@ -80,10 +81,13 @@ class ReleaseLease:
 
 @dataclass(frozen=True)
 class RequestStop:
-    """Ask the live holder to stop. Result: the LeaseInfo it was set on, or None."""
+    """Ask the live holder to stop (``withdraw``: take back a request of ``mode``
+    not acted on yet, when the run that asked gave up waiting). Result: the
+    LeaseInfo it was set on, or None."""
 
     thread_id: str
     mode: str
+    withdraw: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,10 @@ def release_flow(thread_id: str, token: str) -> Flow:
 
 def request_stop_flow(thread_id: str, mode: str) -> Flow:
     return (yield RequestStop(thread_id, mode))
+
+
+def withdraw_stop_flow(thread_id: str, mode: str) -> Flow:
+    return (yield RequestStop(thread_id, mode, withdraw=True))
 
 
 def read_flow(thread_id: str) -> Flow:

@@ -86,8 +86,13 @@ def _release(op: lo.ReleaseLease, sql: Any) -> Any:
 
 
 def _request_stop(op: lo.RequestStop, sql: Any) -> Any:
+    new = (
+        "CASE WHEN stop = %s THEN '' ELSE stop END"
+        if op.withdraw
+        else ("CASE WHEN stop = '' THEN %s ELSE stop END")
+    )
     stmt = Stmt(
-        f"UPDATE {_t(sql)} SET stop = CASE WHEN stop = '' THEN %s ELSE stop END"
+        f"UPDATE {_t(sql)} SET stop = {new}"
         f" WHERE thread_id = %s AND expires_at > {NOW} RETURNING {COLS}",
         (op.mode, op.thread_id),
         "one",

@@ -64,6 +64,10 @@ elseif cmd == 'stop' then
     if not cur[2] then return {0} end
     if cur[3] == '' then redis.call('HSET', k, 'stop', ARGV[2]) end
     return info()
+elseif cmd == 'unstop' then
+    if not cur[2] then return {0} end
+    if cur[3] == ARGV[2] then redis.call('HSET', k, 'stop', '') end
+    return info()
 elseif cmd == 'check' then
     if cur[2] ~= ARGV[2] then return {0} end
     redis.call('PEXPIRE', k, ARGV[3])
@@ -113,7 +117,8 @@ def handlers(call_cls: Any) -> dict[str, Any]:
         yield from run(self, op.thread_id, "release", op.token)
 
     def request_stop(self: Any, op: lo.RequestStop, scope: Any) -> Plan:
-        return _info((yield from run(self, op.thread_id, "stop", op.mode)))
+        cmd = "unstop" if op.withdraw else "stop"
+        return _info((yield from run(self, op.thread_id, cmd, op.mode)))
 
     def check(self: Any, op: lo.CheckLease, scope: Any) -> Plan:
         scope.lease = (lease_key(self, op.thread_id), op.token)  # fences the writes that follow

@@ -79,7 +79,10 @@ def _request_stop(op: lo.RequestStop) -> Plan:
     live = yield from _live(op.thread_id)
     if live is None:
         return None
-    sql = "UPDATE tl_leases SET stop = ?2 WHERE thread_id = ?1 AND stop = ''"
+    if op.withdraw:
+        sql = "UPDATE tl_leases SET stop = '' WHERE thread_id = ?1 AND stop = ?2"
+    else:
+        sql = "UPDATE tl_leases SET stop = ?2 WHERE thread_id = ?1 AND stop = ''"
     yield Stmt(sql, (op.thread_id, op.mode), "unlease")
     return live
 
