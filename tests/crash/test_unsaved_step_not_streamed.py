@@ -8,25 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from typing_extensions import TypedDict
 
+from tests.crash.test_ctrl_c_flush import _chain
 from threadloom.checkpoint.sqlite import SqliteSaver
 from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
-from threadloom.graph import END, START, StateGraph
-
-
-class State(TypedDict):
-    n: int
-
-
-def _chain() -> Any:
-    builder = StateGraph(State)
-    prev = START
-    for i in range(6):
-        builder.add_node(f"n{i}", lambda s: {"n": s["n"] + 1})
-        builder.add_edge(prev, f"n{i}")
-        prev = f"n{i}"
-    return builder.add_edge(prev, END)
 
 
 def _failing(saver: Any, attr: str, at: int) -> Any:
