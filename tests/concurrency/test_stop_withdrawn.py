@@ -56,3 +56,28 @@ async def test_a_request_is_withdrawn_when_its_run_gives_up(backend, strategy, t
         holder.join(30)
         assert out.get("a") == {"log": ["A", 0, 1, 2, 3]}
         assert app.get_state(cfg).values == {"log": ["A", 0, 1, 2, 3]}
+
+
+async def test_withdrawal_survives_repeated_cancels(tmp_path) -> None:
+    """The asking run is cancelled by an anyio cancel scope, which cancels again
+    and again: its withdrawal is still sent to its end, so the holder finishes
+    intact (review4 H1: the second cancel cut the withdrawal off and the holder
+    was rolled back for nobody)."""
+    import asyncio
+
+    anyio = pytest.importorskip("anyio")
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    cfg = {"configurable": {"thread_id": "anyio"}}
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "w.db")) as saver:
+        app = _chain(0.25).compile(checkpointer=saver)
+        holder = asyncio.ensure_future(app.ainvoke({"log": ["A"]}, cfg))
+        seen = 0
+        while seen < 2:
+            seen = len([s async for s in app.aget_state_history(cfg)])
+            await asyncio.sleep(0.005)
+        with anyio.move_on_after(0.05):
+            await app.ainvoke(
+                {"log": ["B"]}, cfg, multitask_strategy="rollback", multitask_timeout=10
+            )
+        assert await holder == {"log": ["A", 0, 1, 2, 3]}

@@ -39,6 +39,7 @@ from threadloom.checkpoint.lease.lease import (
     DEFAULT_TTL,
     FencedSaver,
     Lease,
+    _uncut,
     alease_backend,
     lease_backend,
 )
@@ -190,11 +191,25 @@ def _acquire(spec: _Spec) -> Lease:
                 return lease
     except BaseException:
         if asked:  # we gave up: the holder must not stop, or be rolled back, for nobody
-            try:
-                spec.saver._run(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
-            except Exception:  # the store is failing: the request goes with the lease
-                pass
+            _withdraw(spec)
         raise
+
+
+def _withdraw(spec: _Spec) -> None:
+    """Take back our stop request, once more if a Ctrl-C cut it short (a second
+    Ctrl-C must not leave the holder to be stopped for nobody)."""
+
+    def send() -> None:
+        spec.saver._run(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
+
+    try:
+        try:
+            send()
+        except KeyboardInterrupt:
+            send()
+            raise
+    except Exception:  # the store is failing: the request goes with the lease
+        pass
 
 
 async def _aacquire(spec: _Spec) -> Lease:
@@ -225,9 +240,10 @@ async def _aacquire(spec: _Spec) -> Lease:
             if info is None:
                 return lease
     except BaseException:
-        if asked:  # as _acquire
+        if asked:  # as _acquire; sent to its end even if we are cancelled again
+            flow = lo.withdraw_stop_flow(spec.thread_id, spec.strategy)
             try:
-                await spec.saver._arun(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
+                await _uncut(spec.saver._arun(flow, True))
             except Exception:
                 pass
         raise
@@ -242,7 +258,7 @@ def _save_owed(lease: Lease) -> None:
             persister.save_queued()
 
 
-async def _asave_owed(lease: Lease) -> None:
+async def _asave_owed(lease: Lease, stopping: bool = False) -> None:
     """Async twin of :func:`_save_owed`: a cancel or a timeout around the run cut
     its final flush's wait short, while its drain task still saves (or left the
     one save of ``durability="exit"`` queued). Further cancels do not stop this
@@ -250,7 +266,14 @@ async def _asave_owed(lease: Lease) -> None:
     streamed must be stored before the lease goes. Bounded by the close wait."""
     if not lease.lost:
         for persister in list(lease.queued or ()):
-            await _through_cancels(persister.asave_queued())
+            limit = STOP_GRACE if stopping else CLOSE_WAIT
+            await _through_cancels(persister.asave_queued(), limit)
+
+
+STOP_GRACE = 2.0
+"""Seconds a stopped run (a cancel, a timeout, a broken-off stream) still waits
+for its queued saves before its lease goes: saves take milliseconds, and a
+caller's timeout must not turn into ten seconds when the store hangs."""
 
 
 async def _through_cancels(saving: Any, limit: float = CLOSE_WAIT) -> None:
@@ -375,6 +398,7 @@ async def _astream(
                 yield chunk
         return
     lease = await _atake(spec, held)
+    stopping = False  # a cancel or a broken-off stream: the owed saves get a short grace
     try:
         fenced = FencedSaver(spec.saver, lease)
         lease.astart_renewal()
@@ -390,9 +414,12 @@ async def _astream(
             if lease.stop == "rollback" and not lease.lost:
                 await spec.saver._arun(fenced.rollback_flow(), True)
             raise
+    except (asyncio.CancelledError, GeneratorExit):
+        stopping = True
+        raise
     finally:
         try:
-            await _asave_owed(lease)
+            await _asave_owed(lease, stopping)
         finally:
             try:
                 await lease.ahalt()
