@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-import warnings
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager, contextmanager
@@ -34,7 +33,6 @@ from typing import Any
 
 from threadloom.checkpoint.lease import closing, local
 from threadloom.checkpoint.lease import ops as lo
-from threadloom.checkpoint.lease.closing import _CLOSE_WAIT as CLOSE_WAIT
 from threadloom.checkpoint.lease.lease import (
     DEFAULT_TTL,
     FencedSaver,
@@ -48,8 +46,16 @@ from threadloom.errors import (
     GraphDrained,
     LeaseLostError,
     SaverClosedError,
-    StorageError,
     ThreadBusyError,
+)
+from threadloom.pregel.run_end import (
+    arelease,
+    arelease_anyway,
+    asave_owed,
+    once_more_on_ctrl_c,
+    release,
+    release_anyway,
+    save_owed,
 )
 
 __all__ = ["STRATEGIES", "DEFAULT_TIMEOUT", "astate_lease", "astream", "state_lease", "stream"]
@@ -203,11 +209,7 @@ def _withdraw(spec: _Spec) -> None:
         spec.saver._run(lo.withdraw_stop_flow(spec.thread_id, spec.strategy), True)
 
     try:
-        try:
-            send()
-        except KeyboardInterrupt:
-            send()
-            raise
+        once_more_on_ctrl_c(send)
     except Exception:  # the store is failing: the request goes with the lease
         pass
 
@@ -249,73 +251,6 @@ async def _aacquire(spec: _Spec) -> Lease:
         raise
 
 
-def _save_owed(lease: Lease) -> None:
-    """Save what the run's persisters (its subgraphs' too) still have queued
-    before the lease goes: a Ctrl-C that cut the run's own final flush short
-    (at any line) leaves it there, and a save after the release is refused."""
-    if not lease.lost:
-        for persister in list(lease.queued or ()):
-            persister.save_queued()
-
-
-async def _asave_owed(lease: Lease, stopping: bool = False) -> None:
-    """Async twin of :func:`_save_owed`: a cancel or a timeout around the run cut
-    its final flush's wait short, while its drain task still saves (or left the
-    one save of ``durability="exit"`` queued). Further cancels do not stop this
-    wait (anyio cancel scopes cancel again and again): the steps the caller saw
-    streamed must be stored before the lease goes. Bounded by the close wait."""
-    if not lease.lost:
-        for persister in list(lease.queued or ()):
-            limit = STOP_GRACE if stopping else CLOSE_WAIT
-            await _through_cancels(persister.asave_queued(), limit)
-
-
-STOP_GRACE = 2.0
-"""Seconds a stopped run (a cancel, a timeout, a broken-off stream) still waits
-for its queued saves before its lease goes: saves take milliseconds, and a
-caller's timeout must not turn into ten seconds when the store hangs."""
-
-
-async def _through_cancels(saving: Any, limit: float = CLOSE_WAIT) -> None:
-    """Await ``saving`` to its end (up to ``limit`` s) even if this task is cancelled
-    meanwhile; then re-raise the cancel."""
-    task = asyncio.ensure_future(saving)
-    loop = asyncio.get_running_loop()
-    end = loop.time() + limit
-    stop: BaseException | None = None
-    while not task.done() and loop.time() < end:
-        try:
-            await asyncio.wait({task}, timeout=end - loop.time())
-        except asyncio.CancelledError as exc:
-            stop = exc
-    if task.done() and not task.cancelled():
-        task.exception()  # (retrieved: asave_queued keeps failures for the run)
-    if stop is not None:
-        raise stop
-
-
-def _release(lease: Lease) -> None:
-    """Release; a storage failure here must not turn the run's outcome into an error
-    (the lease then simply expires after its TTL)."""
-    if lease.lost or lease.released:  # released: by the run's last save
-        return
-    try:
-        lease.release()
-    except StorageError as exc:
-        msg = f"could not release the lease on thread {lease.thread_id!r}: {exc}"
-        warnings.warn(msg, RuntimeWarning, stacklevel=2)
-
-
-async def _arelease(lease: Lease) -> None:
-    if lease.lost or lease.released:  # released: by the run's last save
-        return
-    try:
-        await lease.arelease()
-    except StorageError as exc:
-        msg = f"could not release the lease on thread {lease.thread_id!r}: {exc}"
-        warnings.warn(msg, RuntimeWarning, stacklevel=2)
-
-
 def stream(
     graph: Any, input: Any, config: Any, kwargs: dict[str, Any], inner: Callable[..., Any]
 ) -> Iterator[Any]:
@@ -346,23 +281,13 @@ def stream(
             raise
     finally:
         try:
-            _save_owed(lease)
+            save_owed(lease)
         finally:
             try:
                 lease.halt()
-                _release_anyway(lease)
+                release_anyway(lease)
             finally:
                 local.drop(held)
-
-
-def _release_anyway(lease: Lease) -> None:
-    """Release, once more if a Ctrl-C cut the release short: a second Ctrl-C
-    gives up saving, not the thread, which would stay locked for the lease TTL."""
-    try:
-        _release(lease)
-    except KeyboardInterrupt:
-        _release(lease)
-        raise
 
 
 def astream(
@@ -419,22 +344,13 @@ async def _astream(
         raise
     finally:
         try:
-            await _asave_owed(lease, stopping)
+            await asave_owed(lease, stopping)
         finally:
             try:
                 await lease.ahalt()
-                await _arelease_anyway(lease)
+                await arelease_anyway(lease)
             finally:
                 local.drop(held)
-
-
-async def _arelease_anyway(lease: Lease) -> None:
-    """Async twin of :func:`_release_anyway` (a second cancel cut the release short)."""
-    try:
-        await _arelease(lease)
-    except asyncio.CancelledError:
-        await _arelease(lease)
-        raise
 
 
 @contextmanager
@@ -458,7 +374,7 @@ def state_lease(graph: Any, config: Any) -> Iterator[Any]:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
         try:
-            _release(lease)
+            release(lease)
         finally:
             local.drop(held)
 
@@ -478,6 +394,6 @@ async def astate_lease(graph: Any, config: Any) -> AsyncIterator[Any]:
         yield graph.copy(checkpointer=FencedSaver(spec.saver, lease))
     finally:
         try:
-            await _arelease(lease)
+            await arelease(lease)
         finally:
             local.drop(held)
