@@ -132,7 +132,6 @@ class Envelope:
             raise CorruptBlobError(f"encrypted value does not match its tag {tag!r}")
         return inner_tag, plain[1 + n :]
 
-
     def _open_langgraph(self, inner_tag: str, tag: str, payload: bytes) -> tuple[str, bytes]:
         """A row LangGraph sealed: the payload alone, its tag not bound inside."""
         try:
