@@ -299,3 +299,51 @@ def test_a_read_torn_by_the_close_names_the_runs_thread(tmp_path, request, monke
             monkeypatch.setattr(saver, "get_tuple", torn)
             with pytest.raises(SaverClosedError, match=cfg["configurable"]["thread_id"]):
                 fenced.checkpointer.get_tuple(cfg)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_two_concurrent_async_closes_release_a_live_runs_lease(
+    kind, tmp_path, request
+) -> None:
+    """review4 M2: the second of two concurrent ``aclose()`` calls found the
+    first's run already marked released and closed the connection under the
+    first's release: the thread stayed locked for the lease's TTL."""
+    cfg, tag = _cfg(), uuid.uuid4().hex[:10]
+    tid = cfg["configurable"]["thread_id"]
+    async with _open(kind, tmp_path, request, tag) as saver:
+        graph = chain(3).compile(checkpointer=saver)
+        it = graph.astream({"log": []}, cfg, stream_mode="updates", durability="async")
+        assert await it.__anext__() == {"s0": {"log": ["s0"]}}
+        with _no_warning(RuntimeWarning):
+            await asyncio.gather(saver.aclose(), saver.aclose())
+    with _no_warning(RuntimeWarning):
+        with pytest.raises(SaverClosedError, match=tid):
+            await it.__anext__()
+        await it.aclose()
+    async with _open(kind, tmp_path, request, tag) as again:
+        graph = chain(3).compile(checkpointer=again)
+        assert (await graph.aget_state(cfg)).values == {"log": ["s0"]}
+        out = await graph.ainvoke({"log": ["B"]}, cfg, multitask_strategy="reject")
+        assert out["log"][-1] == "s2"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_two_concurrent_sync_closes_release_a_live_runs_lease(kind, tmp_path, request) -> None:
+    """The sync twin: two threads close the saver a live stream writes through."""
+    spec, cfg = make_spec(kind, str(tmp_path), request), _cfg()
+    with open_saver(spec) as saver:
+        graph = chain(3).compile(checkpointer=saver)
+        it = graph.stream({"log": []}, cfg, stream_mode="updates", durability="async")
+        assert next(it) == {"s0": {"log": ["s0"]}}
+        with _no_warning(RuntimeWarning):
+            closers = [threading.Thread(target=saver.close) for _ in range(2)]
+            for t in closers:
+                t.start()
+            for t in closers:
+                t.join(30)
+            assert not any(t.is_alive() for t in closers)
+    with _no_warning(RuntimeWarning):
+        with pytest.raises(SaverClosedError):
+            next(it)
+        it.close()
+    _thread_is_free(spec, cfg)

@@ -12,7 +12,9 @@ closes what the saver opened, and never what the caller passed in.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sys
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +33,19 @@ if TYPE_CHECKING:
     from threadloom.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["BaseCheckpointSaver"]
+
+
+_CLAIM = threading.Lock()
+
+
+def _claim_close(saver: Any) -> tuple[bool, concurrent.futures.Future[None]]:
+    """(whether this call closes ``saver``, the future that close sets when done)."""
+    with _CLAIM:
+        done = saver.__dict__.get("_close_done")
+        if done is None:
+            done = saver.__dict__["_close_done"] = concurrent.futures.Future()
+            return True, done
+        return False, done
 
 
 class BaseCheckpointSaver:
@@ -94,13 +109,44 @@ class BaseCheckpointSaver:
 
             await local.asettle_saver(self)
             return
-        if self._closed:
+
+        async def body() -> None:
+            if self._closed:
+                return
+            try:
+                await self._aclose_runs()
+            finally:
+                self._closed = True
+                await shut()
+
+        await self._aclose_once(body)
+
+    def _close_once(self, body: Callable[[], None]) -> None:
+        """Run ``body``, the close of what the saver opened, once. A close called
+        while another is under way (another thread) waits for it: running its
+        own, it found the runs already marked released and shut the connection
+        under the first close's lease releases, leaving those threads locked for
+        the lease's TTL."""
+        first, done = _claim_close(self)
+        if not first:
+            done.result()
             return
         try:
-            await self._aclose_runs()
+            body()
         finally:
-            self._closed = True
-            await shut()
+            done.set_result(None)
+
+    async def _aclose_once(self, body: Callable[[], Awaitable[None]]) -> None:
+        """Async twin of :meth:`_close_once` (a second ``aclose()`` on any loop
+        waits for the first; cancelling the waiter leaves the first running)."""
+        first, done = _claim_close(self)
+        if not first:
+            await asyncio.shield(asyncio.wrap_future(done))
+            return
+        try:
+            await body()
+        finally:
+            done.set_result(None)
 
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""

@@ -159,7 +159,11 @@ class PostgresSaver(PgSaverBase):
         after settling or releasing the runs still writing through it
         (:meth:`_close_runs`); the saver then refuses every call. A caller's
         connection is left alone and the saver keeps working on it."""
-        if self.connector.url is None or self._closed:
+        if self.connector.url is not None:
+            self._close_once(self._shut)
+
+    def _shut(self) -> None:
+        if self._closed:
             return
         try:
             self._close_runs()

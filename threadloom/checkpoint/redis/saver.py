@@ -226,7 +226,11 @@ class RedisSaver(SyncThreadTTL, _RedisSaverBase):
     def close(self) -> None:
         """Close the client the saver opened, after settling or releasing the runs
         writing through it; then refuse every call (redis-py would reconnect)."""
-        if not self._owned or self._closed:
+        if self._owned:
+            self._close_once(self._shut)
+
+    def _shut(self) -> None:
+        if self._closed:
             return
         try:
             self._close_runs()

@@ -114,15 +114,23 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
         Runs dropped mid-stream save and release their leases first; on a
         connection the saver opened, live runs' leases are released too and the
         saver then refuses every call (:meth:`_aclose_runs`)."""
+        if self._owns or "_close_done" in self.__dict__:
+            await self._aclose_once(self._shut)
+            return
+        await local.asettle_saver(self)
+        await self._stop_walck()
+
+    async def _stop_walck(self) -> None:
+        if self.walck is not None:
+            self.executor.on_commit = None
+            walck, self.walck = self.walck, None
+            await asyncio.to_thread(walck.close)
+
+    async def _shut(self) -> None:
         try:
             if self._owns and not self._closed:
                 await self._aclose_runs()
-            else:
-                await local.asettle_saver(self)
-            if self.walck is not None:
-                self.executor.on_commit = None
-                walck, self.walck = self.walck, None
-                await asyncio.to_thread(walck.close)
+            await self._stop_walck()
         finally:
             if self._owns:
                 self._owns = False

@@ -114,13 +114,22 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         it (even when stopping them failed: never leak it). Runs still writing
         through a connection the saver opened are settled or released first
         (:meth:`_close_runs`); the saver then refuses every call."""
+        if self._owns or "_close_done" in self.__dict__:
+            self._close_once(self._shut)
+        else:
+            self._stop_walck()
+
+    def _stop_walck(self) -> None:
+        if self.walck is not None:
+            self.executor.on_commit = None
+            walck, self.walck = self.walck, None
+            walck.close()
+
+    def _shut(self) -> None:
         try:
             if self._owns and not self._closed:
                 self._close_runs()
-            if self.walck is not None:
-                self.executor.on_commit = None
-                walck, self.walck = self.walck, None
-                walck.close()
+            self._stop_walck()
         finally:
             if self._owns:
                 self._owns = False
