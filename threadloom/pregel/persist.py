@@ -27,6 +27,7 @@ import asyncio
 import inspect
 import weakref
 from collections import deque
+from collections.abc import Generator
 from typing import Any
 
 from threadloom.errors import SerializationError
@@ -150,28 +151,37 @@ def _pieces(writes: list[Any], checkpoint: Any) -> list[tuple[list[Any], Any]]:
     return pieces
 
 
-class _Apart:
+def apart(
+    steps: list[tuple[list[Any], Any]], tried: bool
+) -> Generator[tuple[list[Any], Any], SerializationError | None, None]:
     """Saving a batch of steps one save at a time after the batch (one
     transaction) failed to serialize a value: the steps and tasks before and
     beside the bad value are stored, as LangGraph (one call per task's writes
     and per checkpoint) stores them, instead of the whole batch rolling back
     with it. A step whose checkpoint cannot be stored ends the walk: the steps
     after it would name a parent that is not there. The first failure is raised
-    once the rest is saved."""
+    once the rest is saved. ``tried``: the first step already failed whole.
 
-    __slots__ = ("first", "stopped")
-
-    def __init__(self) -> None:
-        self.first: SerializationError | None = None
-        self.stopped = False
-
-    def failed(self, exc: SerializationError, checkpoint_piece: bool) -> None:
-        self.first = self.first or exc
-        self.stopped = self.stopped or checkpoint_piece
-
-    def done(self) -> None:
-        if self.first is not None:
-            raise self.first
+    Written once for both persisters: it yields each save ``(writes,
+    checkpoint)`` and is sent back the ``SerializationError`` it raised, or None."""
+    first: SerializationError | None = None
+    stopped = False
+    for i, (writes, checkpoint) in enumerate(steps):
+        if stopped:
+            break
+        if not (tried and i == 0):
+            exc = yield (writes, checkpoint)
+            if exc is None:
+                continue
+            if len(_pieces(writes, checkpoint)) < 2:
+                first, stopped = first or exc, stopped or checkpoint is not None
+                continue
+        for piece in _pieces(writes, checkpoint):
+            exc = yield piece
+            if exc is not None:
+                first, stopped = first or exc, stopped or piece[1] is not None
+    if first is not None:
+        raise first
 
 
 class _Buffer:

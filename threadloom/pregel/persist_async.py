@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from threadloom.errors import SerializationError
-from threadloom.pregel.persist import _CLOSE_WAIT, MAX_PENDING, _Apart, _Buffer, _pieces
+from threadloom.pregel.persist import _CLOSE_WAIT, MAX_PENDING, _Buffer, apart
 
 __all__ = ["AsyncPersister"]
 
@@ -64,24 +64,17 @@ class AsyncPersister(_Buffer):
 
     async def _apart(self, steps: list[tuple[list[Any], Any]], tried: bool) -> None:
         """:meth:`SyncPersister._apart`'s twin."""
-        apart = _Apart()
-        for i, (writes, checkpoint) in enumerate(steps):
-            if apart.stopped:
-                break
-            if not (tried and i == 0):
-                try:
-                    await self._call_once(writes, checkpoint)
-                    continue
-                except SerializationError as exc:
-                    if len(_pieces(writes, checkpoint)) < 2:
-                        apart.failed(exc, checkpoint is not None)
-                        continue
-            for piece in _pieces(writes, checkpoint):
-                try:
-                    await self._call_once(*piece)
-                except SerializationError as exc:
-                    apart.failed(exc, piece[1] is not None)
-        apart.done()
+        walk, failed = apart(steps, tried), None
+        while True:
+            try:
+                piece = walk.send(failed)
+            except StopIteration:
+                return
+            try:
+                await self._call_once(*piece)
+                failed = None
+            except SerializationError as exc:
+                failed = exc
 
     async def _call_once(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver

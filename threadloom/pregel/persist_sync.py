@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 from threadloom.errors import SerializationError
-from threadloom.pregel.persist import MAX_PENDING, _Apart, _as_steps, _Buffer, _pieces
+from threadloom.pregel.persist import MAX_PENDING, _as_steps, _Buffer, apart
 from threadloom.pregel.pool import POOL
 
 __all__ = ["SyncPersister"]
@@ -59,7 +59,7 @@ class SyncPersister(_Buffer):
 
     def _call_all(self, steps: list[tuple[list[Any], Any]]) -> None:
         """Queued steps: one ``put_steps`` transaction when the saver has it (see
-        :class:`_Apart` for a batch holding a value that cannot be stored)."""
+        :func:`~threadloom.pregel.persist.apart` for a batch holding a value that cannot be stored)."""
         if len(steps) == 1:
             self._call(*steps[0])
         elif not self._steps:
@@ -78,25 +78,18 @@ class SyncPersister(_Buffer):
 
     def _apart(self, steps: list[tuple[list[Any], Any]], tried: bool) -> None:
         """Save ``steps`` one by one, and a step that fails its pieces one by one
-        (:class:`_Apart`). ``tried``: the first step already failed whole."""
-        apart = _Apart()
-        for i, (writes, checkpoint) in enumerate(steps):
-            if apart.stopped:
-                break
-            if not (tried and i == 0):
-                try:
-                    self._call_once(writes, checkpoint)
-                    continue
-                except SerializationError as exc:
-                    if len(_pieces(writes, checkpoint)) < 2:
-                        apart.failed(exc, checkpoint is not None)
-                        continue
-            for piece in _pieces(writes, checkpoint):
-                try:
-                    self._call_once(*piece)
-                except SerializationError as exc:
-                    apart.failed(exc, piece[1] is not None)
-        apart.done()
+        (:func:`~threadloom.pregel.persist.apart`)."""
+        walk, failed = apart(steps, tried), None
+        while True:
+            try:
+                piece = walk.send(failed)
+            except StopIteration:
+                return
+            try:
+                self._call_once(*piece)
+                failed = None
+            except SerializationError as exc:
+                failed = exc
 
     def _call_once(self, writes: list[Any], checkpoint: Any) -> None:
         saver = self.saver
