@@ -347,3 +347,35 @@ def test_two_concurrent_sync_closes_release_a_live_runs_lease(kind, tmp_path, re
             next(it)
         it.close()
     _thread_is_free(spec, cfg)
+
+
+def test_a_close_called_from_inside_the_close_does_not_wait_for_itself(
+    tmp_path, request, monkeypatch
+) -> None:
+    spec, nested = make_spec("sqlite", str(tmp_path), request), []
+    with open_saver(spec) as saver:
+        runs = type(saver)._close_runs
+
+        def close_runs(self) -> None:
+            self.close()  # e.g. a finalizer or a callback reaching the saver again
+            nested.append(True)
+            runs(self)
+
+        monkeypatch.setattr(type(saver), "_close_runs", close_runs)
+    assert nested == [True] and saver._closed
+
+
+async def test_an_aclose_awaited_from_inside_the_aclose_does_not_wait_for_itself(
+    tmp_path, request, monkeypatch
+) -> None:
+    nested = []
+    async with _open("sqlite", tmp_path, request) as saver:
+        runs = type(saver)._aclose_runs
+
+        async def aclose_runs(self) -> None:
+            await self.aclose()
+            nested.append(True)
+            await runs(self)
+
+        monkeypatch.setattr(type(saver), "_aclose_runs", aclose_runs)
+    assert nested == [True] and saver._closed

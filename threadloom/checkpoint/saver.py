@@ -38,14 +38,21 @@ __all__ = ["BaseCheckpointSaver"]
 _CLAIM = threading.Lock()
 
 
-def _claim_close(saver: Any) -> tuple[bool, concurrent.futures.Future[None]]:
-    """(whether this call closes ``saver``, the future that close sets when done)."""
+def _claim_close(saver: Any, me: Any) -> concurrent.futures.Future[None] | None:
+    """The future a close of ``saver`` under way sets when done (None: this call,
+    by ``me``, closes it). A close called again from inside the close itself
+    (same thread or task) gets a done future: waiting for itself would hang."""
     with _CLAIM:
         done = saver.__dict__.get("_close_done")
         if done is None:
-            done = saver.__dict__["_close_done"] = concurrent.futures.Future()
-            return True, done
-        return False, done
+            saver.__dict__["_close_done"] = concurrent.futures.Future()
+            saver.__dict__["_close_by"] = me
+            return None
+        if saver.__dict__.get("_close_by") == me and not done.done():
+            reentered: concurrent.futures.Future[None] = concurrent.futures.Future()
+            reentered.set_result(None)
+            return reentered
+        return done
 
 
 class BaseCheckpointSaver:
@@ -127,26 +134,26 @@ class BaseCheckpointSaver:
         own, it found the runs already marked released and shut the connection
         under the first close's lease releases, leaving those threads locked for
         the lease's TTL."""
-        first, done = _claim_close(self)
-        if not first:
+        done = _claim_close(self, threading.get_ident())
+        if done is not None:
             done.result()
             return
         try:
             body()
         finally:
-            done.set_result(None)
+            self.__dict__["_close_done"].set_result(None)
 
     async def _aclose_once(self, body: Callable[[], Awaitable[None]]) -> None:
         """Async twin of :meth:`_close_once` (a second ``aclose()`` on any loop
         waits for the first; cancelling the waiter leaves the first running)."""
-        first, done = _claim_close(self)
-        if not first:
+        done = _claim_close(self, asyncio.current_task())
+        if done is not None:
             await asyncio.shield(asyncio.wrap_future(done))
             return
         try:
             await body()
         finally:
-            done.set_result(None)
+            self.__dict__["_close_done"].set_result(None)
 
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""
