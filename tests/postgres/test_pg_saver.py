@@ -77,7 +77,8 @@ def test_metadata_filter_is_exact_and_validated(saver: PostgresSaver) -> None:
     found = saver.list(None, filter={"step": 3, "owner": "flt"})
     assert [t.metadata["step"] for t in found] == [3]
     with pytest.raises(ConfigError):
-        list(saver.list(None, filter={"bad key'": 1}))
+        list(saver.list(None, filter={'bad key"': 1}))
+    assert list(saver.list(None, filter={"bad key'": 1})) == []  # a literal key, bound
 
 
 def test_unchanged_values_are_stored_once(saver: PostgresSaver) -> None:

@@ -66,3 +66,32 @@ def test_importing_serde_does_not_import_optional_libraries():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "numpy" not in out.stdout and "langchain_core" not in out.stdout
+
+
+def test_saver_with_allowlist_trusts_the_classes_and_refuses_names() -> None:
+    """LangGraph 1.2's ``BaseCheckpointSaver.with_allowlist``: classes are
+    trusted for reading back; ``(module, name)`` pairs are refused (names are
+    never resolved)."""
+    import dataclasses
+
+    from threadloom.checkpoint.memory import InMemorySaver
+
+    @dataclasses.dataclass
+    class Invoice:
+        n: int
+
+    saver = InMemorySaver()
+    assert saver.with_allowlist([Invoice]) is saver
+    assert Invoice in saver.serde.allowed
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    from threadloom.checkpoint.base import empty_checkpoint
+
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"inv": Invoice(3)}
+    cp["channel_versions"] = {"inv": 1}
+    saver.put(config, cp, {"source": "input", "step": -1}, {"inv": 1})
+    assert saver.get_tuple(config).checkpoint["channel_values"]["inv"] == Invoice(3)
+    import pytest
+
+    with pytest.raises(TypeError, match="names are never resolved"):
+        saver.with_allowlist([("myapp.models", "Invoice")])

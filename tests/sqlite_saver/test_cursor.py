@@ -80,3 +80,27 @@ def test_a_closed_connection_is_a_storage_error() -> None:
         saver.put(cfg, empty_checkpoint(), {"step": 1}, {})
     with pytest.raises(StorageError, match="cannot be used"):
         asyncio.run(saver.aget_tuple(cfg))
+
+
+def test_public_cursor_runs_sql_of_ones_own_and_commits(tmp_path: os.PathLike) -> None:
+    """LangGraph's ``SqliteSaver.cursor()``: SQL of the user's own on the saver's
+    connection, committed at the block's end; the saver forgets what it
+    remembered of rows the block changed."""
+    path = str(tmp_path / "c.db")
+    with SqliteSaver.from_conn_string(path) as saver:
+        _put(saver, "t1")
+        assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is not None
+        with saver.cursor() as cur:
+            cur.execute("CREATE TABLE notes (x)")
+            cur.execute("INSERT INTO notes VALUES (1)")
+            cur.execute("DELETE FROM tl_writes")
+            cur.execute("DELETE FROM tl_checkpoints")
+        assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is None
+        other = sqlite3.connect(path)
+        assert other.execute("SELECT x FROM notes").fetchall() == [(1,)]
+        other.close()
+        _put(saver, "t1")  # the saver works on after the block
+        assert saver.get_tuple({"configurable": {"thread_id": "t1"}}).pending_writes
+    with pytest.raises(Exception, match="closed"):
+        with saver.cursor():
+            pass

@@ -15,7 +15,15 @@ import asyncio
 import concurrent.futures
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any
 
 from threadloom.checkpoint.ids import next_version
@@ -154,6 +162,20 @@ class BaseCheckpointSaver:
             await body()
         finally:
             self.__dict__["_close_done"].set_result(None)
+
+    def with_allowlist(self, extra_allowlist: Iterable[type]) -> BaseCheckpointSaver:
+        """This saver, trusting the classes of ``extra_allowlist`` too when it
+        reads values back (LangGraph 1.2's method; ``compile`` calls it with the
+        classes the graph's schemas name). Classes, not LangGraph's ``(module,
+        name)`` pairs: names are never resolved (docs/serde.md).
+
+        LangGraph returns a shallow copy. A threadloom saver owns a connection,
+        caches and its runs' leases, which a copy would share or split, so it
+        widens itself and returns itself, as compile does."""
+        from threadloom.graph.allowlist import widen_in_place
+
+        widen_in_place(self, tuple(extra_allowlist))
+        return self
 
     def close(self) -> None:
         """Release what the saver opened itself. Idempotent."""

@@ -208,8 +208,9 @@ def get_thread_id(config: RunnableConfig | None) -> str:
 
 
 def get_checkpoint_id(config: RunnableConfig) -> str | None:
-    """The explicit ``checkpoint_id`` of a config, if any."""
-    return (config.get("configurable") or {}).get("checkpoint_id")
+    """The explicit ``checkpoint_id`` of a config, if any (``""`` is none: the
+    latest, as LangGraph reads it)."""
+    return (config.get("configurable") or {}).get("checkpoint_id") or None
 
 
 def get_checkpoint_metadata(

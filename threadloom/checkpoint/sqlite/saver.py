@@ -97,6 +97,28 @@ class SqliteSaver(ThreadTTL, StorageSaver):
                 self.executor.setup(_is_file(self.conn), self._pragmas)
                 self.is_setup = True
 
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        """A cursor on the saver's connection, for SQL of your own (LangGraph's
+        ``SqliteSaver.cursor``): the saver's other calls wait meanwhile, and the
+        block is committed at its end (``transaction=False``: left as it is).
+        What the saver remembers of the tables is dropped afterwards: rows the
+        block changed are read again, not answered from memory."""
+        if self._closed:
+            self._refuse_closed()
+        self.setup()
+        with self.executor.lock:
+            cur = self.conn.cursor()
+            try:
+                yield cur
+            finally:
+                try:
+                    if transaction and self.conn.in_transaction:
+                        self.conn.commit()
+                finally:
+                    cur.close()
+                    self.forget_cached()
+
     def _background_checkpoints(self) -> None:
         """WAL checkpoints on a thread of their own (sqlite/walck.py): only on a
         WAL file this saver opened, so the second connection opens it alike."""

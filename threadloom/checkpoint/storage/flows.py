@@ -40,7 +40,7 @@ def target(config: Mapping[str, Any]) -> tuple[str, str, str | None]:
     if conf:
         thread_id = conf.get("thread_id")
         if type(thread_id) is str and thread_id:
-            return thread_id, conf.get("checkpoint_ns") or "", conf.get("checkpoint_id")
+            return thread_id, conf.get("checkpoint_ns") or "", conf.get("checkpoint_id") or None
     thread_id = get_thread_id(config)  # type: ignore[arg-type]
     conf = config.get("configurable") or {}
     return thread_id, conf.get("checkpoint_ns") or "", get_checkpoint_id(config)  # type: ignore[arg-type]
@@ -130,8 +130,10 @@ def list_flow(
 ) -> Flow:
     """Newest first, a page at a time (emitted through :class:`Emit`)."""
     conf = (config or {}).get("configurable") or {}
-    thread_id = conf.get("thread_id")
-    thread_id = str(thread_id) if thread_id not in (None, "") else None
+    # config=None (or {}) lists every thread; a config naming no thread is a
+    # mistake (an unset variable), and listing every thread for it would show
+    # one user's checkpoints to another
+    thread_id = get_thread_id(config) if config else None  # type: ignore[arg-type]
     ns = conf.get("checkpoint_ns")
     pairs = filter_pairs(filter)
     before_id = get_checkpoint_id(before) if before else None  # type: ignore[arg-type]

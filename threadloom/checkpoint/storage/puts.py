@@ -288,6 +288,14 @@ def put_writes_flow(
         )
     if not writes:
         return
+    for write in writes:
+        if not isinstance(write[0], str):
+            raise SerializationError(
+                f"put_writes for thread {thread_id!r}, task {task_id!r}: a channel name must be"
+                f" a str, got {type(write[0]).__name__} {write[0]!r}",
+                path=str(write[0]),
+                type_name=type(write[0]).__name__,
+            )
     key = (thread_id, ns, checkpoint_id, str(task_id))
     if codec.strict_writes and codec.tasks.get(key) is None:
         # a task's first put_writes, without reading its row first: the row is

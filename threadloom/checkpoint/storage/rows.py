@@ -15,7 +15,7 @@ from typing import Any
 from threadloom.checkpoint.base import get_checkpoint_metadata
 from threadloom.checkpoint.storage.ops import HASH_SIZE
 from threadloom.checkpoint.storage.packing import packed_get as _packed_get
-from threadloom.errors import ConfigError, CorruptBlobError
+from threadloom.errors import ConfigError, CorruptBlobError, SerializationError
 
 __all__ = [
     "blob_hash",
@@ -28,7 +28,9 @@ __all__ = [
     "version_key",
 ]
 
-_FILTER_KEY = re.compile(r"^[A-Za-z0-9_.-]+$")
+# a key SQLite's JSON path can name as one quoted label (``$."user id"``): no
+# quote, no backslash, no control character (stored escaped, they never match)
+_FILTER_KEY = re.compile(r'^[^"\\\x00-\x1f]+$')
 
 
 def blob_hash(tag: str, data: bytes) -> bytes:
@@ -131,9 +133,49 @@ def _standard_text(metadata: dict[str, Any]) -> str | None:
 
 def _dump_general(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
+    for key, value in md.items():
+        if key != "writes":  # (legacy, display only: LangGraph < 0.3 threads brought over)
+            _check_json(value, key, 0)
     text = "".join(_encoder()(md, 0))
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_json(value: Any, path: str, depth: int) -> None:
+    """Refuse a metadata value JSON cannot hold as it is: stored as its text (a
+    ``datetime`` read back as a ``str``, an object as its repr), it would come
+    back a different type without a word. LangGraph's SQL savers raise a bare
+    ``TypeError`` for it."""
+    if isinstance(value, _JSON_SCALARS):
+        return
+    if depth > 200:
+        raise SerializationError(f"checkpoint metadata at {path} is nested too deeply", path=path)
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{path}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, _JSON_SCALARS):
+                raise SerializationError(
+                    f"checkpoint metadata at {path} has a {type(k).__name__} key {k!r}: "
+                    "metadata is stored as JSON, whose keys are strings",
+                    path=path,
+                    type_name=type(k).__name__,
+                )
+            _check_json(item, f"{path}.{k}", depth + 1)
+        return
+    name = type(value).__name__
+    raise SerializationError(
+        f"checkpoint metadata at {path} is a {name}: metadata is stored as JSON, which holds "
+        "str, int, float, bool, None, lists and dicts; store a plain value (e.g. "
+        "datetime.isoformat()) or keep the object in the graph's state",
+        path=path,
+        type_name=name,
+    )
 
 
 def _json_default(value: Any) -> Any:
@@ -198,8 +240,10 @@ def metadata_matches(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:
 def filter_pairs(filter: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     """Validated ``(key, json_value)`` pairs for :class:`ListCheckpoints`.
 
-    Keys must match ``^[A-Za-z0-9_.-]+$`` (they end up in a JSON path; values
-    are always bound as parameters), else :class:`ConfigError`.
+    A key is one top-level metadata key, matched literally (``"a.b"`` is the
+    key ``a.b``, not a path). It may hold any character but a double quote, a
+    backslash or a control character (it ends up in a JSON path; values are
+    always bound as parameters), else :class:`ConfigError`.
     """
     if not filter:
         return ()
@@ -207,7 +251,8 @@ def filter_pairs(filter: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...
     for key, value in filter.items():
         if not isinstance(key, str) or not _FILTER_KEY.match(key):
             raise ConfigError(
-                f"invalid metadata filter key {key!r}: keys must match ^[A-Za-z0-9_.-]+$"
+                f"invalid metadata filter key {key!r}: a key is a non-empty str without"
+                " double quotes, backslashes or control characters"
             )
         pairs.append((key, json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
     return tuple(pairs)
