@@ -27,6 +27,7 @@ from threadloom.checkpoint.base import CheckpointTuple
 
 __all__ = [
     "FilledTuple",
+    "SharedReads",
     "afill_delta",
     "fill_delta",
     "filled_versions",
@@ -100,9 +101,56 @@ def _filled(specs: Mapping[str, Any], tup: Any, histories: Mapping[str, Any]) ->
     return filled
 
 
-def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
+class SharedReads:
+    """The ancestor reads of one history listing's rebuilds. Listed newest
+    first, each checkpoint of an imported thread walks back to the nearest
+    snapshot through the ancestors the one listed before it walked: read once,
+    they are shared, so a listing reads each checkpoint about once instead of
+    once per later checkpoint up to the next snapshot (LangGraph's default is
+    every 100 updates). Kept first in, first out: the listing moves back in
+    time, so the newest reads are the ones done with."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size = size
+        self.tuples: dict[tuple[Any, Any, Any], Any] = {}
+
+    @staticmethod
+    def _key(config: Any) -> tuple[Any, Any, Any]:
+        conf = config.get("configurable", {})
+        return (conf.get("thread_id"), conf.get("checkpoint_ns", ""), conf.get("checkpoint_id"))
+
+    def _keep(self, key: tuple[Any, Any, Any], tup: Any) -> Any:
+        if tup is not None and key[2] is not None:
+            if len(self.tuples) >= self.size:
+                del self.tuples[next(iter(self.tuples))]
+            self.tuples[key] = tup
+        return tup
+
+    def read(self, saver: Any, config: Any) -> Any:
+        key = self._key(config)
+        hit = self.tuples.get(key)
+        return hit if hit is not None else self._keep(key, saver.get_tuple(config))
+
+    async def aread(self, saver: Any, config: Any) -> Any:
+        key = self._key(config)
+        hit = self.tuples.get(key)
+        return hit if hit is not None else self._keep(key, await saver.aget_tuple(config))
+
+
+def _generic(saver: Any, method: str) -> bool:
+    """Whether ``saver`` rebuilds with the base class's ancestor walk (then a
+    listing may drive that walk over :class:`SharedReads`)."""
+    from threadloom.checkpoint.saver import BaseCheckpointSaver
+
+    return getattr(type(saver), method, None) is getattr(BaseCheckpointSaver, method)
+
+
+def fill_delta(
+    specs: Mapping[str, Any], saver: Any, tup: Any, shared: SharedReads | None = None
+) -> Any:
     """``tup`` with the values of its ``DeltaChannel``s rebuilt where it lacks them
-    (``tup`` itself when nothing is missing).
+    (``tup`` itself when nothing is missing). ``shared``: a history listing's
+    reads (:class:`SharedReads`).
 
     Raises:
         StorageError: an ancestor the value depends on is not stored.
@@ -113,7 +161,17 @@ def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
     if not names:
         return tup
     read = getattr(saver, "get_delta_channel_history", None)
-    if read is None:  # a proxy with only get_tuple & co: the generic walk over it
+    if shared is not None and (read is None or _generic(saver, "get_delta_channel_history")):
+        from threadloom.checkpoint.delta_history import walk
+
+        gen = walk(tup.config, names)
+        try:
+            request = next(gen)
+            while True:
+                request = gen.send(shared.read(saver, request))
+        except StopIteration as stop:
+            histories = stop.value
+    elif read is None:  # a proxy with only get_tuple & co: the generic walk over it
         from threadloom.checkpoint.saver import BaseCheckpointSaver
 
         histories = BaseCheckpointSaver.get_delta_channel_history(
@@ -124,7 +182,9 @@ def fill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
     return _filled(specs, tup, histories)
 
 
-async def afill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
+async def afill_delta(
+    specs: Mapping[str, Any], saver: Any, tup: Any, shared: SharedReads | None = None
+) -> Any:
     """Async twin of :func:`fill_delta`."""
     if tup is None or saver is None:
         return tup
@@ -132,7 +192,17 @@ async def afill_delta(specs: Mapping[str, Any], saver: Any, tup: Any) -> Any:
     if not names:
         return tup
     read = getattr(saver, "aget_delta_channel_history", None)
-    if read is None:
+    if shared is not None and (read is None or _generic(saver, "aget_delta_channel_history")):
+        from threadloom.checkpoint.delta_history import walk
+
+        gen = walk(tup.config, names)
+        try:
+            request = next(gen)
+            while True:
+                request = gen.send(await shared.aread(saver, request))
+        except StopIteration as stop:
+            histories = stop.value
+    elif read is None:
         from threadloom.checkpoint.saver import BaseCheckpointSaver
 
         histories = await BaseCheckpointSaver.aget_delta_channel_history(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from typing import Any
 
-from threadloom.channels.delta_fill import afill_delta, fill_delta
+from threadloom.channels.delta_fill import SharedReads, afill_delta, fill_delta
 from threadloom.checkpoint.lease import local
 from threadloom.constants import CONFIG_KEY_CHECKPOINT_ID
 from threadloom.pregel.snapshot import (
@@ -165,8 +165,9 @@ def get_state_history(
     """
     local.settle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
+    shared = SharedReads()
     for saved in saver.list(config, filter=filter, before=before, limit=limit):
-        saved = fill_delta(target.channels, saver, saved)
+        saved = fill_delta(target.channels, saver, saved, shared)
         yield _drive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)
 
 
@@ -182,8 +183,9 @@ async def aget_state_history(
     """Async twin of :func:`get_state_history`."""
     await local.asettle(_thread_of(config))
     target, saver, config = _target(graph, config, saver, False)
+    shared = SharedReads()
     async for saved in saver.alist(config, filter=filter, before=before, limit=limit):
-        saved = await afill_delta(target.channels, saver, saved)
+        saved = await afill_delta(target.channels, saver, saved, shared)
         yield await _adrive(plan_snapshot(target, saved.config, saved=saved, loaded=True), saver)
 
 
