@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import operator
+from typing import Annotated, TypedDict
 
 import pytest
 
@@ -133,3 +134,80 @@ def test_interrupt_before_given_at_invoke(saver):
     cfg = {"configurable": {"thread_id": "kw"}}
     assert app.invoke(1, cfg, interrupt_before=["two"]) == {"b": 2}
     assert app.invoke(None, cfg) == {"b": 2, "c": 20}
+
+
+class ThreeQuestions(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _three_questions(saver):
+    from threadloom.graph import START, StateGraph
+
+    def ask(_):
+        return {"log": [interrupt("q1"), interrupt("q2"), interrupt("q3")]}
+
+    b = StateGraph(ThreeQuestions)
+    b.add_node("ask", ask)
+    b.add_edge(START, "ask")
+    return b.compile(checkpointer=saver)
+
+
+def test_a_plain_answer_is_not_given_again_after_an_answer_by_id(saver):
+    """q1 answered plainly, q2 by id map: q3 was answered with q1's answer and
+    never shown (LangGraph does the same). It must be asked."""
+    graph, cfg = _three_questions(saver), {"configurable": {"thread_id": "t"}}
+    assert [i.value for i in graph.invoke({"log": []}, cfg)[INTERRUPT]] == ["q1"]
+    (q2,) = graph.invoke(Command(resume="a1"), cfg)[INTERRUPT]
+    assert q2.value == "q2"
+    out = graph.invoke(Command(resume={q2.id: "a2"}), cfg)
+    assert [i.value for i in out[INTERRUPT]] == ["q3"]
+    assert [i.value for i in graph.get_state(cfg).interrupts] == ["q3"]
+    # a run started again without an answer (after a crash, say) asks q3 again
+    assert [i.value for i in graph.invoke(None, cfg)[INTERRUPT]] == ["q3"]
+    assert graph.invoke(Command(resume="a3"), cfg) == {"log": ["a1", "a2", "a3"]}
+
+
+def test_an_answer_by_id_then_plain_still_works(saver):
+    graph, cfg = _three_questions(saver), {"configurable": {"thread_id": "t"}}
+    (q1,) = graph.invoke({"log": []}, cfg)[INTERRUPT]
+    (q2,) = graph.invoke(Command(resume={q1.id: "a1"}), cfg)[INTERRUPT]
+    assert q2.value == "q2"
+    (q3,) = graph.invoke(Command(resume="a2"), cfg)[INTERRUPT]
+    assert q3.value == "q3"
+    assert graph.invoke(Command(resume={q3.id: "a3"}), cfg) == {"log": ["a1", "a2", "a3"]}
+
+
+def test_tasks_finished_together_are_reported_in_task_order(saver, monkeypatch):
+    """Three nodes interrupt in one step; they finish c, b, a while the driver is
+    busy. They were committed in arrival order, so ``invoke()["__interrupt__"]``
+    (and the ``updates`` stream) came out in a different order from run to run
+    and from ``get_state().interrupts``; LangGraph's wait on its set of futures
+    reports them in task order."""
+    import time
+
+    from threadloom.graph import START, StateGraph
+    from threadloom.pregel import driver
+
+    def node(name, delay):
+        def run(_):
+            time.sleep(delay)
+            return {"log": [interrupt(name)]}
+
+        return run
+
+    b = StateGraph(ThreeQuestions)
+    for name, delay in (("a", 0.09), ("b", 0.06), ("c", 0.03)):
+        b.add_node(name, node(name, delay))
+        b.add_edge(START, name)
+    graph = b.compile(checkpointer=saver)
+    next_event = driver._SyncRun._next
+
+    def busy_next(self, *args):
+        time.sleep(0.3)  # the driver is busy (a slow save, say) while all three finish
+        return next_event(self, *args)
+
+    monkeypatch.setattr(driver._SyncRun, "_next", busy_next)
+    cfg = {"configurable": {"thread_id": "t"}}
+    out = graph.invoke({"log": []}, cfg)
+    assert [i.value for i in out[INTERRUPT]] == ["a", "b", "c"]
+    assert [i.value for i in graph.get_state(cfg).interrupts] == ["a", "b", "c"]

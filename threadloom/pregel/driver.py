@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import queue
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent import futures
 from typing import Any
@@ -50,6 +51,8 @@ class _SyncRun:
         self.subgraphs = bool(kw.get("subgraphs"))
         self.print_mode = kw.get("print_mode") or ()
         self.done: list[Done] = []
+        # events taken off the queue ahead of their turn by _gather_done, in order
+        self.held: deque[Any] = deque()
         self.max_concurrency = max_concurrency(self.opts.run.config)
 
     def shape(self, ev: Any) -> tuple[bool, Any]:
@@ -58,9 +61,9 @@ class _SyncRun:
         return shape_output(ev, self.stream_mode, self.subgraphs)
 
     def drain(self) -> Iterator[Any]:
-        q = self.q
-        while not q.empty():  # the driver is the only consumer: no exception per call
-            ev = q.get_nowait()
+        q, held = self.q, self.held
+        while held or not q.empty():  # the driver is the only consumer: no exception per call
+            ev = held.popleft() if held else q.get_nowait()
             if isinstance(ev, Done):
                 self.done.append(ev)
                 continue
@@ -91,7 +94,24 @@ class _SyncRun:
         yield from pending
         yield from self.drain()
 
+    def _gather_done(self) -> None:
+        """Tasks that finished together are committed in task order, as
+        LangGraph's wait on its set of futures does: the done markers queued
+        behind the one just taken join it; other events are held, in order, for
+        their turn. Committed in arrival order, three nodes interrupting in one
+        step came back in a different order from run to run (and from
+        ``get_state().interrupts``) whenever a save let the pool threads race."""
+        q = self.q
+        while not q.empty():
+            ev = q.get_nowait()
+            if isinstance(ev, Done):
+                self.done.append(ev)
+            else:
+                self.held.append(ev)
+
     def _get(self, deadline: float | None, step: int) -> Any:
+        if self.held:
+            return self.held.popleft()
         if deadline is None:
             return self.q.get()
         try:
@@ -105,6 +125,8 @@ class _SyncRun:
         Before saving, the running tasks get the GIL once (``sleep(0)``): tasks that
         were about to finish then join this save instead of costing one each.
         """
+        if self.held:
+            return self.held.popleft()
         q = self.q
         try:
             return q.get_nowait()
@@ -137,6 +159,7 @@ class _SyncRun:
             loop.commit(todo[0], exc)
             results.append((todo[0], exc))
         elif todo:
+            rank = {id(t): i for i, t in enumerate(todo)}
             waiting = list(reversed(todo))
             for _ in range(min(self.max_concurrency, len(todo))):
                 self._submit(waiting.pop())
@@ -146,13 +169,15 @@ class _SyncRun:
                     ev = self._next(save, deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
+                        self._gather_done()
                     else:
                         save()
                         ok, chunk = self.shape(ev)
                         if ok:
                             yield chunk
                     continue
-                item = self.done.pop(0)
+                item = min(self.done, key=lambda d: rank.get(id(d.scope.task), -1))
+                self.done.remove(item)
                 remaining -= 1
                 if waiting:  # no save here: finished writes wait for a lull, grouped
                     self._submit(waiting.pop())

@@ -121,6 +121,8 @@ def _command_writes(loop: Any, cmd: Command, forks: bool) -> list[tuple[str, str
     for tid, c, v in map_command(cmd):
         if not (c == RESUME and resume_is_map):
             grouped.setdefault(tid, []).append((c, v))
+    if resume_is_map and _drop_stale_answer(loop):
+        grouped.setdefault(NULL_TASK_ID, []).append((RESUME, None))
     if not grouped and not resume_is_map:
         raise EmptyInputError("Received empty Command input")
     carried: list[tuple[str, str, Any]] = []
@@ -130,6 +132,21 @@ def _command_writes(loop: Any, cmd: Command, forks: bool) -> list[tuple[str, str
         else:
             loop.put_writes(tid, ws)
     return carried
+
+
+def _drop_stale_answer(loop: Any) -> bool:
+    """An answer given without an interrupt id (``Command(resume=v)``) is stored
+    once for the thread and taken by the first question the re-run node asks;
+    it then also lives on in that task's own answers. A later resume by id map
+    left it stored, so the node's next unanswered question took it again: q1
+    answered plainly, q2 by id, and q3 silently got q1's answer (LangGraph does
+    the same). It is dropped here and overwritten in storage by ``None``, which
+    reads as no answer. True when there was one."""
+    stale = [w for w in loop.pending_writes if w[0] == NULL_TASK_ID and w[1] == RESUME]
+    if not any(w[2] is not None for w in stale):
+        return False
+    loop.pending_writes = [w for w in loop.pending_writes if w not in stale]
+    return True
 
 
 def _apply(loop: Any, tasks: list[Any]) -> set[str]:
