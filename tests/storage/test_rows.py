@@ -43,7 +43,8 @@ def test_filter_pairs_validate_keys_and_encode_values() -> None:
         ("a.b-c_d", "null"),
     )
     assert filter_pairs(None) == ()
-    for bad in ("x'", "a b", "$", "", 'a"', 3):
+    assert filter_pairs({"x'": 1, "a b": 2, "$": 3}) == (("x'", "1"), ("a b", "2"), ("$", "3"))
+    for bad in ("", 'a"', "a\\b", "a\nb", 3):
         with pytest.raises(ConfigError):
             filter_pairs({bad: 1})
 
