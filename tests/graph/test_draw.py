@@ -55,3 +55,73 @@ def test_xray_inlines_subgraphs() -> None:
     pairs = {(e.source, e.target) for e in xr.edges}
     assert {("pre", "inner:s1"), ("inner:s1", "inner:s2"), ("inner:s2", END)} <= pairs
     assert "inner_58_s1" in xr.draw_mermaid()  # ':' escaped in mermaid ids
+
+
+def _drawn():
+    g = StateGraph(S)
+    g.add_node("a", n)
+    g.add_node("b", n)
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: "b", {"one two three four five": "b", "end": END})
+    g.add_edge("b", END)
+    return g.compile().get_graph()
+
+
+def test_langchain_draw_mermaid_keywords_and_first_last_node() -> None:
+    drawn = _drawn()
+    assert drawn.first_node().id == START and drawn.last_node().id == END
+    text = drawn.draw_mermaid(
+        curve_style="basis",
+        node_colors={"first": "fill:#000"},
+        wrap_label_n_words=2,
+        frontmatter_config={"config": {"theme": "neutral", "flowchart": {"htmlLabels": True}}},
+    )
+    assert text.startswith(
+        "---\nconfig:\n  flowchart:\n    curve: basis\n    htmlLabels: true\n  theme: neutral\n---\n"
+    )
+    assert "one two&nbsp<br>&nbspthree four&nbsp<br>&nbspfive" in text
+    assert "\tclassDef first fill:#000" in text
+    assert "\tclassDef last fill:#bfb6fc" in text  # the others keep their defaults
+
+
+def test_draw_mermaid_png_asks_mermaid_ink(monkeypatch, tmp_path) -> None:
+    import base64
+    import urllib.error
+
+    from threadloom.graph import draw_png
+
+    seen = []
+
+    class Reply:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self):
+            return b"\x89PNG..."
+
+    def urlopen(url, timeout):
+        seen.append(url)
+        return Reply()
+
+    monkeypatch.setattr(draw_png.urllib.request, "urlopen", urlopen)
+    drawn = _drawn()
+    out = tmp_path / "g.png"
+    assert drawn.draw_mermaid_png(output_file_path=str(out)) == b"\x89PNG..."
+    assert out.read_bytes() == b"\x89PNG..."
+    encoded = seen[0].split("/img/")[1].split("?")[0]
+    assert base64.b64decode(encoded).decode() == drawn.draw_mermaid()
+    assert seen[0].endswith("?type=png&bgColor=!white")
+
+    def offline(url, timeout):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(draw_png.urllib.request, "urlopen", offline)
+    import pytest
+
+    with pytest.raises(draw_png.MermaidRenderError, match="mermaid.live"):
+        drawn.draw_mermaid_png(max_retries=0)
+    with pytest.raises(NotImplementedError, match="mermaid.ink"):
+        drawn.draw_mermaid_png(draw_method="pyppeteer")

@@ -53,11 +53,42 @@ class DrawableGraph:
         if edge not in self.edges:
             self.edges.append(edge)
 
-    def draw_mermaid(self, *, with_styles: bool = True, curve_style: str = "linear") -> str:
-        """Mermaid flowchart text (paste into mermaid.live or a Markdown fence)."""
+    def first_node(self) -> Node | None:
+        """The one node no edge leads to (START), or None when there is not exactly one."""
+        targets = {e.target for e in self.edges}
+        found = [n for n in self.nodes.values() if n.id not in targets]
+        return found[0] if len(found) == 1 else None
+
+    def last_node(self) -> Node | None:
+        """The one node no edge leaves (END), or None when there is not exactly one."""
+        sources = {e.source for e in self.edges}
+        found = [n for n in self.nodes.values() if n.id not in sources]
+        return found[0] if len(found) == 1 else None
+
+    def draw_mermaid(
+        self,
+        *,
+        with_styles: bool = True,
+        curve_style: Any = "linear",
+        node_colors: Any = None,
+        wrap_label_n_words: int = 9,
+        frontmatter_config: dict[str, Any] | None = None,
+    ) -> str:
+        """Mermaid flowchart text (paste into mermaid.live or a Markdown fence).
+
+        The keywords are LangChain's ``Graph.draw_mermaid`` ones: ``curve_style``
+        a name or a ``CurveStyle``; ``node_colors`` an object or dict with
+        ``default``/``first``/``last`` fill colours; edge labels wrapped every
+        ``wrap_label_n_words`` words; ``frontmatter_config`` merged into the
+        Mermaid front matter (theme, look, ...)."""
         lines: list[str] = []
+        curve = getattr(curve_style, "value", curve_style)
         if with_styles:
-            lines += ["---", "config:", "  flowchart:", f"    curve: {curve_style}", "---"]
+            front = dict(frontmatter_config or {})
+            config = dict(front.get("config") or {})
+            config["flowchart"] = {**(config.get("flowchart") or {}), "curve": curve}
+            front["config"] = config
+            lines += ["---", *_yaml(front, 0), "---"]
         lines.append("graph TD;")
         for node in self.nodes.values():
             label = _escape(node.name)
@@ -69,18 +100,34 @@ class DrawableGraph:
                 lines.append(f"\t{_safe_id(node.id)}({label})")
         for edge in self.edges:
             src, dst = _safe_id(edge.source), _safe_id(edge.target)
+            data = _wrap(_escape(edge.data), wrap_label_n_words) if edge.data else None
             if edge.conditional:
-                arrow = f" -. &nbsp;{_escape(edge.data)}&nbsp; .-> " if edge.data else " -.-> "
+                arrow = f" -. &nbsp;{data}&nbsp; .-> " if data else " -.-> "
             else:
-                arrow = f" -- &nbsp;{_escape(edge.data)}&nbsp; --> " if edge.data else " --> "
+                arrow = f" -- &nbsp;{data}&nbsp; --> " if data else " --> "
             lines.append(f"\t{src}{arrow}{dst};")
         if with_styles:
+            colors = _colors(node_colors)
             lines += [
-                "\tclassDef default fill:#f2f0ff,line-height:1.2",
-                "\tclassDef first fill-opacity:0",
-                "\tclassDef last fill:#bfb6fc",
+                f"\tclassDef default {colors['default']}",
+                f"\tclassDef first {colors['first']}",
+                f"\tclassDef last {colors['last']}",
             ]
         return "\n".join(lines) + "\n"
+
+    def draw_mermaid_png(self, **options: Any) -> bytes:
+        """The Mermaid drawing as PNG bytes, rendered by the mermaid.ink web API
+        (LangChain's default way; it needs the network). Takes
+        :meth:`draw_mermaid`'s keywords and ``output_file_path``,
+        ``background_color``, ``max_retries``, ``retry_delay``, ``base_url``
+        (see :mod:`threadloom.graph.draw_png`)."""
+        from threadloom.graph.draw_png import render_png
+
+        keys = ("with_styles", "curve_style", "node_colors", "wrap_label_n_words")
+        text = self.draw_mermaid(
+            **{k: options.pop(k) for k in (*keys, "frontmatter_config") if k in options}
+        )
+        return render_png(text, **options)
 
     def to_json(self) -> dict[str, Any]:
         """Plain-data form: ``{"nodes": [{"id", "name"}], "edges": [{...}]}``."""
@@ -96,6 +143,52 @@ class DrawableGraph:
                 for e in self.edges
             ],
         }
+
+
+_COLORS = {
+    "default": "fill:#f2f0ff,line-height:1.2",
+    "first": "fill-opacity:0",
+    "last": "fill:#bfb6fc",
+}
+
+
+def _colors(node_colors: Any) -> dict[str, str]:
+    """classDef styles: LangChain's ``NodeStyles`` (or a dict) over the defaults."""
+    if node_colors is None:
+        return _COLORS
+    get = (
+        node_colors.get
+        if isinstance(node_colors, dict)
+        else lambda k: getattr(node_colors, k, None)
+    )
+    return {k: get(k) or v for k, v in _COLORS.items()}
+
+
+def _wrap(text: str, n: int) -> str:
+    words = text.split()
+    if n <= 0 or len(words) <= n:
+        return text
+    return "&nbsp<br>&nbsp".join(" ".join(words[i : i + n]) for i in range(0, len(words), n))
+
+
+def _yaml(value: dict[str, Any], depth: int) -> list[str]:
+    """Front matter as YAML (nested dicts of scalars, keys sorted as PyYAML's dump)."""
+    out: list[str] = []
+    pad = "  " * depth
+    for key in sorted(value):
+        item = value[key]
+        if isinstance(item, dict):
+            out.append(f"{pad}{key}:")
+            out.extend(_yaml(item, depth + 1))
+        elif isinstance(item, bool):
+            out.append(f"{pad}{key}: {'true' if item else 'false'}")
+        elif isinstance(item, (int, float)):
+            out.append(f"{pad}{key}: {item}")
+        else:
+            text = str(getattr(item, "value", item))
+            quoted = text == "" or text[0] in "#&*!|>'\"%@`{[" or ": " in text or text.endswith(":")
+            out.append(f"{pad}{key}: " + (f"'{text}'" if quoted else text))
+    return out
 
 
 def _safe_id(node_id: str) -> str:
