@@ -8,6 +8,7 @@ The async twin is ``adriver.py``; helpers both use are in ``step_common.py``.
 from __future__ import annotations
 
 import contextvars
+import heapq
 import queue
 import time
 from collections import deque
@@ -160,12 +161,17 @@ class _SyncRun:
             results.append((todo[0], exc))
         elif todo:
             rank = {id(t): i for i, t in enumerate(todo)}
+            ready: list[tuple[int, Done]] = []  # finished, by task order (a heap)
             waiting = list(reversed(todo))
             for _ in range(min(self.max_concurrency, len(todo))):
                 self._submit(waiting.pop())
             remaining = len(todo)
             while remaining:
-                if not self.done:
+                if self.done:
+                    for done in self.done:
+                        heapq.heappush(ready, (rank[id(done.scope.task)], done))
+                    self.done.clear()
+                if not ready:
                     ev = self._next(save, deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
@@ -176,8 +182,7 @@ class _SyncRun:
                         if ok:
                             yield chunk
                     continue
-                item = min(self.done, key=lambda d: rank.get(id(d.scope.task), -1))
-                self.done.remove(item)
+                item = heapq.heappop(ready)[1]
                 remaining -= 1
                 if waiting:  # no save here: finished writes wait for a lull, grouped
                     self._submit(waiting.pop())
