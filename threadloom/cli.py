@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.demo.tree import TreeRow, render_tree
-from threadloom.errors import ConfigError, SerializationError, StorageError, ThreadloomError
+from threadloom.errors import (
+    ConfigError,
+    ImportConflictError,
+    SerializationError,
+    StorageError,
+    ThreadloomError,
+)
 
 __all__ = ["main", "open_readonly", "printable"]
 
@@ -278,10 +284,13 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
             warnings.simplefilter("ignore", LangGraphDataWarning)
             serde = MsgpackSerializer(allowed=allowed)
             target = stack.enter_context(SqliteSaver.from_conn_string(args.dest, serde=serde))
+        conflict: ImportConflictError | None = None
         try:
             result = import_langgraph(source, target, thread_ids=args.thread or None)
         except SerializationError as exc:
             raise SerializationError(f"{exc}; here: --allow MODULE:CLASS (repeatable)") from exc
+        except ImportConflictError as exc:  # the others came over: say so, then refuse
+            conflict, result = exc, exc.result
     there = {"checkpoints": result.skipped, "pending writes": result.skipped_writes}
     kept = " and ".join(f"{n} {what}" for what, n in there.items() if n)
     say(
@@ -294,6 +303,9 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
             f"{result.differing_writes} pending writes differ from what {args.dest} holds "
             "and were left as they are"
         )
+    if conflict is not None:
+        say(f"threadloom: {conflict} (here: --thread to name the threads to import)", err=True)
+        return 1
     return 0
 
 

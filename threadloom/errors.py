@@ -10,7 +10,8 @@ The tree, so callers can catch at the level they care about::
     │   └── CorruptBlobError         stored bytes that do not decode
     ├── StorageError                 a backend refused (not SQLite, schema too new)
     │   ├── SaverClosedError         a saver used after close() closed its connection
-    │   └── EventLoopCallError       an async saver's sync method called on its own loop
+    │   ├── EventLoopCallError       an async saver's sync method called on its own loop
+    │   └── ImportConflictError      import_langgraph into a thread that went its own way
     ├── ThreadBusyError              another run holds the thread
     │   └── LeaseLostError           our lease expired or was taken over
     ├── EmptyChannelError            reading a channel that was never written
@@ -55,6 +56,7 @@ __all__ = [
     "StorageError",
     "SaverClosedError",
     "EventLoopCallError",
+    "ImportConflictError",
     "ThreadBusyError",
     "LeaseLostError",
     "EmptyChannelError",
@@ -217,6 +219,20 @@ class EventLoopCallError(StorageError, asyncio.InvalidStateError):
     """An async saver's sync method called where it cannot run: on the saver's own
     event loop (it would deadlock) or with no loop running it. Also the
     ``asyncio.InvalidStateError`` LangGraph raises there, so its handlers match."""
+
+
+class ImportConflictError(StorageError):
+    """``import_langgraph`` found threads in the target holding checkpoints the
+    source does not have: threadloom threads of the same id, or imported threads
+    continued in threadloom after an earlier import. Importing would make the
+    source's checkpoints their latest state; nothing of them is written (the
+    other threads are imported first, see ``result``)."""
+
+    def __init__(self, message: str, *, thread_id: str) -> None:
+        self.thread_id = thread_id  # the first one
+        self.thread_ids: list[str] = [thread_id]  # all of them
+        self.result: Any = None  # the ImportResult of the threads that did come over
+        super().__init__(message)
 
 
 class ThreadBusyError(ThreadloomError):

@@ -27,7 +27,7 @@ from typing_extensions import TypedDict
 from tests.parity.test_import_whole import Receipt, _count, _FailingPut, _source
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.migrate import aimport_langgraph, import_langgraph
-from threadloom.errors import SerializationError, StorageError
+from threadloom.errors import ImportConflictError, SerializationError, StorageError
 from threadloom.graph import START, StateGraph
 from threadloom.types import Command, interrupt
 
@@ -130,7 +130,10 @@ def test_a_rerun_after_resuming_on_the_target_writes_nothing() -> None:
     assert (again.skipped_writes, again.differing_writes) == (first.writes, 0)
 
 
-def test_writes_the_target_holds_with_other_values_are_not_already_there() -> None:
+def test_a_thread_both_programs_went_on_with_is_refused_and_left_alone() -> None:
+    """Both went on differently after the import: LangGraph's new checkpoints
+    used to land beside the target's own and become its state (session 13);
+    the writes the target holds with other values were never overwritten."""
     src, lg, cfg = _interrupted()
     target = InMemorySaver()
     import_langgraph(src, target)
@@ -139,10 +142,12 @@ def test_writes_the_target_holds_with_other_values_are_not_already_there() -> No
     lg.invoke(LGCommand(resume="no"), cfg)  # the LangGraph program went on differently
     at = next(t.config for t in target.list(cfg) if t.metadata.get("step") == 1)
     before = target.get_tuple(at).pending_writes
-    result = import_langgraph(src, target)
-    assert result.differing_writes == 3  # __resume__ twice, b's log: was "already there"
-    assert result.skipped_writes == 8 and result.writes == 0
+    state = tl.get_state(cfg).values
+    with pytest.raises(ImportConflictError, match="continued in threadloom") as err:
+        import_langgraph(src, target)
+    assert err.value.result.writes == 0 and err.value.result.checkpoints == 0
     assert target.get_tuple(at).pending_writes == before  # the target's own are left
+    assert tl.get_state(cfg).values == state
 
 
 class _ListRecorder:
@@ -234,7 +239,7 @@ async def test_langgraph_async_sqlite_threads_are_found_by_sql() -> None:
     assert result.threads == {"x", "y"} and result.checkpoints == 2 * 3
 
 
-def test_the_cli_says_which_pending_writes_differ(tmp_path, capsys) -> None:
+def test_the_cli_refuses_a_thread_both_programs_went_on_with(tmp_path, capsys) -> None:
     from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
 
     from threadloom.checkpoint.sqlite import SqliteSaver
@@ -251,6 +256,6 @@ def test_the_cli_says_which_pending_writes_differ(tmp_path, capsys) -> None:
             tl.invoke(Command(resume="yes"), cfg)
         lg.invoke(LGCommand(resume="no"), cfg)  # the LangGraph program went on differently
     capsys.readouterr()
-    assert main(["import-langgraph", str(src), str(dest)]) == 0
-    out = capsys.readouterr().out
-    assert "pending writes differ from what" in out and "were left as they are" in out
+    assert main(["import-langgraph", str(src), str(dest)]) == 1
+    err = capsys.readouterr().err
+    assert "continued in threadloom" in err and "--thread" in err

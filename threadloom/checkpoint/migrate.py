@@ -43,7 +43,7 @@ from threadloom.checkpoint.migrate_source import (
     task_paths,
     thread_tuples,
 )
-from threadloom.errors import StorageError
+from threadloom.errors import ImportConflictError, SerializationError, StorageError
 
 __all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
 
@@ -95,16 +95,21 @@ def import_langgraph(
         ConfigError: ``source`` has no serializer or cannot list its checkpoints.
         SerializationError: a value the target's serializer refuses to revive
             (nothing of that thread was written).
+        ImportConflictError: the target holds the thread with checkpoints the
+            source lacks (nothing of that thread was written).
     """
     conv = Converter(source, target, "list")
     result = ImportResult()
+    conflicts: list[tuple[str, str]] = []
     with loud_langgraph_fallback():
         for thread in find_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = next(iter(target.list(whole, limit=1)), None) is None
-            survey = _Survey(conv)
+            survey = _Survey(conv, thread)
             for tup in thread_tuples(source, thread):
                 survey.add(tup, None if fresh else target.get_tuple(config_of(*order(tup))))
+            if not fresh and _diverged(thread, survey, map(order, target.list(whole)), conflicts):
+                continue
             if survey.entries:
                 result.threads.add(thread)
             writer = _Writer(thread, conv, result)
@@ -124,6 +129,7 @@ def import_langgraph(
                     except Exception as undo:
                         _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
                 raise
+    _refuse(conflicts, result)
     return result
 
 
@@ -138,14 +144,18 @@ async def aimport_langgraph(
     (``AsyncPostgresSaver``, ``AsyncSqliteSaver``) list only through ``alist``."""
     conv = Converter(source, target, "alist")
     result = ImportResult()
+    conflicts: list[tuple[str, str]] = []
     with loud_langgraph_fallback():
         for thread in await afind_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = [t async for t in target.alist(whole, limit=1)] == []
-            survey = _Survey(conv)
+            survey = _Survey(conv, thread)
             async for tup in athread_tuples(source, thread):
                 have = None if fresh else await target.aget_tuple(config_of(*order(tup)))
                 survey.add(tup, have)
+            keys = [] if fresh else [order(t) async for t in target.alist(whole)]
+            if not fresh and _diverged(thread, survey, keys, conflicts):
+                continue
             if survey.entries:
                 result.threads.add(thread)
             writer = _Writer(thread, conv, result)
@@ -166,7 +176,46 @@ async def aimport_langgraph(
                     except Exception as undo:
                         _note(exc, f"removing thread {thread!r} again failed: {undo!r}")
                 raise
+    _refuse(conflicts, result)
     return result
+
+
+def _diverged(
+    thread: str, survey: _Survey, keys: Iterable[Any], conflicts: list[tuple[str, str]]
+) -> bool:
+    """Whether the target holds ``thread`` with checkpoints the source lacks (a
+    threadloom thread of the same id, or one continued in threadloom after an
+    earlier import) while the source has checkpoints the target lacks: those
+    would land beside the target's own, and the newest (by id) would silently
+    become the thread's state. Such a thread is left as it is and noted in
+    ``conflicts``. (Nothing new in the source: a re-run writes nothing anyway.)"""
+    if all(e.present for e in survey.entries):
+        return False
+    source = {(e.ns, e.cid) for e in survey.entries}
+    foreign = [(ns, cid) for _, ns, cid in keys if (ns, cid) not in source]
+    if foreign:
+        conflicts.append((thread, foreign[0][1]))
+    return bool(foreign)
+
+
+def _refuse(conflicts: list[tuple[str, str]], result: ImportResult) -> None:
+    """After every other thread came over: say which ones were left out."""
+    if not conflicts:
+        return
+    names = ", ".join(f"{t!r} (e.g. checkpoint {c!r})" for t, c in conflicts[:5])
+    more = f" and {len(conflicts) - 5} more" if len(conflicts) > 5 else ""
+    error = ImportConflictError(
+        f"import_langgraph: {len(conflicts)} thread(s) were not imported: the target already "
+        f"holds them with checkpoints the LangGraph source does not have: {names}{more}. Each "
+        "is another thread with the same id, or was continued in threadloom after an earlier "
+        "import; importing would make LangGraph's checkpoints its latest state. Leave them "
+        "out (thread_ids=...), or delete_thread them on the target first to take LangGraph's. "
+        f"The other threads were imported ({len(result.threads)}; the error's .result)",
+        thread_id=conflicts[0][0],
+    )
+    error.thread_ids = [t for t, _ in conflicts]
+    error.result = result
+    raise error
 
 
 def _removable(
@@ -200,14 +249,17 @@ class _Survey:
     thread, by their serialized bytes: a message list that grows by one message
     per checkpoint is not revived whole at every checkpoint."""
 
-    def __init__(self, conv: Converter) -> None:
+    def __init__(self, conv: Converter, thread: str = "") -> None:
         self.conv = conv
+        self.thread = thread
+        self.at = ""  # the checkpoint being surveyed, for errors
         self.entries: list[_Entry] = []
         self.versions: set[tuple[str, str, Any]] = set()
         self.parts: set[int] = set()
 
     def add(self, tup: Any, have: Any) -> None:
         _, ns, cid = order(tup)
+        self.at = f"checkpoint {cid!r}" + (f" (namespace {ns!r})" if ns else "")
         versions = dict(tup.checkpoint.get("channel_versions") or {})
         if have is None:
             rest = dict(tup.checkpoint)
@@ -217,7 +269,7 @@ class _Survey:
             for channel, value in values.items():
                 key = (ns, channel, versions.get(channel))
                 if key not in self.versions:
-                    self._check(value)
+                    self._check(value, str(channel))
                     if key[2] is not None:
                         self.versions.add(key)
         todo, kept, differ = self._writes(tup.pending_writes or (), have)
@@ -225,21 +277,45 @@ class _Survey:
         entry = _Entry(ns, cid, parent, versions, have is not None, todo, kept, differ)
         self.entries.append(entry)
 
-    def _check(self, value: Any) -> None:
+    def _check(self, value: Any, path: str) -> None:
+        parts: Iterable[tuple[str, Any]]
         if type(value) is dict:
-            parts: Iterable[Any] = (p for item in value.items() for p in item)
+            parts = (
+                p
+                for k, v in value.items()
+                for p in ((f"{path} (a key)", k), (f"{path}.{k}" if path else str(k), v))
+            )
         elif type(value) in (list, tuple):
-            parts = value
+            parts = ((f"{path}[{i}]", item) for i, item in enumerate(value))
         else:
-            parts = (value,)
-        for part in parts:
+            parts = ((path, value),)
+        for where, part in parts:
             if type(part) in _PLAIN:
                 continue
             dumped = self.conv.dump(part)
             key = hash(dumped)
             if key not in self.parts:
-                self.conv.load(dumped)
+                try:
+                    self.conv.load(dumped)
+                except SerializationError as exc:
+                    raise self._refused(exc, where) from None
                 self.parts.add(key)
+
+    def _refused(self, exc: SerializationError, where: str) -> SerializationError:
+        """The target refused a value: say where it is in the source, and the
+        usual way out (the graph's own classes are trusted once it is compiled
+        on the target saver)."""
+        inner = exc.under(where) if where else exc
+        error = SerializationError(
+            f"import_langgraph: thread {self.thread!r}, {self.at}: {inner}. Compiling the "
+            "threadloom graph on the target saver before importing trusts the classes its "
+            "state schema names; others must be allowed on the target's serializer "
+            "(docs/serde.md)",
+            path=inner.path,
+            type_name=inner.type_name,
+        )
+        error.__cause__ = exc.__cause__
+        return error
 
     def _writes(self, writes: Iterable[Any], have: Any) -> tuple[dict[str, set[int]], int, int]:
         """Which writes the target lacks. One it holds counts when equal; where
@@ -256,7 +332,7 @@ class _Survey:
             n = position[task_id] = position.get(task_id, -1) + 1
             there = stored.get(task_id)
             if there is None:
-                self._check(value)
+                self._check(value, f"pending write {channel!r} of task {task_id!r}")
                 todo.setdefault(task_id, set()).add(n)
                 continue
             mine = self.conv.convert(value)  # compared, and so checked

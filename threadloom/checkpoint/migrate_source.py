@@ -4,6 +4,7 @@ saver allows it, and its values converted for the target's serializer."""
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -72,10 +73,36 @@ def loud_langgraph_fallback() -> Iterator[None]:
         jsonplus._reconstruction_fallback = quiet
 
 
+def _plain(serde: Any) -> Any:
+    """``serde`` without its cipher. Values go from the source's memory to the
+    target's, never through storage, so neither side's encryption applies on
+    that hop (the target encrypts what it stores): through the ciphers, a
+    LangGraph AES thread could not move to a plain or AES-GCM target, nor a
+    plain one to an encrypting target."""
+    from threadloom.checkpoint.serde import MsgpackSerializer
+
+    inner = getattr(serde, "serde", None)
+    if inner is not None and hasattr(serde, "cipher"):  # an EncryptedSerializer (either's)
+        return _plain(inner)
+    if isinstance(serde, MsgpackSerializer) and serde.cipher is not None:
+        clone = copy.copy(serde)
+        clone._envelope = None
+        return clone
+    return serde
+
+
 class Converter:
     """Values as LangGraph's serializer writes them, revived by the target's."""
 
     def __init__(self, source: Any, target: Any, lister: str) -> None:
+        from threadloom.checkpoint.saver import BaseCheckpointSaver
+
+        if isinstance(source, BaseCheckpointSaver):
+            raise ConfigError(
+                f"import_langgraph: the source is a threadloom saver ({type(source).__name__});"
+                " it copies from a LangGraph checkpointer (are source and target swapped?)."
+                " Between threadloom savers, copy a thread with copy_thread or a backup"
+            )
         dump = getattr(getattr(source, "serde", None), "dumps_typed", None)
         if dump is None or not callable(getattr(source, lister, None)):
             raise ConfigError(
@@ -87,8 +114,8 @@ class Converter:
             from threadloom.checkpoint.serde import MsgpackSerializer
 
             serde = MsgpackSerializer()
-        self.dump: Callable[[Any], tuple[str, bytes]] = dump
-        self.load: Callable[[tuple[str, bytes]], Any] = serde.loads_typed
+        self.dump: Callable[[Any], tuple[str, bytes]] = _plain(source.serde).dumps_typed
+        self.load: Callable[[tuple[str, bytes]], Any] = _plain(serde).loads_typed
 
     def convert(self, value: Any) -> Any:
         return self.load(self.dump(value))

@@ -1,0 +1,126 @@
+"""import_langgraph edge cases from session 13's import probe: a thread the
+target holds with checkpoints the source lacks is refused (it silently became
+LangGraph's state); encryption on either side does not block the move; a refused
+class names where it is and how to trust it; a threadloom saver as the source
+is named as such."""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Annotated, Any
+
+import pytest
+from typing_extensions import TypedDict
+
+from tests.parity import helpers as h
+from threadloom.checkpoint.memory import InMemorySaver
+from threadloom.checkpoint.migrate import import_langgraph
+from threadloom.errors import ConfigError, ImportConflictError, SerializationError
+
+
+class State(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+@dataclasses.dataclass
+class Item:  # not allowlisted on the target
+    qty: int
+
+
+def _graph(lib: Any, saver: Any, pause: bool = True) -> Any:
+    def ask(_s: dict) -> dict:
+        return {"log": [f"ask:{lib.interrupt('ok?')}"]}
+
+    b = lib.StateGraph(State)
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_node("ask", ask)
+    b.add_edge(lib.START, "a")
+    b.add_edge("a", "ask")
+    return b.compile(checkpointer=saver)
+
+
+def _cfg(tid: str) -> dict:
+    return {"configurable": {"thread_id": tid}}
+
+
+def test_a_thread_the_target_holds_otherwise_is_refused_and_the_others_come_over() -> None:
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        lg_graph = _graph(lg, source)
+        for tid in ("same-id", "other"):
+            lg_graph.invoke({"log": ["langgraph-user"]}, _cfg(tid))
+        target = InMemorySaver()
+        tl_graph = _graph(tl, target)
+        tl_graph.invoke({"log": ["threadloom-user"]}, _cfg("same-id"))
+        before = tl_graph.get_state(_cfg("same-id")).values
+        with pytest.raises(ImportConflictError, match="'same-id'") as err:
+            import_langgraph(source, target)
+        assert err.value.thread_ids == ["same-id"]
+        assert err.value.result.threads == {"other"}  # the others came over
+        assert tl_graph.get_state(_cfg("same-id")).values == before  # left as it was
+        assert tl_graph.get_state(_cfg("other")).values == {"log": ["langgraph-user", "a"]}
+
+
+def test_a_thread_continued_in_threadloom_is_not_imported_again_over_it() -> None:
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        lg_graph = _graph(lg, source)
+        lg_graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        assert import_langgraph(source, target).skipped > 0  # unchanged: skipped, fine
+        tl_graph = _graph(tl, target)
+        tl_graph.invoke(tl.Command(resume="TL"), _cfg("t"))
+        lg_graph.invoke(lg.Command(resume="LG"), _cfg("t"))  # the old program went on too
+        with pytest.raises(ImportConflictError, match="continued in threadloom"):
+            import_langgraph(source, target)
+        assert tl_graph.get_state(_cfg("t")).values == {"log": ["a", "ask:TL"]}
+
+
+@pytest.mark.parametrize("sides", ["eax->gcm", "eax->plain", "plain->gcm"])
+def test_encryption_on_either_side_does_not_block_the_move(sides: str, monkeypatch) -> None:
+    pytest.importorskip("Crypto")
+    pytest.importorskip("cryptography")
+    from langgraph.checkpoint.memory import InMemorySaver as LGMemory
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LGEncrypted
+
+    from threadloom.checkpoint.serde import EncryptedSerializer
+
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    key = b"k" * 16
+    src_enc, dst = sides.split("->")
+    source = (
+        LGMemory(serde=LGEncrypted.from_pycryptodome_aes(key=key))
+        if src_enc == "eax"
+        else LGMemory()
+    )
+    target = (
+        InMemorySaver(serde=EncryptedSerializer.from_aes_gcm(b"g" * 32))
+        if dst == "gcm"
+        else InMemorySaver()
+    )
+    _graph(lg, source).invoke({"log": ["secret"]}, _cfg("t"))
+    result = import_langgraph(source, target)
+    assert result.checkpoints == 3
+    done = _graph(tl, target).invoke(tl.Command(resume="yes"), _cfg("t"))
+    assert done == {"log": ["secret", "a", "ask:yes"]}
+
+
+def test_a_refused_class_names_thread_checkpoint_path_and_the_way_out() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver as LGMemory
+
+    lg = h._lib("langgraph")
+    source = LGMemory()
+    _graph(lg, source).invoke({"log": [Item(3)]}, _cfg("t"))
+    with pytest.raises(SerializationError) as err:
+        import_langgraph(source, InMemorySaver())
+    text = str(err.value)
+    assert "thread 't', checkpoint" in text and "at log[0]" in text
+    assert "Compiling the threadloom graph on the target saver" in text
+    assert err.value.path == "log[0]"
+
+
+def test_a_threadloom_saver_as_the_source_is_named() -> None:
+    with pytest.raises(ConfigError, match="source is a threadloom saver"):
+        import_langgraph(InMemorySaver(), InMemorySaver())
