@@ -6,6 +6,8 @@ connection is closed only between transactions."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import threading
 import uuid
@@ -379,3 +381,41 @@ async def test_an_aclose_awaited_from_inside_the_aclose_does_not_wait_for_itself
 
         monkeypatch.setattr(type(saver), "_aclose_runs", aclose_runs)
     assert nested == [True] and saver._closed
+
+
+_FORK_CLOSE = """
+import os, sys, threading, time
+from threadloom.checkpoint.sqlite import SqliteSaver
+from threadloom.checkpoint.lease import closing
+real = closing.close_runs
+def slow(saver):
+    time.sleep(1.0)
+    real(saver)
+closing.close_runs = slow
+cm = SqliteSaver.from_conn_string(sys.argv[1])
+saver = cm.__enter__()
+t = threading.Thread(target=saver.close)
+t.start()
+time.sleep(0.3)
+pid = os.fork()
+if pid == 0:
+    threading.Timer(10, lambda: os._exit(3)).start()
+    saver.close()
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+t.join()
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_a_close_closes_its_own_copy(tmp_path) -> None:
+    """review13: the child inherited the parent's close-in-progress marker and
+    its close() waited forever for a close that runs only in the parent."""
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_CLOSE, str(tmp_path / "f.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout.strip() == "0", out.stderr

@@ -46,6 +46,8 @@ async def test_an_empty_checkpoint_id_means_the_latest(saver) -> None:
         ([1, b"x"], "when[1]"),
         ({1, 2}, "when"),
         (object(), "when"),
+        (float("nan"), "when"),
+        ({"x": [float("inf")]}, "when.x[0]"),
     ],
 )
 async def test_metadata_json_cannot_hold_is_refused_not_stringified(saver, value, where) -> None:
@@ -94,3 +96,13 @@ def _checkpoint() -> dict:
     from tests.savers.test_basic import checkpoint
 
     return checkpoint({}, {})
+
+
+async def test_legacy_writes_metadata_keeps_its_values_as_text(saver) -> None:
+    """LangGraph < 0.3 put node outputs under metadata ``writes``; imported, it is
+    display-only: what JSON cannot hold is kept as text (NaN too: stored as
+    JSON, it broke every metadata filter of the saver)."""
+    md = {"source": "loop", "step": 1, "writes": {"n": {"x": float("nan"), "y": 1.5}}}
+    await saver.put(cfg(), _checkpoint(), md, {})
+    assert (await saver.get_tuple(cfg())).metadata["writes"] == {"n": {"x": "nan", "y": 1.5}}
+    assert len(await saver.list(None, filter={"source": "loop"})) == 1

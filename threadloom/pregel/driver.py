@@ -175,6 +175,8 @@ class _SyncRun:
                     ev = self._next(save, deadline, loop.step)
                     if isinstance(ev, Done):
                         self.done.append(ev)
+                        if remaining > 1:
+                            time.sleep(0)  # tasks about to finish join this one
                         self._gather_done()
                     else:
                         save()

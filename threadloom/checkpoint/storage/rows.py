@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import math
 import re
 from collections.abc import Mapping
 from hashlib import blake2b
@@ -134,8 +135,10 @@ def _standard_text(metadata: dict[str, Any]) -> str | None:
 def _dump_general(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
     for key, value in md.items():
-        if key != "writes":  # (legacy, display only: LangGraph < 0.3 threads brought over)
+        if key != "writes":
             _check_json(value, key, 0)
+        else:  # legacy, display only (LangGraph < 0.3 threads brought over): kept as text
+            md[key] = _finite(value)  # type: ignore[literal-required]
     text = "".join(_encoder()(md, 0))
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)
@@ -150,6 +153,13 @@ def _check_json(value: Any, path: str, depth: int) -> None:
     back a different type without a word. LangGraph's SQL savers raise a bare
     ``TypeError`` for it."""
     if isinstance(value, _JSON_SCALARS):
+        if type(value) is float and not math.isfinite(value):
+            raise SerializationError(
+                f"checkpoint metadata at {path} is {value}, which JSON cannot hold (stored, it "
+                "would break every metadata filter of the saver); store it as a str or None",
+                path=path,
+                type_name="float",
+            )
         return
     if depth > 200:
         raise SerializationError(f"checkpoint metadata at {path} is nested too deeply", path=path)
@@ -176,6 +186,17 @@ def _check_json(value: Any, path: str, depth: int) -> None:
         path=path,
         type_name=name,
     )
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as their text (JSON has neither)."""
+    if type(value) is float and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _json_default(value: Any) -> Any:
