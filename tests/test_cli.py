@@ -4,12 +4,15 @@ and a demo that never deletes a file it did not create (reviewer repros, session
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+from typing_extensions import TypedDict
 
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.sqlite import SqliteSaver
@@ -219,3 +222,40 @@ def test_whole_store_stats_name_no_thread(db: str, capsys) -> None:
     assert "(all threads)" in out and "None" not in out
     assert main(["stats", db, "--thread", "t1"]) == 0
     assert "thread_id            t1" in capsys.readouterr().out
+
+
+def test_threads_shows_the_root_latest_step_of_a_thread_paused_in_a_subgraph(
+    tmp_path, capsys
+) -> None:
+    """The last step was the subgraph checkpoint's (the newest id of any
+    namespace): step 1 for a thread whose state is at step 3."""
+    from threadloom.graph import START, StateGraph
+    from threadloom.types import interrupt
+
+    S = PausedState
+    sub = StateGraph(S)
+    sub.add_node("s1", lambda s: {"log": ["s1"]})
+    sub.add_node("ask", lambda s: {"log": [interrupt("q")]})
+    sub.add_edge(START, "s1")
+    sub.add_edge("s1", "ask")
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"log": ["a"]})
+    b.add_node("b", lambda s: {"log": ["b"]})
+    b.add_node("sub", sub.compile())
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", "sub")
+    db = str(tmp_path / "t.db")
+    with SqliteSaver.from_conn_string(db) as saver:
+        graph = b.compile(checkpointer=saver)
+        cfg = {"configurable": {"thread_id": "paused"}}
+        graph.invoke({"log": []}, cfg)
+        step = graph.get_state(cfg).metadata["step"]
+        total = len(list(saver.list(cfg)))
+    assert main(["threads", db]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert row[:3] == ["paused", str(total), str(step)] and step == 2
+
+
+class PausedState(TypedDict):
+    log: Annotated[list, operator.add]

@@ -186,14 +186,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_threads(args: argparse.Namespace) -> int:
     """List threads: checkpoints, latest step and time."""
+    # per thread: [count, its latest root checkpoint's step and time]. Listed newest
+    # first, one at a time: nothing else is held (a 23,000-checkpoint file held them
+    # all); a subgraph's checkpoint is the latest only of a thread without root ones
     threads: dict[str, list[Any]] = {}
     with _reader(args.db) as saver:
         for tup in saver.list(None):
-            threads.setdefault(tup.config["configurable"]["thread_id"], []).append(tup)
+            conf = tup.config["configurable"]
+            seen = threads.get(conf["thread_id"])
+            root = not conf.get("checkpoint_ns")
+            if seen is None:
+                threads[conf["thread_id"]] = [1, _meta(tup, "step"), tup.checkpoint["ts"], root]
+                continue
+            seen[0] += 1
+            if root and not seen[3]:
+                seen[1:] = [_meta(tup, "step"), tup.checkpoint["ts"], True]
     say(f"{'thread':<24} {'checkpoints':>11} {'last step':>9}  last update")
-    for thread, tups in sorted(threads.items()):
-        latest = max(tups, key=lambda t: _ids(t)[0])
-        say(f"{thread:<24} {len(tups):>11} {_meta(latest, 'step'):>9}  {latest.checkpoint['ts']}")
+    for thread, (count, step, ts, _root) in sorted(threads.items()):
+        say(f"{thread:<24} {count:>11} {step:>9}  {ts}")
     if not threads:
         say("(no threads)")
     return 0

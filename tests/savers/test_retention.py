@@ -126,23 +126,43 @@ async def test_prune_dry_run_reports_what_the_real_run_frees(saver, strategy, op
     assert real.blobs > 0 and real.bytes_freed > 0
 
 
-async def test_prune_keeps_subgraph_calls_of_kept_checkpoints_and_open_interrupts(saver) -> None:
+async def test_prune_drops_calls_of_dropped_checkpoints_and_abandoned_interrupts(saver) -> None:
+    """An older fork tip left waiting on an interrupt (the user went back and
+    took another way) was kept by every prune, so keep_latest history grew with
+    each abandoned question (session 13); LangGraph's prune keeps one too."""
     root = await grow(saver, 2)
-    # an older fork tip still waiting on an interrupt
     fork = await saver.put(root[0], _plain(), {"source": "fork", "step": 9}, {})
     await saver.put_writes(fork, [(INTERRUPT, ["question?"])], "task", "~p")
-    call = await grow(saver, 2, ns="sub:1", parents={"": fork["configurable"]["checkpoint_id"]})
+    await grow(saver, 2, ns="sub:1", parents={"": fork["configurable"]["checkpoint_id"]})
     root += await grow(saver, 2, start=2)
     parent_id = root[1]["configurable"]["checkpoint_id"]
     await grow(saver, 2, ns="sub:2", parents={"": parent_id})  # a finished call
     await saver.prune(["t"], strategy="keep_latest")
-    kept = set(await ids(saver))
-    assert parent_id not in kept and await ids(saver, ns="sub:2") == []  # goes with its root
+    assert await ids(saver) == [root[-1]["configurable"]["checkpoint_id"]]
+    assert await ids(saver, ns="sub:2") == [] and await ids(saver, ns="sub:1") == []
+    assert await saver.get_tuple(fork) is None
+
+
+async def test_prune_keeps_the_calls_of_the_latest_checkpoint(saver) -> None:
+    """An interrupted subgraph waits on the latest root checkpoint: kept with it."""
+    root = await grow(saver, 3)
+    latest = root[-1]["configurable"]["checkpoint_id"]
+    call = await grow(saver, 2, ns="sub:1", parents={"": latest})
+    await saver.put_writes(call[-1], [(INTERRUPT, ["question?"])], "task", "~p")
+    await saver.prune(["t"], strategy="keep_latest")
+    assert await ids(saver) == [latest]
     assert await ids(saver, ns="sub:1") == [call[-1]["configurable"]["checkpoint_id"]]
-    assert fork["configurable"]["checkpoint_id"] in kept
-    assert root[-1]["configurable"]["checkpoint_id"] in kept
-    assert root[0]["configurable"]["checkpoint_id"] not in kept
-    assert (await saver.get_tuple(fork)).pending_writes == [("task", INTERRUPT, ["question?"])]
+    assert (await saver.get_tuple(call[-1])).pending_writes == [("task", INTERRUPT, ["question?"])]
+
+
+@pytest.mark.parametrize("before", ["typo", "1f0c-12chars", "0" * 12])
+async def test_prune_before_refuses_what_is_not_a_whole_checkpoint_id(saver, before) -> None:
+    """Compared as text, a typo or the 12-character id ``threadloom tree``
+    shows sorted before almost every id: all but the latest were deleted."""
+    await grow(saver, 5)
+    with pytest.raises(ConfigError, match="not a whole checkpoint id"):
+        await saver.prune(["t"], strategy="before", before=before)
+    assert len(await ids(saver)) == 5
 
 
 def _plain() -> dict:

@@ -10,9 +10,8 @@ call, so ``keep_latest`` history grew with every turn of a graph that calls a
 subgraph. A namespace without a task id (a ``checkpointer=True`` subgraph,
 whose state outlives each call) is pruned by the strategy on its own.
 
-Always kept besides: a checkpoint with an open interrupt (an ``__interrupt__``
-write and no child) in the root or a live namespace, the calls made from a
-kept root checkpoint (an interrupted subgraph's checkpoints), the
+Always kept besides: the calls made from a kept root checkpoint (an
+interrupted subgraph's checkpoints), the
 checkpoints of enclosing subgraph namespaces a kept nested one points at, and
 the ancestors a kept checkpoint LangGraph wrote rebuilds a ``DeltaChannel``
 value from (:func:`needs_ancestors`: back to one that holds every value). A
@@ -25,11 +24,9 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
 
 from threadloom.checkpoint.storage.ops import CheckpointRow
-from threadloom.checkpoint.storage.writes import decode_entries
-from threadloom.constants import INTERRUPT, NS_END
+from threadloom.constants import NS_END
 
 __all__ = ["kept_checkpoints", "needs_ancestors"]
 
@@ -40,7 +37,6 @@ Key = tuple[str, str]  # (checkpoint_ns, checkpoint_id)
 
 def kept_checkpoints(
     rows: Sequence[CheckpointRow],
-    writes: Sequence[Any],
     strategy: str,
     keep_last: int | None,
     before: str | None,
@@ -51,20 +47,19 @@ def kept_checkpoints(
     by_ns: dict[str, list[CheckpointRow]] = defaultdict(list)
     for row in rows:
         by_ns[row.checkpoint_ns].append(row)
-    interrupted = _open_interrupts(rows, writes)
     keep: set[Key] = set()
     calls = []
     for ns, ns_rows in by_ns.items():
         if NS_END in ns:
             calls.append(ns)
         else:
-            keep |= _by_strategy(ns, ns_rows, strategy, keep_last, before, interrupted)
+            keep |= _by_strategy(ns, ns_rows, strategy, keep_last, before)
     roots = {cid for ns, cid in keep if ns == ""}
     saved = {r.checkpoint_id for r in by_ns.get("", ())}
     for ns in calls:
         root = _root_of(by_ns[ns][0])
         if root is None or root in roots or root not in saved:
-            keep |= _by_strategy(ns, by_ns[ns], strategy, keep_last, before, interrupted)
+            keep |= _by_strategy(ns, by_ns[ns], strategy, keep_last, before)
     _enclosing(rows, keep)
     _delta_bases(rows, keep)
     return keep
@@ -106,36 +101,21 @@ def _by_strategy(
     strategy: str,
     keep_last: int | None,
     before: str | None,
-    interrupted: set[Key],
 ) -> set[Key]:
-    """One namespace's kept ids: its latest always, then by the strategy."""
+    """One namespace's kept ids: its latest always, then by the strategy. An
+    older branch tip left waiting on an interrupt (the user went back and took
+    another way) is not kept: resuming goes on from the latest, and keeping
+    every abandoned question let ``keep_latest`` history grow for good (LangGraph's
+    ``PostgresSaver.prune`` keeps one checkpoint there too)."""
     n = keep_last if strategy == "keep_last_n" else 1
     keep = set()
     for i, row in enumerate(rows):
         key = (ns, row.checkpoint_id)
-        if i < n or key in interrupted:
+        if i < n:
             keep.add(key)
         elif strategy == "before" and row.checkpoint_id >= before:  # type: ignore[operator]
             keep.add(key)
     return keep
-
-
-def _open_interrupts(rows: Sequence[CheckpointRow], writes: Sequence[Any]) -> set[Key]:
-    """Checkpoints with an ``__interrupt__`` write and no child checkpoint:
-    resuming one must not re-run the tasks that already wrote."""
-    exists = {(r.checkpoint_ns, r.checkpoint_id) for r in rows}
-    has_child = {(r.checkpoint_ns, r.parent_checkpoint_id) for r in rows}
-    found = set()
-    for w in writes:
-        key = (w.checkpoint_ns, w.checkpoint_id)
-        if (
-            key in exists
-            and key not in has_child
-            and key not in found
-            and any(e[1] == INTERRUPT for e in decode_entries(w))
-        ):
-            found.add(key)
-    return found
 
 
 def _parents(row: CheckpointRow) -> dict[str, str]:

@@ -10,6 +10,7 @@ every chunk it needs directly.
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any
@@ -297,8 +298,8 @@ def prune_flow(
         raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
     if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
         raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
-    if strategy == "before" and not before:
-        raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
+    if strategy == "before":
+        _check_before(before)
     if not dry_run:
         yield from guard_flow("prune", thread_ids, force)
     totals: Counter[str] = Counter()
@@ -309,7 +310,7 @@ def prune_flow(
         if not rows:
             continue
         writes = yield LoadWrites(thread_id, None, None)
-        keep = kept_checkpoints(rows, writes, strategy, keep_last, before)
+        keep = kept_checkpoints(rows, strategy, keep_last, before)
         by_ns: dict[str, list[CheckpointRow]] = defaultdict(list)
         for row in rows:
             by_ns[row.checkpoint_ns].append(row)
@@ -333,6 +334,22 @@ def prune_flow(
         bytes_freed=totals["bytes"],
         dry_run=dry_run,
     )
+
+
+def _check_before(before: Any) -> None:
+    """``before`` must be a whole checkpoint id. Ids are compared as text, so a
+    typo or the 12-character prefix ``threadloom tree`` shows sorted before
+    almost every id and deleted all but the latest checkpoint of each thread."""
+    if not before:
+        raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
+    try:
+        uuid.UUID(str(before))
+    except ValueError:
+        raise ConfigError(
+            f"prune(strategy='before'): before={before!r} is not a whole checkpoint id (36"
+            " characters, as get_state().config and `threadloom history` show it);"
+            " nothing was deleted"
+        ) from None
 
 
 def stats_flow(thread_id: str | None) -> Flow:
