@@ -419,3 +419,19 @@ def test_a_child_forked_during_a_close_closes_its_own_copy(tmp_path) -> None:
         timeout=60,
     )
     assert out.stdout.strip() == "0", out.stderr
+
+
+def test_a_saver_subclass_that_is_not_hashable_closes(tmp_path) -> None:
+    """review13b: defining ``__eq__`` makes a class unhashable; the close's
+    bookkeeping of savers being closed raised TypeError, left the connection
+    open, and a second close waited forever."""
+    from threadloom.checkpoint.sqlite import SqliteSaver
+
+    class Named(SqliteSaver):
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Named)
+
+    with Named.from_conn_string(str(tmp_path / "n.db")) as saver:
+        saver.list(None)
+    assert saver._closed
+    saver.close()  # a second close returns

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from typing_extensions import TypedDict
 
 from threadloom.graph import END, START, StateGraph
@@ -114,6 +115,8 @@ def test_draw_mermaid_png_asks_mermaid_ink(monkeypatch, tmp_path) -> None:
     encoded = seen[0].split("/img/")[1].split("?")[0]
     assert base64.b64decode(encoded).decode() == drawn.draw_mermaid()
     assert seen[0].endswith("?type=png&bgColor=!white")
+    drawn.draw_mermaid_png(background_color="light blue")
+    assert seen[-1].endswith("&bgColor=!light%20blue")  # quoted: was http.client.InvalidURL
 
     def offline(url, timeout):
         raise urllib.error.URLError("no network")
@@ -125,3 +128,19 @@ def test_draw_mermaid_png_asks_mermaid_ink(monkeypatch, tmp_path) -> None:
         drawn.draw_mermaid_png(max_retries=0)
     with pytest.raises(NotImplementedError, match="mermaid.ink"):
         drawn.draw_mermaid_png(draw_method="pyppeteer")
+
+
+def test_frontmatter_is_yaml_that_reads_back_as_given() -> None:
+    yaml = pytest.importorskip("yaml")
+    given = {
+        "title": "Bob's graph: v2",
+        "tags": ["a", "b"],
+        "x": "null",
+        "y": "1.5",
+        "w": "a #b",
+        "z": "- dash",
+        "config": {"theme": "neutral"},
+    }
+    text = _drawn().draw_mermaid(frontmatter_config=given)
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front == {**given, "config": {"theme": "neutral", "flowchart": {"curve": "linear"}}}

@@ -124,3 +124,33 @@ def test_a_refused_class_names_thread_checkpoint_path_and_the_way_out() -> None:
 def test_a_threadloom_saver_as_the_source_is_named() -> None:
     with pytest.raises(ConfigError, match="source is a threadloom saver"):
         import_langgraph(InMemorySaver(), InMemorySaver())
+
+
+def test_a_source_that_pruned_its_old_checkpoints_is_imported_again() -> None:
+    """review13b: the target's older checkpoints, pruned in the source since the
+    first import (keep_latest, a shallow saver), are history, not a way of its own."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        graph = _graph(lg, source)
+        graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        graph.invoke(lg.Command(resume="LG"), _cfg("t"))
+        spaces = source.storage["t"]
+        latest = max(spaces[""])
+        for cid in [c for c in spaces[""] if c != latest]:  # as prune(keep_latest) leaves it
+            del spaces[""][cid]
+        result = import_langgraph(source, target)
+        assert result.checkpoints == 1
+        assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["a", "ask:LG"]}
+
+
+def test_nan_metadata_from_langgraph_is_left_out_not_fatal() -> None:
+    """LangGraph copies a NaN float from config["metadata"]; JSON metadata cannot
+    hold it: threadloom's runs leave it out, and so does the import."""
+    lg = h._lib("langgraph")
+    with h.open_saver(lg, "memory") as source:
+        _graph(lg, source).invoke({"log": []}, {**_cfg("t"), "metadata": {"score": float("nan")}})
+        target = InMemorySaver()
+        assert import_langgraph(source, target).checkpoints == 3
+        assert all("score" not in t.metadata for t in target.list(_cfg("t")))

@@ -106,3 +106,17 @@ async def test_legacy_writes_metadata_keeps_its_values_as_text(saver) -> None:
     await saver.put(cfg(), _checkpoint(), md, {})
     assert (await saver.get_tuple(cfg())).metadata["writes"] == {"n": {"x": "nan", "y": 1.5}}
     assert len(await saver.list(None, filter={"source": "loop"})) == 1
+
+
+def test_a_run_with_nan_in_config_metadata_leaves_it_out() -> None:
+    from threadloom.checkpoint.memory import InMemorySaver
+    from threadloom.graph import START, StateGraph
+
+    b = StateGraph(dict)
+    b.add_node("a", lambda s: {})
+    b.add_edge(START, "a")
+    saver = InMemorySaver()
+    graph = b.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "t"}, "metadata": {"score": float("nan"), "n": 1.5}}
+    graph.invoke({}, config)
+    assert all("score" not in t.metadata and t.metadata["n"] == 1.5 for t in saver.list(config))

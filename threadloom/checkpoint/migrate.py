@@ -26,6 +26,7 @@ program went on differently) is left and counted in ``differing_writes``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ from threadloom.checkpoint.migrate_source import (
     task_paths,
     thread_tuples,
 )
+from threadloom.checkpoint.storage.rows import check_metadata
 from threadloom.errors import ImportConflictError, SerializationError, StorageError
 
 __all__ = ["ImportResult", "aimport_langgraph", "import_langgraph"]
@@ -192,7 +194,16 @@ def _diverged(
     if all(e.present for e in survey.entries):
         return False
     source = {(e.ns, e.cid) for e in survey.entries}
-    foreign = [(ns, cid) for _, ns, cid in keys if (ns, cid) not in source]
+    oldest: dict[str, str] = {}  # per namespace, the source's oldest checkpoint
+    for e in survey.entries:
+        if e.ns not in oldest or e.cid < oldest[e.ns]:
+            oldest[e.ns] = e.cid
+    first = min(oldest.values())
+    # a target checkpoint older than all the source holds is history the source
+    # pruned (keep_latest, a shallow saver), not a way of its own
+    foreign = [
+        (ns, cid) for _, ns, cid in keys if (ns, cid) not in source and cid > oldest.get(ns, first)
+    ]
     if foreign:
         conflicts.append((thread, foreign[0][1]))
     return bool(foreign)
@@ -265,7 +276,10 @@ class _Survey:
             rest = dict(tup.checkpoint)
             values = rest.pop("channel_values", None) or {}
             self.conv.convert(rest)
-            self.conv.convert(dict(tup.metadata))
+            try:
+                check_metadata(metadata_of(self.conv, tup))
+            except SerializationError as exc:
+                raise self._refused(exc, "", "its metadata") from None
             for channel, value in values.items():
                 key = (ns, channel, versions.get(channel))
                 if key not in self.versions:
@@ -277,7 +291,10 @@ class _Survey:
         entry = _Entry(ns, cid, parent, versions, have is not None, todo, kept, differ)
         self.entries.append(entry)
 
-    def _check(self, value: Any, path: str) -> None:
+    def _check(self, value: Any, path: str, what: str = "") -> None:
+        """Revive ``value``'s parts with the target's rules; ``path``: where
+        the value sits in its channel, ``what``: which value it is (a pending
+        write of a task), for the error."""
         parts: Iterable[tuple[str, Any]]
         if type(value) is dict:
             parts = (
@@ -298,16 +315,17 @@ class _Survey:
                 try:
                     self.conv.load(dumped)
                 except SerializationError as exc:
-                    raise self._refused(exc, where) from None
+                    raise self._refused(exc, where, what) from None
                 self.parts.add(key)
 
-    def _refused(self, exc: SerializationError, where: str) -> SerializationError:
+    def _refused(self, exc: SerializationError, where: str, what: str = "") -> SerializationError:
         """The target refused a value: say where it is in the source, and the
         usual way out (the graph's own classes are trusted once it is compiled
         on the target saver)."""
         inner = exc.under(where) if where else exc
+        place = f"{self.at}, {what}" if what else self.at
         error = SerializationError(
-            f"import_langgraph: thread {self.thread!r}, {self.at}: {inner}. Compiling the "
+            f"import_langgraph: thread {self.thread!r}, {place}: {inner}. Compiling the "
             "threadloom graph on the target saver before importing trusts the classes its "
             "state schema names; others must be allowed on the target's serializer "
             "(docs/serde.md)",
@@ -331,11 +349,15 @@ class _Survey:
         for task_id, channel, value in writes:
             n = position[task_id] = position.get(task_id, -1) + 1
             there = stored.get(task_id)
+            what = f"pending write {channel!r} of task {task_id!r}"
             if there is None:
-                self._check(value, f"pending write {channel!r} of task {task_id!r}")
+                self._check(value, "", what)
                 todo.setdefault(task_id, set()).add(n)
                 continue
-            mine = self.conv.convert(value)  # compared, and so checked
+            try:
+                mine = self.conv.convert(value)  # compared, and so checked
+            except SerializationError as exc:
+                raise self._refused(exc, "", what) from None
             same = next(
                 (i for i, (ch, v) in enumerate(there) if ch == channel and _equal(v, mine)), None
             )
@@ -359,6 +381,14 @@ class _Survey:
             before = versions_of.get((e.ns, e.parent), {}) if e.parent else {}
             e.versions = {ch: v for ch, v in e.versions.items() if before.get(ch) != v}
         return entries
+
+
+def metadata_of(conv: Converter, tup: Any) -> dict[str, Any]:
+    """The checkpoint's metadata as threadloom stores it: without NaN and
+    infinities (LangGraph copies them from ``config["metadata"]``; threadloom's
+    runs leave them out, as JSON cannot hold them)."""
+    md = conv.convert(dict(tup.metadata))
+    return {k: v for k, v in md.items() if not (type(v) is float and not math.isfinite(v))}
 
 
 def _slot(channel: str) -> str:
@@ -407,7 +437,7 @@ class _Writer:
             )
         else:
             checkpoint = self._checkpoint(entry.ns, tup.checkpoint)
-            metadata = self.conv.convert(dict(tup.metadata))
+            metadata = metadata_of(self.conv, tup)
             parent = config_of(thread, entry.ns, entry.parent)
             calls.append(("put", (parent, checkpoint, metadata, entry.versions)))
             self.written.add((entry.ns, entry.cid))

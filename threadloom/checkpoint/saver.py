@@ -16,7 +16,6 @@ import concurrent.futures
 import os
 import sys
 import threading
-import weakref
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -48,13 +47,14 @@ __all__ = ["BaseCheckpointSaver"]
 _CLAIM = threading.Lock()
 # savers whose close is under way: a child forked meanwhile has not that close
 # (only the forking thread lives on), so it forgets it (_forget_closes)
-_CLOSING: weakref.WeakSet[Any] = weakref.WeakSet()
+# (by id: a saver subclass defining __eq__ is not hashable; held only while closing)
+_CLOSING: dict[int, Any] = {}
 
 
 def _forget_closes() -> None:
     global _CLAIM
     _CLAIM = threading.Lock()  # (another thread of the parent may have held it)
-    for saver in list(_CLOSING):
+    for saver in list(_CLOSING.values()):
         done = saver.__dict__.get("_close_done")
         if done is not None and not done.done():
             saver.__dict__.pop("_close_done", None)
@@ -74,7 +74,7 @@ def _claim_close(saver: Any, me: Any) -> concurrent.futures.Future[None] | None:
         done = saver.__dict__.get("_close_done")
         if done is None:
             saver.__dict__["_close_done"] = concurrent.futures.Future()
-            _CLOSING.add(saver)
+            _CLOSING[id(saver)] = saver
             saver.__dict__["_close_by"] = me
             return None
         if saver.__dict__.get("_close_by") == me and not done.done():
@@ -171,7 +171,7 @@ class BaseCheckpointSaver:
             body()
         finally:
             self.__dict__["_close_done"].set_result(None)
-            _CLOSING.discard(self)
+            _CLOSING.pop(id(self), None)
 
     async def _aclose_once(self, body: Callable[[], Awaitable[None]]) -> None:
         """Async twin of :meth:`_close_once` (a second ``aclose()`` on any loop
@@ -184,7 +184,7 @@ class BaseCheckpointSaver:
             await body()
         finally:
             self.__dict__["_close_done"].set_result(None)
-            _CLOSING.discard(self)
+            _CLOSING.pop(id(self), None)
 
     def with_allowlist(self, extra_allowlist: Iterable[type]) -> BaseCheckpointSaver:
         """This saver, trusting the classes of ``extra_allowlist`` too when it

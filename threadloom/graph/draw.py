@@ -7,6 +7,7 @@ are dotted in Mermaid; edges into a join are plain edges from each start.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -171,24 +172,40 @@ def _wrap(text: str, n: int) -> str:
     return "&nbsp<br>&nbsp".join(" ".join(words[i : i + n]) for i in range(0, len(words), n))
 
 
+_PLAIN_YAML = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]*")
+_YAML_WORDS = {"null", "true", "false", "yes", "no", "on", "off", "y", "n", "~"}
+
+
 def _yaml(value: dict[str, Any], depth: int) -> list[str]:
-    """Front matter as YAML (nested dicts of scalars, keys sorted as PyYAML's dump)."""
+    """Front matter as YAML: nested mappings in block style, other values as
+    YAML scalars (a plain word stays plain, anything YAML could read otherwise,
+    a list included, is written as JSON, which YAML reads as written). Keys
+    sorted, as PyYAML's ``dump`` sorts them."""
     out: list[str] = []
     pad = "  " * depth
-    for key in sorted(value):
+    for key in sorted(value, key=str):
         item = value[key]
+        name = _yaml_scalar(str(key))
         if isinstance(item, dict):
-            out.append(f"{pad}{key}:")
+            out.append(f"{pad}{name}:")
             out.extend(_yaml(item, depth + 1))
-        elif isinstance(item, bool):
-            out.append(f"{pad}{key}: {'true' if item else 'false'}")
-        elif isinstance(item, (int, float)):
-            out.append(f"{pad}{key}: {item}")
         else:
-            text = str(getattr(item, "value", item))
-            quoted = text == "" or text[0] in "#&*!|>'\"%@`{[" or ": " in text or text.endswith(":")
-            out.append(f"{pad}{key}: " + (f"'{text}'" if quoted else text))
+            out.append(f"{pad}{name}: {_yaml_scalar(item)}")
     return out
+
+
+def _yaml_scalar(item: Any) -> str:
+    item = getattr(item, "value", item)  # an enum (CurveStyle)
+    if isinstance(item, bool):
+        return "true" if item else "false"
+    if item is None:
+        return "null"
+    if isinstance(item, (int, float)):
+        return json.dumps(item)
+    if isinstance(item, str):
+        plain = _PLAIN_YAML.fullmatch(item) and item.lower() not in _YAML_WORDS
+        return item if plain else json.dumps(item, ensure_ascii=False)
+    return json.dumps(item, ensure_ascii=False, default=str)
 
 
 def _safe_id(node_id: str) -> str:

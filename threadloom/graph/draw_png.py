@@ -9,6 +9,7 @@ import base64
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -32,10 +33,12 @@ def render_png(
     max_retries: int = 1,
     retry_delay: float = 1.0,
     base_url: str | None = None,
+    proxies: dict[str, str] | None = None,
     timeout: float = 10.0,
 ) -> bytes:
     """PNG bytes of ``mermaid`` (written to ``output_file_path`` too, if given).
-    ``padding`` is accepted for LangChain's signature; the API pads itself.
+    ``padding`` is accepted for LangChain's signature (the API pads itself);
+    ``proxies`` maps a scheme to a proxy URL, as LangChain's (``requests``).
 
     Raises:
         MermaidRenderError: the API is unreachable or refused the drawing.
@@ -52,11 +55,18 @@ def render_png(
     if background_color is not None:
         hex_color = re.fullmatch(r"#(?:[0-9a-fA-F]{3}){1,2}", background_color)
         color = background_color[1:] if hex_color else f"!{background_color}"
-        url += f"&bgColor={color}"
+        url += f"&bgColor={urllib.parse.quote(color, safe='!')}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies or {}))
+    if proxies is None:
+        opener = None  # the environment's proxies, as urlopen uses them
     last: Exception | None = None
     for attempt in range(max(1, max_retries + 1)):
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as response:
+            if opener is None:
+                response = urllib.request.urlopen(url, timeout=timeout)
+            else:
+                response = opener.open(url, timeout=timeout)
+            with response:
                 data = response.read()
             if output_file_path is not None:
                 with open(output_file_path, "wb") as f:
@@ -66,7 +76,7 @@ def render_png(
             last = exc
             if exc.code < 500:  # the drawing was refused: retrying will not help
                 break
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # InvalidURL too
             last = exc
         if attempt < max_retries:
             time.sleep(retry_delay * (2**attempt))

@@ -12,6 +12,7 @@ The dict shapes match LangGraph's (``v=4``) so threads, tests and tools port.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from math import isfinite
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from typing_extensions import NotRequired
@@ -220,7 +221,7 @@ def get_checkpoint_metadata(
 
     Unlike LangGraph, values from ``config["configurable"]`` are **not** copied
     (they routinely hold API keys and tokens); only ``config["metadata"]`` is
-    merged, and only str/int/float/bool values. ``run_id`` from configurable is
+    merged, and only str/int/finite float/bool values. ``run_id`` from configurable is
     kept because retention by run needs it. See docs/compatibility.md.
     """
     result: dict[str, Any] = {
@@ -235,8 +236,8 @@ def get_checkpoint_metadata(
             continue
         if isinstance(value, str):
             result[key] = value.replace("\u0000", "")
-        elif isinstance(value, (bool, int, float)):
-            result[key] = value
+        elif isinstance(value, (bool, int)) or (isinstance(value, float) and isfinite(value)):
+            result[key] = value  # (NaN and infinities are not JSON: left out, as other types)
     return result  # type: ignore[return-value]
 
 

@@ -20,6 +20,7 @@ from threadloom.errors import ConfigError, CorruptBlobError, SerializationError
 
 __all__ = [
     "blob_hash",
+    "check_metadata",
     "dump_metadata",
     "filter_pairs",
     "metadata_matches",
@@ -134,11 +135,9 @@ def _standard_text(metadata: dict[str, Any]) -> str | None:
 
 def _dump_general(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, Any]:
     md = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
-    for key, value in md.items():
-        if key != "writes":
-            _check_json(value, key, 0)
-        else:  # legacy, display only (LangGraph < 0.3 threads brought over): kept as text
-            md[key] = _finite(value)  # type: ignore[literal-required]
+    check_metadata(md)
+    if "writes" in md:  # legacy, display only (LangGraph < 0.3 threads brought over)
+        md["writes"] = _finite(md["writes"])  # type: ignore[typeddict-item]
     text = "".join(_encoder()(md, 0))
     run_id = md.get("run_id")
     return text, (str(run_id) if run_id is not None else None)
@@ -186,6 +185,14 @@ def _check_json(value: Any, path: str, depth: int) -> None:
         path=path,
         type_name=name,
     )
+
+
+def check_metadata(md: Mapping[str, Any]) -> None:
+    """Refuse metadata JSON cannot hold as it is (:func:`_check_json`); the
+    legacy ``writes`` key is display-only and stored as text where it must be."""
+    for key, value in md.items():
+        if key != "writes":
+            _check_json(value, key, 0)
 
 
 def _finite(value: Any) -> Any:
