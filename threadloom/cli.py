@@ -285,14 +285,17 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
         conn = stack.enter_context(closing(sqlite3.connect(uri, uri=True)))
         if not has_langgraph_tables(conn):
             raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
+        sealed = _sealed_type(conn)
         source = LangGraphSqliteSaver(conn)
+        serde: Any = MsgpackSerializer(allowed=allowed)
+        if sealed is not None:  # read and stored with the LangGraph program's key
+            source.serde, serde = _aes_sides(args.source, sealed, serde)
         widen = getattr(source.serde, "with_msgpack_allowlist", None)
         if allowed and widen is not None:  # LangGraph in strict mode revives them too
             source.serde = widen(allowed)
         with warnings.catch_warnings():
             # the warning that sends users here, when dest is the LangGraph file itself
             warnings.simplefilter("ignore", LangGraphDataWarning)
-            serde = MsgpackSerializer(allowed=allowed)
             target = stack.enter_context(SqliteSaver.from_conn_string(args.dest, serde=serde))
         conflict: ImportConflictError | None = None
         try:
@@ -317,6 +320,41 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
         say(f"threadloom: {conflict} (here: --thread to name the threads to import)", err=True)
         return 1
     return 0
+
+
+def _sealed_type(conn: sqlite3.Connection) -> str | None:
+    """The type of an encrypted value in a LangGraph file (``msgpack+aes``), if any."""
+    for table in ("checkpoints", "writes"):
+        try:
+            row = conn.execute(f"SELECT type FROM {table} WHERE type LIKE '%+%' LIMIT 1").fetchone()
+        except sqlite3.Error:
+            continue
+        if row is not None:
+            return str(row[0])
+    return None
+
+
+def _aes_sides(path: str, sealed: str, inner: Any) -> tuple[Any, Any]:
+    """An encrypted LangGraph file: LangGraph's AES reader (key from
+    ``LANGGRAPH_AES_KEY``, as the LangGraph program took it) and a threadloom
+    serializer encrypting with the same key, so nothing lands in clear."""
+    if not os.environ.get("LANGGRAPH_AES_KEY"):
+        raise ConfigError(
+            f"{path!r} holds encrypted values (type {sealed!r}): set LANGGRAPH_AES_KEY to the "
+            "key the LangGraph program used; the threadloom file is then encrypted with it too "
+            "(read it with EncryptedSerializer.from_pycryptodome_aes(), docs/serde.md)"
+        )
+    if not sealed.endswith("+aes"):
+        raise ConfigError(
+            f"{path!r} holds values sealed as {sealed!r}: only LangGraph's AES is read here"
+        )
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LangGraphEncrypted
+
+    from threadloom.checkpoint.serde import EncryptedSerializer
+
+    return LangGraphEncrypted.from_pycryptodome_aes(), EncryptedSerializer.from_pycryptodome_aes(
+        inner
+    )
 
 
 def _import_class(spec: str) -> type:

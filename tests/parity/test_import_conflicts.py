@@ -154,3 +154,36 @@ def test_nan_metadata_from_langgraph_is_left_out_not_fatal() -> None:
         target = InMemorySaver()
         assert import_langgraph(source, target).checkpoints == 3
         assert all("score" not in t.metadata for t in target.list(_cfg("t")))
+
+
+def test_the_cli_imports_an_encrypted_langgraph_file_keeping_it_encrypted(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """The CLI died with a traceback on LangGraph's AES rows; it now reads them
+    with LANGGRAPH_AES_KEY, as the LangGraph program did, and encrypts the
+    threadloom file with the same key (nothing lands in clear)."""
+    pytest.importorskip("Crypto")
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LGEncrypted
+    from langgraph.checkpoint.sqlite import SqliteSaver as LGSqliteSaver
+
+    from threadloom.checkpoint.serde import EncryptedSerializer
+    from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.cli import main
+
+    lg = h._lib("langgraph")
+    src, dest = tmp_path / "lg.db", tmp_path / "tl.db"
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "k" * 32)
+    with LGSqliteSaver.from_conn_string(str(src)) as saver:
+        saver.serde = LGEncrypted.from_pycryptodome_aes()
+        _graph(lg, saver).invoke({"log": ["top-secret"]}, _cfg("t"))
+    monkeypatch.delenv("LANGGRAPH_AES_KEY")
+    assert main(["import-langgraph", str(src), str(dest)]) == 1
+    assert "set LANGGRAPH_AES_KEY" in capsys.readouterr().err and not dest.exists()
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "k" * 32)
+    assert main(["import-langgraph", str(src), str(dest)]) == 0
+    for stored in tmp_path.glob("tl.db*"):  # the WAL too
+        assert b"top-secret" not in stored.read_bytes()
+    serde = EncryptedSerializer.from_pycryptodome_aes()
+    with SqliteSaver.from_conn_string(str(dest), serde=serde) as saver:
+        state = _graph(h._lib("threadloom"), saver).get_state(_cfg("t"))
+        assert state.values == {"log": ["top-secret", "a"]} and state.next == ("ask",)

@@ -171,8 +171,8 @@ def test_aes_gcm_cipher():
     assert row[0] == "msgpack+aesgcm"
     assert MsgpackSerializer(cipher=rotated).loads_typed(row) == SMALL
     new_row = MsgpackSerializer(cipher=rotated).dumps_typed(SMALL)
-    with pytest.raises(CorruptBlobError):
-        MsgpackSerializer(cipher=old).loads_typed(new_row)
+    with pytest.raises(CorruptBlobError, match="key id 'k2', which this cipher does not hold"):
+        MsgpackSerializer(cipher=old).loads_typed(new_row)  # names the key (was "wrong key")
 
 
 def test_aes_gcm_without_cryptography_says_how_to_install():

@@ -10,6 +10,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+
+class UnknownKeyError(ValueError):
+    """A value sealed with a key id the cipher does not hold (said as is, not
+    as "wrong key or tampered data": the fix is to list the old key)."""
+
+
 __all__ = ["AesEaxCipher", "AesGcmCipher"]
 
 _NONCE = 12
@@ -59,8 +65,10 @@ class AesGcmCipher:
         kid = ciphertext[1 : 1 + n]
         aead = self._aead.get(kid)
         if aead is None:
-            raise ValueError(
-                f"value was sealed with unknown key id {kid.decode(errors='replace')!r}"
+            raise UnknownKeyError(
+                f"value was sealed with key id {kid.decode(errors='replace')!r}, which this"
+                f" cipher does not hold (it holds {sorted(k.decode(errors='replace') for k in self._aead)});"
+                " after a key rotation, keep the old keys listed to read older rows"
             )
         nonce = ciphertext[1 + n : 1 + n + _NONCE]
         return aead.decrypt(nonce, ciphertext[1 + n + _NONCE :], None)

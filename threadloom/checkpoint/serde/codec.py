@@ -14,6 +14,7 @@ from typing import Any
 import zstandard
 
 from threadloom.checkpoint.serde.base import CipherProtocol
+from threadloom.checkpoint.serde.cipher import UnknownKeyError
 from threadloom.errors import CorruptBlobError, SerializationError
 
 __all__ = ["ZSTD", "compress", "decompress", "Envelope", "DEFAULT_MAX_DECOMPRESSED", "adapt_cipher"]
@@ -121,10 +122,8 @@ class Envelope:
         inner_tag = tag[: -len(self.suffix)]
         try:
             plain = self.cipher.decrypt(payload)
-        except Exception:
-            raise CorruptBlobError(
-                f"cannot decrypt value (tag {tag!r}): wrong key or tampered data"
-            ) from None
+        except Exception as exc:
+            raise CorruptBlobError(f"cannot decrypt value (tag {tag!r}): {_why(exc)}") from None
         n = plain[0] if plain else -1
         if n < 0 or plain[1 : 1 + n] != inner_tag.encode():
             if getattr(self.cipher, "reads_langgraph_rows", False):
@@ -136,10 +135,8 @@ class Envelope:
         """A row LangGraph sealed: the payload alone, its tag not bound inside."""
         try:
             return inner_tag, self.cipher.decrypt(payload)
-        except Exception:
-            raise CorruptBlobError(
-                f"cannot decrypt value (tag {tag!r}): wrong key or tampered data"
-            ) from None
+        except Exception as exc:
+            raise CorruptBlobError(f"cannot decrypt value (tag {tag!r}): {_why(exc)}") from None
 
 
 def reject_encrypted(tag: str) -> None:
@@ -149,3 +146,12 @@ def reject_encrypted(tag: str) -> None:
         raise SerializationError(
             f"value is encrypted ({last!r}) but this serializer has no cipher", type_name=tag
         )
+
+
+def _why(exc: Exception) -> str:
+    """What a failed decryption says: a key id the cipher does not hold is
+    named (cipher.UnknownKeyError); anything else is a wrong key or tampering
+    (the cipher's own text would only say the tag did not verify)."""
+    if isinstance(exc, UnknownKeyError):
+        return str(exc)
+    return "wrong key or tampered data"
