@@ -222,6 +222,8 @@ def test_whole_store_stats_name_no_thread(db: str, capsys) -> None:
     assert "(all threads)" in out and "None" not in out
     assert main(["stats", db, "--thread", "t1"]) == 0
     assert "thread_id            t1" in capsys.readouterr().out
+    assert main(["stats", db, "--thread", "nosuch"]) == 1  # as history says it (was zeros, 0)
+    assert "has no checkpoints" in capsys.readouterr().err
 
 
 def test_threads_shows_the_root_latest_step_of_a_thread_paused_in_a_subgraph(

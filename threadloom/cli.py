@@ -256,6 +256,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         except NotImplementedError as exc:
             say(f"threadloom: {exc}", err=True)
             return 1
+    if args.thread is not None and not (stats or {}).get("checkpoints"):
+        say(f"threadloom: thread {args.thread!r} has no checkpoints", err=True)
+        return 1
     for key, value in stats.items() if isinstance(stats, dict) else vars(stats).items():
         if key == "thread_id" and value is None:
             value = "(all threads)"  # whole-store stats name no thread
