@@ -187,3 +187,40 @@ def test_the_cli_imports_an_encrypted_langgraph_file_keeping_it_encrypted(
     with SqliteSaver.from_conn_string(str(dest), serde=serde) as saver:
         state = _graph(h._lib("threadloom"), saver).get_state(_cfg("t"))
         assert state.values == {"log": ["top-secret", "a"]} and state.next == ("ask",)
+
+
+def test_a_source_pruned_without_the_link_is_refused_with_the_way_out() -> None:
+    """LangGraph's prune leaves its kept checkpoint without a parent: then the
+    target's imported history cannot be told from turns threadloom ran itself
+    (review13c: a time rule merged a thread continued in both). Refused, saying
+    so; delete_thread on the target then takes LangGraph's."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        graph = _graph(lg, source)
+        graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        graph.invoke(lg.Command(resume="LG"), _cfg("t"))
+        spaces = source.storage["t"]
+        latest = max(spaces[""])
+        for cid in [c for c in spaces[""] if c != latest]:
+            del spaces[""][cid]
+        spaces[""][latest] = (*spaces[""][latest][:2], None)  # as LangGraph's prune leaves it
+        with pytest.raises(ImportConflictError, match="pruned the checkpoints that linked"):
+            import_langgraph(source, target)
+        target.delete_thread("t")
+        assert import_langgraph(source, target).checkpoints == 1
+        assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["a", "ask:LG"]}
+
+
+def test_a_threadloom_thread_older_than_the_langgraph_one_is_still_refused() -> None:
+    """review13c: made before the LangGraph thread of the same id, its
+    checkpoints sorted before all of LangGraph's and passed for pruned history."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    target = InMemorySaver()
+    _graph(tl, target).invoke({"log": ["mine"]}, _cfg("t"))
+    with h.open_saver(lg, "memory") as source:
+        _graph(lg, source).invoke({"log": ["theirs"]}, _cfg("t"))
+        with pytest.raises(ImportConflictError):
+            import_langgraph(source, target)
+    assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["mine", "a"]}

@@ -110,7 +110,7 @@ def import_langgraph(
             survey = _Survey(conv, thread)
             for tup in thread_tuples(source, thread):
                 survey.add(tup, None if fresh else target.get_tuple(config_of(*order(tup))))
-            if not fresh and _diverged(thread, survey, map(order, target.list(whole)), conflicts):
+            if not fresh and _diverged(thread, survey, map(_row, target.list(whole)), conflicts):
                 continue
             if survey.entries:
                 result.threads.add(thread)
@@ -155,7 +155,7 @@ async def aimport_langgraph(
             async for tup in athread_tuples(source, thread):
                 have = None if fresh else await target.aget_tuple(config_of(*order(tup)))
                 survey.add(tup, have)
-            keys = [] if fresh else [order(t) async for t in target.alist(whole)]
+            keys = [] if fresh else [_row(t) async for t in target.alist(whole)]
             if not fresh and _diverged(thread, survey, keys, conflicts):
                 continue
             if survey.entries:
@@ -182,30 +182,42 @@ async def aimport_langgraph(
     return result
 
 
+def _row(tup: Any) -> tuple[str, str, str | None]:
+    """``(ns, id, parent id)`` of a target checkpoint."""
+    _, ns, cid = order(tup)
+    parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    return ns, cid, parent
+
+
 def _diverged(
-    thread: str, survey: _Survey, keys: Iterable[Any], conflicts: list[tuple[str, str]]
+    thread: str,
+    survey: _Survey,
+    rows: Iterable[tuple[str, str, str | None]],
+    conflicts: list[tuple[str, str]],
 ) -> bool:
-    """Whether the target holds ``thread`` with checkpoints the source lacks (a
-    threadloom thread of the same id, or one continued in threadloom after an
-    earlier import) while the source has checkpoints the target lacks: those
-    would land beside the target's own, and the newest (by id) would silently
-    become the thread's state. Such a thread is left as it is and noted in
-    ``conflicts``. (Nothing new in the source: a re-run writes nothing anyway.)"""
+    """Whether the target holds ``thread`` with root checkpoints the source lacks
+    and no source checkpoint descends from (a threadloom thread of the same id,
+    or one continued in threadloom after an earlier import) while the source has
+    checkpoints the target lacks: those would land beside the target's own, and
+    the newest (by id) would silently become the thread's state. Such a thread is
+    left as it is and noted in ``conflicts``. A target checkpoint the source's
+    parent links reach is the history the thread was imported with (the source
+    may have pruned it since); one they do not reach is refused even when the
+    source pruned the link (LangGraph's prune leaves its kept checkpoint without
+    a parent): a refusal says what to do, a silent merge loses a turn."""
     if all(e.present for e in survey.entries):
         return False
     source = {(e.ns, e.cid) for e in survey.entries}
-    oldest: dict[str, str] = {}  # per namespace, the source's oldest checkpoint
+    parent_of = {cid: parent for ns, cid, parent in rows if ns == ""}
+    linked: set[str] = set()
     for e in survey.entries:
-        if e.ns not in oldest or e.cid < oldest[e.ns]:
-            oldest[e.ns] = e.cid
-    first = min(oldest.values())
-    # a target checkpoint older than all the source holds is history the source
-    # pruned (keep_latest, a shallow saver), not a way of its own
-    foreign = [
-        (ns, cid) for _, ns, cid in keys if (ns, cid) not in source and cid > oldest.get(ns, first)
-    ]
+        p = e.parent if e.ns == "" else None
+        while p and ("", p) not in source and p in parent_of and p not in linked:
+            linked.add(p)
+            p = parent_of[p]
+    foreign = [cid for cid in parent_of if ("", cid) not in source and cid not in linked]
     if foreign:
-        conflicts.append((thread, foreign[0][1]))
+        conflicts.append((thread, max(foreign)))
     return bool(foreign)
 
 
@@ -219,8 +231,10 @@ def _refuse(conflicts: list[tuple[str, str]], result: ImportResult) -> None:
         f"import_langgraph: {len(conflicts)} thread(s) were not imported: the target already "
         f"holds them with checkpoints the LangGraph source does not have: {names}{more}. Each "
         "is another thread with the same id, or was continued in threadloom after an earlier "
-        "import; importing would make LangGraph's checkpoints its latest state. Leave them "
-        "out (thread_ids=...), or delete_thread them on the target first to take LangGraph's. "
+        "import (or the LangGraph saver pruned the checkpoints that linked them: its prune "
+        "leaves the kept one without a parent); importing would make LangGraph's checkpoints "
+        "its latest state. Leave them out (thread_ids=...), or, to take LangGraph's (as after "
+        "a prune, when threadloom never ran on it), delete_thread them on the target first. "
         f"The other threads were imported ({len(result.threads)}; the error's .result)",
         thread_id=conflicts[0][0],
     )
