@@ -155,14 +155,28 @@ async def test_prune_keeps_the_calls_of_the_latest_checkpoint(saver) -> None:
     assert (await saver.get_tuple(call[-1])).pending_writes == [("task", INTERRUPT, ["question?"])]
 
 
-@pytest.mark.parametrize("before", ["typo", "1f0c-12chars", "0" * 12])
-async def test_prune_before_refuses_what_is_not_a_whole_checkpoint_id(saver, before) -> None:
-    """Compared as text, a typo or the 12-character id ``threadloom tree``
-    shows sorted before almost every id: all but the latest were deleted."""
-    await grow(saver, 5)
-    with pytest.raises(ConfigError, match="not a whole checkpoint id"):
+@pytest.mark.parametrize("form", ["typo", "short", "hex", "upper", "urn", "uuid4"])
+async def test_prune_before_refuses_what_is_not_a_checkpoint_id_of_the_threads(saver, form) -> None:
+    """Compared as text, a typo, the 12-character id ``threadloom tree`` shows,
+    another spelling of a UUID or a run id sorted before almost every id: all
+    but the latest were deleted (session 13's probe and review13c)."""
+    import uuid
+
+    configs = await grow(saver, 5)
+    cid = configs[2]["configurable"]["checkpoint_id"]
+    before = {
+        "typo": "typo",
+        "short": cid[-12:],
+        "hex": uuid.UUID(cid).hex,
+        "upper": cid.upper(),
+        "urn": uuid.UUID(cid).urn,
+        "uuid4": str(uuid.uuid4()),
+    }[form]
+    with pytest.raises(ConfigError, match="not the id of a checkpoint of the threads"):
         await saver.prune(["t"], strategy="before", before=before)
     assert len(await ids(saver)) == 5
+    await saver.prune(["t"], strategy="before", before=cid)  # the id itself: cuts there
+    assert len(await ids(saver)) == 3
 
 
 def _plain() -> dict:

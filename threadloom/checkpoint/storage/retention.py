@@ -10,7 +10,6 @@ every chunk it needs directly.
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Generator, Iterable, Sequence
 from typing import Any
@@ -299,7 +298,7 @@ def prune_flow(
     if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
         raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
     if strategy == "before":
-        _check_before(before)
+        yield from _check_before(thread_ids, before)
     if not dry_run:
         yield from guard_flow("prune", thread_ids, force)
     totals: Counter[str] = Counter()
@@ -336,20 +335,23 @@ def prune_flow(
     )
 
 
-def _check_before(before: Any) -> None:
-    """``before`` must be a whole checkpoint id. Ids are compared as text, so a
-    typo or the 12-character prefix ``threadloom tree`` shows sorted before
-    almost every id and deleted all but the latest checkpoint of each thread."""
+def _check_before(thread_ids: Sequence[str], before: Any) -> Flow:
+    """``before`` must be the id of a checkpoint of one of the threads, exactly as
+    stored. Ids are compared as text, so a typo, the short id ``threadloom tree``
+    shows, another spelling of the same UUID (no hyphens, upper case) or a
+    ``run_id`` sorted before almost every id and deleted all but the latest
+    checkpoint of each thread."""
     if not before:
         raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
-    try:
-        uuid.UUID(str(before))
-    except ValueError:
-        raise ConfigError(
-            f"prune(strategy='before'): before={before!r} is not a whole checkpoint id (36"
-            " characters, as get_state().config and `threadloom history` show it);"
-            " nothing was deleted"
-        ) from None
+    for thread_id in dict.fromkeys(thread_ids):
+        rows = yield ListCheckpoints(thread_id, None)
+        if any(r.checkpoint_id == before for r in rows):
+            return
+    raise ConfigError(
+        f"prune(strategy='before'): before={before!r} is not the id of a checkpoint of the"
+        " threads given (use it as get_state().config or `threadloom history` show it);"
+        " nothing was deleted"
+    )
 
 
 def stats_flow(thread_id: str | None) -> Flow:
