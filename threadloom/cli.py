@@ -290,12 +290,19 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
             raise StorageError(f"{args.source!r} holds no LangGraph checkpoints")
         sealed = _sealed_type(conn)
         source = LangGraphSqliteSaver(conn)
-        serde: Any = MsgpackSerializer(allowed=allowed)
-        if sealed is not None:  # read and stored with the LangGraph program's key
-            source.serde, serde = _aes_sides(args.source, sealed, serde)
         widen = getattr(source.serde, "with_msgpack_allowlist", None)
         if allowed and widen is not None:  # LangGraph in strict mode revives them too
             source.serde = widen(allowed)
+        serde: Any = MsgpackSerializer(allowed=allowed)
+        if sealed is not None:  # read and stored with the LangGraph program's key
+            source.serde, serde = _aes_sides(args.source, conn, sealed, source.serde, serde)
+            if _holds_threadloom_rows(args.dest):
+                say(
+                    f"note: {args.dest} already holds threadloom threads stored without"
+                    " encryption; open it with EncryptedSerializer.from_pycryptodome_aes("
+                    "accept_plaintext=True) to read both",
+                    err=True,
+                )
         with warnings.catch_warnings():
             # the warning that sends users here, when dest is the LangGraph file itself
             warnings.simplefilter("ignore", LangGraphDataWarning)
@@ -337,10 +344,14 @@ def _sealed_type(conn: sqlite3.Connection) -> str | None:
     return None
 
 
-def _aes_sides(path: str, sealed: str, inner: Any) -> tuple[Any, Any]:
-    """An encrypted LangGraph file: LangGraph's AES reader (key from
-    ``LANGGRAPH_AES_KEY``, as the LangGraph program took it) and a threadloom
-    serializer encrypting with the same key, so nothing lands in clear."""
+def _aes_sides(
+    path: str, conn: sqlite3.Connection, sealed: str, reader: Any, inner: Any
+) -> tuple[Any, Any]:
+    """An encrypted LangGraph file: LangGraph's AES reader over ``reader`` (its
+    allowlist kept; key from ``LANGGRAPH_AES_KEY``, as the LangGraph program
+    took it) and a threadloom serializer encrypting with the same key, so
+    nothing lands in clear. The key is tried on one sealed value first: a wrong
+    one is said before anything is written."""
     if not os.environ.get("LANGGRAPH_AES_KEY"):
         raise ConfigError(
             f"{path!r} holds encrypted values (type {sealed!r}): set LANGGRAPH_AES_KEY to the "
@@ -355,9 +366,33 @@ def _aes_sides(path: str, sealed: str, inner: Any) -> tuple[Any, Any]:
 
     from threadloom.checkpoint.serde import EncryptedSerializer
 
-    return LangGraphEncrypted.from_pycryptodome_aes(), EncryptedSerializer.from_pycryptodome_aes(
-        inner
-    )
+    try:
+        source = LangGraphEncrypted.from_pycryptodome_aes(reader)
+        target = EncryptedSerializer.from_pycryptodome_aes(inner)
+    except ValueError as exc:  # a key of the wrong length
+        raise ConfigError(f"LANGGRAPH_AES_KEY: {exc}") from None
+    row = conn.execute(
+        "SELECT type, checkpoint FROM checkpoints WHERE type LIKE '%+aes' LIMIT 1"
+    ).fetchone()
+    if row is not None:
+        try:
+            source.loads_typed((row[0], row[1]))
+        except ValueError as exc:  # pycryptodome: "MAC check failed"
+            raise ConfigError(
+                f"LANGGRAPH_AES_KEY does not open {path!r}'s encrypted values ({exc}): it is"
+                " not the key the LangGraph program used; nothing was imported"
+            ) from None
+    return source, target
+
+
+def _holds_threadloom_rows(path: str) -> bool:
+    if not Path(path).is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as c:
+            return c.execute("SELECT 1 FROM tl_checkpoints LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return False
 
 
 def _import_class(spec: str) -> type:

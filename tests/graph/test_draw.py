@@ -139,6 +139,11 @@ def test_frontmatter_is_yaml_that_reads_back_as_given() -> None:
         "y": "1.5",
         "w": "a #b",
         "z": "- dash",
+        "nan": float("inf"),
+        "empty": {},
+        1: "int key",
+        "ctl": "a\x7fb\x85c",
+        "emoji": "ok\U0001f600",
         "config": {"theme": "neutral"},
     }
     text = _drawn().draw_mermaid(frontmatter_config=given)

@@ -179,6 +179,12 @@ def test_the_cli_imports_an_encrypted_langgraph_file_keeping_it_encrypted(
     monkeypatch.delenv("LANGGRAPH_AES_KEY")
     assert main(["import-langgraph", str(src), str(dest)]) == 1
     assert "set LANGGRAPH_AES_KEY" in capsys.readouterr().err and not dest.exists()
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "w" * 32)  # not the LangGraph program's
+    assert main(["import-langgraph", str(src), str(dest)]) == 1
+    assert "does not open" in capsys.readouterr().err and not dest.exists()
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "short")
+    assert main(["import-langgraph", str(src), str(dest)]) == 1
+    assert "LANGGRAPH_AES_KEY" in capsys.readouterr().err and not dest.exists()
     monkeypatch.setenv("LANGGRAPH_AES_KEY", "k" * 32)
     assert main(["import-langgraph", str(src), str(dest)]) == 0
     for stored in tmp_path.glob("tl.db*"):  # the WAL too
@@ -224,3 +230,14 @@ def test_a_threadloom_thread_older_than_the_langgraph_one_is_still_refused() -> 
         with pytest.raises(ImportConflictError):
             import_langgraph(source, target)
     assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["mine", "a"]}
+
+
+def test_metadata_msgpack_cannot_carry_comes_over_as_it_is() -> None:
+    """An int beyond 64 bits in metadata (LangGraph and threadloom runs store
+    it): the import's conversion raised a bare TypeError."""
+    lg = h._lib("langgraph")
+    with h.open_saver(lg, "sqlite") as source:  # (its in-memory saver cannot store it)
+        _graph(lg, source).invoke({"log": []}, {**_cfg("t"), "metadata": {"big": 2**70}})
+        target = InMemorySaver()
+        assert import_langgraph(source, target).checkpoints == 3
+        assert {t.metadata["big"] for t in target.list(_cfg("t"))} == {2**70}

@@ -120,3 +120,17 @@ def test_a_run_with_nan_in_config_metadata_leaves_it_out() -> None:
     config = {"configurable": {"thread_id": "t"}, "metadata": {"score": float("nan"), "n": 1.5}}
     graph.invoke({}, config)
     assert all("score" not in t.metadata and t.metadata["n"] == 1.5 for t in saver.list(config))
+
+
+def test_a_lone_surrogate_in_config_metadata_is_stored_replaced() -> None:
+    """No UTF-8 store holds one: the run failed saving it (UnicodeEncodeError)."""
+    from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.graph import START, StateGraph
+
+    b = StateGraph(dict)
+    b.add_node("a", lambda s: {})
+    b.add_edge(START, "a")
+    with SqliteSaver.from_conn_string(":memory:") as saver:
+        config = {"configurable": {"thread_id": "t"}, "metadata": {"s": "a\ud800b"}}
+        b.compile(checkpointer=saver).invoke({}, config)
+        assert {t.metadata["s"] for t in saver.list(config)} == {"a\ufffdb"}

@@ -401,7 +401,11 @@ def metadata_of(conv: Converter, tup: Any) -> dict[str, Any]:
     """The checkpoint's metadata as threadloom stores it: without NaN and
     infinities (LangGraph copies them from ``config["metadata"]``; threadloom's
     runs leave them out, as JSON cannot hold them)."""
-    md = conv.convert(dict(tup.metadata))
+    try:
+        md = conv.convert(dict(tup.metadata))
+    except (TypeError, ValueError, OverflowError):
+        # what msgpack cannot carry (an int beyond 64 bits) is plain JSON: as it is
+        md = dict(tup.metadata)
     return {k: v for k, v in md.items() if not (type(v) is float and not math.isfinite(v))}
 
 

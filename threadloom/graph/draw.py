@@ -8,6 +8,7 @@ are dotted in Mermaid; edges into a join are plain edges from each start.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -185,8 +186,8 @@ def _yaml(value: dict[str, Any], depth: int) -> list[str]:
     pad = "  " * depth
     for key in sorted(value, key=str):
         item = value[key]
-        name = _yaml_scalar(str(key))
-        if isinstance(item, dict):
+        name = _yaml_scalar(key)
+        if isinstance(item, dict) and item:
             out.append(f"{pad}{name}:")
             out.extend(_yaml(item, depth + 1))
         else:
@@ -200,12 +201,23 @@ def _yaml_scalar(item: Any) -> str:
         return "true" if item else "false"
     if item is None:
         return "null"
+    if isinstance(item, float) and not math.isfinite(item):
+        return ".nan" if item != item else (".inf" if item > 0 else "-.inf")
     if isinstance(item, (int, float)):
         return json.dumps(item)
     if isinstance(item, str):
         plain = _PLAIN_YAML.fullmatch(item) and item.lower() not in _YAML_WORDS
-        return item if plain else json.dumps(item, ensure_ascii=False)
-    return json.dumps(item, ensure_ascii=False, default=str)
+        return item if plain else _quoted(json.dumps(item, ensure_ascii=False))
+    return _quoted(json.dumps(item, ensure_ascii=False, default=str))
+
+
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff]")
+
+
+def _quoted(text: str) -> str:
+    """JSON text YAML reads as written: the characters YAML will not take raw
+    (DEL, C1 controls, line/paragraph separators, BOM) escaped as ``\\u``."""
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _safe_id(node_id: str) -> str:

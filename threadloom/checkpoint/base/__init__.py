@@ -235,10 +235,21 @@ def get_checkpoint_metadata(
         if key in result or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
             continue
         if isinstance(value, str):
-            result[key] = value.replace("\u0000", "")
+            result[key] = _text(value)
         elif isinstance(value, (bool, int)) or (isinstance(value, float) and isfinite(value)):
             result[key] = value  # (NaN and infinities are not JSON: left out, as other types)
     return result  # type: ignore[return-value]
+
+
+def _text(value: str) -> str:
+    """A metadata string as stored text: no NUL, and a lone surrogate (which no
+    UTF-8 store can hold: the run failed saving it) as U+FFFD."""
+    value = value.replace("\u0000", "")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
 
 
 def get_serializable_checkpoint_metadata(
