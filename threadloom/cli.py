@@ -296,13 +296,6 @@ def cmd_import_langgraph(args: argparse.Namespace) -> int:
         serde: Any = MsgpackSerializer(allowed=allowed)
         if sealed is not None:  # read and stored with the LangGraph program's key
             source.serde, serde = _aes_sides(args.source, conn, sealed, source.serde, serde)
-            if _holds_threadloom_rows(args.dest):
-                say(
-                    f"note: {args.dest} already holds threadloom threads stored without"
-                    " encryption; open it with EncryptedSerializer.from_pycryptodome_aes("
-                    "accept_plaintext=True) to read both",
-                    err=True,
-                )
         with warnings.catch_warnings():
             # the warning that sends users here, when dest is the LangGraph file itself
             warnings.simplefilter("ignore", LangGraphDataWarning)
@@ -371,9 +364,12 @@ def _aes_sides(
         target = EncryptedSerializer.from_pycryptodome_aes(inner)
     except ValueError as exc:  # a key of the wrong length
         raise ConfigError(f"LANGGRAPH_AES_KEY: {exc}") from None
-    row = conn.execute(
-        "SELECT type, checkpoint FROM checkpoints WHERE type LIKE '%+aes' LIMIT 1"
-    ).fetchone()
+    row = (
+        conn.execute(
+            "SELECT type, checkpoint FROM checkpoints WHERE type LIKE '%+aes' LIMIT 1"
+        ).fetchone()
+        or conn.execute("SELECT type, value FROM writes WHERE type LIKE '%+aes' LIMIT 1").fetchone()
+    )
     if row is not None:
         try:
             source.loads_typed((row[0], row[1]))
@@ -383,16 +379,6 @@ def _aes_sides(
                 " not the key the LangGraph program used; nothing was imported"
             ) from None
     return source, target
-
-
-def _holds_threadloom_rows(path: str) -> bool:
-    if not Path(path).is_file():
-        return False
-    try:
-        with closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as c:
-            return c.execute("SELECT 1 FROM tl_checkpoints LIMIT 1").fetchone() is not None
-    except sqlite3.Error:
-        return False
 
 
 def _import_class(spec: str) -> type:

@@ -241,3 +241,79 @@ def test_metadata_msgpack_cannot_carry_comes_over_as_it_is() -> None:
         target = InMemorySaver()
         assert import_langgraph(source, target).checkpoints == 3
         assert {t.metadata["big"] for t in target.list(_cfg("t"))} == {2**70}
+
+
+class _Sub(TypedDict):
+    log: Annotated[list, operator.add]
+
+
+def _with_subgraph(lib: Any, saver: Any) -> Any:
+    def ask(_s: dict) -> dict:
+        return {"log": [f"q1={lib.interrupt('first?')}", f"q2={lib.interrupt('second?')}"]}
+
+    sub = lib.StateGraph(_Sub)
+    sub.add_node("ask", ask)
+    sub.add_edge(lib.START, "ask")
+    b = lib.StateGraph(State)
+    b.add_node("sub", sub.compile())
+    b.add_edge(lib.START, "sub")
+    return b.compile(checkpointer=saver)
+
+
+def test_a_thread_that_went_its_own_way_only_inside_a_subgraph_is_refused() -> None:
+    """review13d: threadloom answered the subgraph's first question (checkpoints
+    in the child namespace only) while LangGraph's program answered both: the
+    root-only check merged it, and threadloom's answer was lost."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        lg_graph = _with_subgraph(lg, source)
+        lg_graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        tl_graph = _with_subgraph(tl, target)
+        tl_graph.invoke(tl.Command(resume="TL"), _cfg("t"))
+        lg_graph.invoke(lg.Command(resume="lg1"), _cfg("t"))
+        lg_graph.invoke(lg.Command(resume="lg2"), _cfg("t"))
+        with pytest.raises(ImportConflictError):
+            import_langgraph(source, target)
+        (pending,) = tl_graph.get_state(_cfg("t"), subgraphs=True).tasks[0].state.interrupts
+        assert pending.value == "second?"
+
+
+def test_a_re_import_after_prune_then_a_turn_follows_the_targets_links() -> None:
+    """review13d: the new checkpoint's parent is the one LangGraph's prune kept,
+    which the target holds: the target's own links reach the rest."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+    with h.open_saver(lg, "memory") as source:
+        graph = _graph(lg, source)
+        graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        spaces = source.storage["t"]
+        latest = max(spaces[""])
+        for cid in [c for c in spaces[""] if c != latest]:
+            del spaces[""][cid]
+        spaces[""][latest] = (*spaces[""][latest][:2], None)  # as LangGraph's prune leaves it
+        graph.invoke(lg.Command(resume="LG"), _cfg("t"))
+        assert import_langgraph(source, target).checkpoints == 1
+        assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["a", "ask:LG"]}
+
+
+@dataclasses.dataclass
+class Blocked:
+    n: int
+
+
+def test_a_class_langgraphs_strict_mode_blocks_is_refused_not_stored_as_a_dict(
+    monkeypatch,
+) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver as LGMemory
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    lg = h._lib("langgraph")
+    source = LGMemory(serde=JsonPlusSerializer(allowed_msgpack_modules=None))  # strict
+    _graph(lg, source).invoke({"log": [Blocked(1)]}, _cfg("t"))
+    target = InMemorySaver()
+    with pytest.raises(SerializationError, match="strict mode refused .*Blocked"):
+        import_langgraph(source, target)
+    assert target.get_tuple(_cfg("t")) is None

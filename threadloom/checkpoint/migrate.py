@@ -103,13 +103,14 @@ def import_langgraph(
     conv = Converter(source, target, "list")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback():
+    with loud_langgraph_fallback() as blocked:
         for thread in find_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = next(iter(target.list(whole, limit=1)), None) is None
             survey = _Survey(conv, thread)
             for tup in thread_tuples(source, thread):
                 survey.add(tup, None if fresh else target.get_tuple(config_of(*order(tup))))
+            _refuse_blocked(thread, blocked)
             if not fresh and _diverged(thread, survey, map(_row, target.list(whole)), conflicts):
                 continue
             if survey.entries:
@@ -147,7 +148,7 @@ async def aimport_langgraph(
     conv = Converter(source, target, "alist")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback():
+    with loud_langgraph_fallback() as blocked:
         for thread in await afind_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = [t async for t in target.alist(whole, limit=1)] == []
@@ -155,6 +156,7 @@ async def aimport_langgraph(
             async for tup in athread_tuples(source, thread):
                 have = None if fresh else await target.aget_tuple(config_of(*order(tup)))
                 survey.add(tup, have)
+            _refuse_blocked(thread, blocked)
             keys = [] if fresh else [_row(t) async for t in target.alist(whole)]
             if not fresh and _diverged(thread, survey, keys, conflicts):
                 continue
@@ -195,30 +197,52 @@ def _diverged(
     rows: Iterable[tuple[str, str, str | None]],
     conflicts: list[tuple[str, str]],
 ) -> bool:
-    """Whether the target holds ``thread`` with root checkpoints the source lacks
-    and no source checkpoint descends from (a threadloom thread of the same id,
-    or one continued in threadloom after an earlier import) while the source has
-    checkpoints the target lacks: those would land beside the target's own, and
-    the newest (by id) would silently become the thread's state. Such a thread is
-    left as it is and noted in ``conflicts``. A target checkpoint the source's
-    parent links reach is the history the thread was imported with (the source
-    may have pruned it since); one they do not reach is refused even when the
-    source pruned the link (LangGraph's prune leaves its kept checkpoint without
-    a parent): a refusal says what to do, a silent merge loses a turn."""
+    """Whether the target holds ``thread`` with checkpoints the source lacks and
+    does not lead to (a threadloom thread of the same id, or one continued in
+    threadloom after an earlier import, in any namespace: a subgraph's answer
+    too) while the source has checkpoints the target lacks: those would land
+    beside the target's own, and the newest would silently become the thread's
+    state. Such a thread is left as it is and noted in ``conflicts``.
+
+    A target checkpoint is the history the thread was imported with when the
+    parent links reach it from the source: the source's own links, then the
+    target's from every checkpoint both hold (the source may have pruned the
+    older ones since). One they do not reach is refused even when the source
+    pruned the link (LangGraph's prune leaves its kept checkpoint without a
+    parent): a refusal says what to do, a silent merge loses a turn."""
     if all(e.present for e in survey.entries):
         return False
     source = {(e.ns, e.cid) for e in survey.entries}
-    parent_of = {cid: parent for ns, cid, parent in rows if ns == ""}
-    linked: set[str] = set()
-    for e in survey.entries:
-        p = e.parent if e.ns == "" else None
-        while p and ("", p) not in source and p in parent_of and p not in linked:
-            linked.add(p)
-            p = parent_of[p]
-    foreign = [cid for cid in parent_of if ("", cid) not in source and cid not in linked]
+    parent_of = {(ns, cid): parent for ns, cid, parent in rows}
+    starts = [(e.ns, e.parent) for e in survey.entries]
+    starts += [(ns, parent_of[(ns, cid)]) for ns, cid in source if (ns, cid) in parent_of]
+    linked: set[tuple[str, str]] = set()
+    for ns, p in starts:
+        while p and (ns, p) in parent_of and (ns, p) not in linked:
+            linked.add((ns, p))
+            p = parent_of[(ns, p)]
+    foreign = [key for key in parent_of if key not in source and key not in linked]
+    # pending writes the target holds with other values: its program answered
+    # there differently (a resume that has not made a checkpoint yet), and the
+    # source's checkpoints on top would bury that answer
+    foreign += [(e.ns, e.cid) for e in survey.entries if e.differ]
     if foreign:
-        conflicts.append((thread, max(foreign)))
+        conflicts.append((thread, max(foreign)[1]))
     return bool(foreign)
+
+
+def _refuse_blocked(thread: str, blocked: list[tuple[str, str]]) -> None:
+    """LangGraph's strict mode (``LANGGRAPH_STRICT_MSGPACK``) hands a class it
+    blocks over as a plain dict: imported, the object would be stored as one."""
+    if blocked:
+        module, name = blocked[0]
+        raise SerializationError(
+            f"import_langgraph: thread {thread!r}: LangGraph's strict mode refused "
+            f"{module}.{name} while reading the source and would hand it over as a plain dict; "
+            "allow it on the source's serializer (with_msgpack_allowlist) and on the "
+            f"target's (on the command line: --allow {module}:{name}); nothing of the thread "
+            "was written"
+        )
 
 
 def _refuse(conflicts: list[tuple[str, str]], result: ImportResult) -> None:

@@ -35,20 +35,45 @@ _PATHS_SQL = (
 
 
 @contextmanager
-def loud_langgraph_fallback() -> Iterator[None]:
+def loud_langgraph_fallback() -> Iterator[list[tuple[str, str]]]:
     """While the source is read: a stored object LangGraph cannot rebuild in this
     process (its class does not import here) raises instead of coming back as
-    its raw fields, which the import would otherwise store as a plain dict."""
+    its raw fields, which the import would otherwise store as a plain dict.
+    Yields the ``(module, name)`` of classes LangGraph's strict mode blocked
+    meanwhile (handed over as dicts too; the caller refuses them)."""
+    blocked: list[tuple[str, str]] = []
     try:
         from langgraph.checkpoint.serde import jsonplus
     except ImportError:  # not LangGraph's serializer: nothing to make loud
-        yield
+        yield blocked
         return
-    quiet = getattr(jsonplus, "_reconstruction_fallback", None)
-    if quiet is None:
-        yield
-        return
+    unregister = _watch_blocked(blocked)
+    try:
+        quiet = getattr(jsonplus, "_reconstruction_fallback", None)
+        if quiet is None:
+            yield blocked
+            return
+        with _loud(jsonplus, quiet):
+            yield blocked
+    finally:
+        unregister()
 
+
+def _watch_blocked(blocked: list[tuple[str, str]]) -> Callable[[], None]:
+    try:
+        from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+    except ImportError:
+        return lambda: None
+
+    def on_event(event: Any) -> None:
+        if event.get("kind") == "msgpack_blocked":
+            blocked.append((str(event.get("module")), str(event.get("name"))))
+
+    return register_serde_event_listener(on_event)
+
+
+@contextmanager
+def _loud(jsonplus: Any, quiet: Any) -> Iterator[None]:
     refused: list[SerializationError] = []
 
     def loud(tup: Any, exc: Exception) -> Any:

@@ -201,17 +201,26 @@ def _yaml_scalar(item: Any) -> str:
         return "true" if item else "false"
     if item is None:
         return "null"
-    if isinstance(item, float) and not math.isfinite(item):
-        return ".nan" if item != item else (".inf" if item > 0 else "-.inf")
-    if isinstance(item, (int, float)):
-        return json.dumps(item)
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            return ".nan" if item != item else (".inf" if item > 0 else "-.inf")
+        text = repr(item)  # YAML's float needs a dot in the mantissa: 1e-05 -> 1.0e-05
+        mantissa, _, exponent = text.partition("e")
+        return text if "." in mantissa or not exponent else f"{mantissa}.0e{exponent}"
+    if isinstance(item, int):
+        return str(item)
+    if isinstance(item, (list, tuple)):
+        return "[" + ", ".join(_yaml_scalar(x) for x in item) + "]"
+    if isinstance(item, dict):
+        pairs = (f"{_yaml_scalar(k)}: {_yaml_scalar(v)}" for k, v in item.items())
+        return "{" + ", ".join(pairs) + "}"
     if isinstance(item, str):
         plain = _PLAIN_YAML.fullmatch(item) and item.lower() not in _YAML_WORDS
         return item if plain else _quoted(json.dumps(item, ensure_ascii=False))
     return _quoted(json.dumps(item, ensure_ascii=False, default=str))
 
 
-_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff]")
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
 
 
 def _quoted(text: str) -> str:

@@ -234,6 +234,7 @@ def get_checkpoint_metadata(
     for key, value in extra.items():
         if key in result or key in EXCLUDED_METADATA_KEYS or key.startswith("__"):
             continue
+        key = _text(key)
         if isinstance(value, str):
             result[key] = _text(value)
         elif isinstance(value, (bool, int)) or (isinstance(value, float) and isfinite(value)):

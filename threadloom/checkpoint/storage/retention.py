@@ -343,10 +343,14 @@ def _check_before(thread_ids: Sequence[str], before: Any) -> Flow:
     checkpoint of each thread."""
     if not before:
         raise ConfigError("prune(strategy='before') needs before=<checkpoint id>")
+    seen = False
     for thread_id in dict.fromkeys(thread_ids):
         rows = yield ListCheckpoints(thread_id, None)
         if any(r.checkpoint_id == before for r in rows):
             return
+        seen = seen or bool(rows)
+    if not seen:
+        return  # nothing to prune: nothing to cut wrongly either
     raise ConfigError(
         f"prune(strategy='before'): before={before!r} is not the id of a checkpoint of the"
         " threads given (use it as get_state().config or `threadloom history` show it);"
