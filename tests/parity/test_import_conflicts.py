@@ -248,12 +248,11 @@ class _Sub(TypedDict):
 
 
 def _with_subgraph(lib: Any, saver: Any) -> Any:
-    def ask(_s: dict) -> dict:
-        return {"log": [f"q1={lib.interrupt('first?')}", f"q2={lib.interrupt('second?')}"]}
-
     sub = lib.StateGraph(_Sub)
-    sub.add_node("ask", ask)
-    sub.add_edge(lib.START, "ask")
+    sub.add_node("ask1", lambda s: {"log": [f"q1={lib.interrupt('first?')}"]})
+    sub.add_node("ask2", lambda s: {"log": [f"q2={lib.interrupt('second?')}"]})
+    sub.add_edge(lib.START, "ask1")
+    sub.add_edge("ask1", "ask2")
     b = lib.StateGraph(State)
     b.add_node("sub", sub.compile())
     b.add_edge(lib.START, "sub")
@@ -261,9 +260,11 @@ def _with_subgraph(lib: Any, saver: Any) -> Any:
 
 
 def test_a_thread_that_went_its_own_way_only_inside_a_subgraph_is_refused() -> None:
-    """review13d: threadloom answered the subgraph's first question (checkpoints
+    """review13d: threadloom answered the subgraph's first question (a checkpoint
     in the child namespace only) while LangGraph's program answered both: the
-    root-only check merged it, and threadloom's answer was lost."""
+    root-only check merged it, and threadloom's answer was lost. (An answer that
+    made no checkpoint yet is a pending write: left and counted in
+    ``differing_writes``, since LangGraph rewrites those slots itself.)"""
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
         lg_graph = _with_subgraph(lg, source)
@@ -317,3 +318,52 @@ def test_a_class_langgraphs_strict_mode_blocks_is_refused_not_stored_as_a_dict(
     with pytest.raises(SerializationError, match="strict mode refused .*Blocked"):
         import_langgraph(source, target)
     assert target.get_tuple(_cfg("t")) is None
+
+
+def test_langgraph_answering_one_of_two_questions_alone_re_imports() -> None:
+    """review13e: LangGraph rewrites a task's interrupt/resume slots as it goes;
+    counting those as the target's own answers refused ordinary re-imports."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+
+    def graph(lib: Any, saver: Any) -> Any:
+        def ask(_s: dict) -> dict:
+            return {"log": [f"q1={lib.interrupt('first?')}", f"q2={lib.interrupt('second?')}"]}
+
+        b = lib.StateGraph(State)
+        b.add_node("ask", ask)
+        b.add_edge(lib.START, "ask")
+        return b.compile(checkpointer=saver)
+
+    with h.open_saver(lg, "memory") as source:
+        lg_graph = graph(lg, source)
+        lg_graph.invoke({"log": []}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        lg_graph.invoke(lg.Command(resume="A1"), _cfg("t"))
+        lg_graph.invoke(lg.Command(resume="A2"), _cfg("t"))
+        assert import_langgraph(source, target).checkpoints == 1
+        assert graph(tl, target).get_state(_cfg("t")).values == {"log": ["q1=A1", "q2=A2"]}
+
+
+def test_overlapping_async_imports_put_langgraphs_fallback_back() -> None:
+    """review13e: each import saved and restored LangGraph's reconstruction
+    fallback; ending out of order left the loud one for the whole process."""
+    import asyncio
+
+    from langgraph.checkpoint.memory import InMemorySaver as LGMemory
+    from langgraph.checkpoint.serde import jsonplus
+
+    from threadloom.checkpoint.migrate import aimport_langgraph
+
+    before = jsonplus._reconstruction_fallback
+    lg = h._lib("langgraph")
+    sources = [LGMemory(), LGMemory()]
+    for i, src in enumerate(sources):
+        for n in range(i * 3 + 1):
+            _graph(lg, src).invoke({"log": []}, _cfg(f"t{n}"))
+
+    async def both() -> None:
+        await asyncio.gather(*(aimport_langgraph(s, InMemorySaver()) for s in sources))
+
+    asyncio.run(both())
+    assert jsonplus._reconstruction_fallback is before

@@ -87,7 +87,10 @@ async def test_cancel_wins_over_a_failed_last_save(tmp_path, monkeypatch) -> Non
     async def bad(state: State) -> dict[str, Any]:
         return {"out": object()}
 
+    started = asyncio.Event()
+
     async def wait(state: State) -> dict[str, Any]:
+        started.set()  # bad's step is done and queued
         await asyncio.sleep(5)
         return {}
 
@@ -97,7 +100,7 @@ async def test_cancel_wins_over_a_failed_last_save(tmp_path, monkeypatch) -> Non
     async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "c.db")) as saver:
         app = builder.compile(checkpointer=saver)
         run = asyncio.ensure_future(app.ainvoke({"items": []}, cfg, durability="async"))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(started.wait(), 10)  # (a fixed sleep lost the race under load)
         run.cancel()
         with pytest.raises(asyncio.CancelledError) as info:
             await run

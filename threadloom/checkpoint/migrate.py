@@ -103,11 +103,12 @@ def import_langgraph(
     conv = Converter(source, target, "list")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback() as blocked:
+    with loud_langgraph_fallback(on_this_thread=True) as blocked:
         for thread in find_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = next(iter(target.list(whole, limit=1)), None) is None
             survey = _Survey(conv, thread)
+            blocked.clear()  # (finding the threads may have read other threads' values)
             for tup in thread_tuples(source, thread):
                 survey.add(tup, None if fresh else target.get_tuple(config_of(*order(tup))))
             _refuse_blocked(thread, blocked)
@@ -148,11 +149,12 @@ async def aimport_langgraph(
     conv = Converter(source, target, "alist")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback() as blocked:
+    with loud_langgraph_fallback(on_this_task=True) as blocked:
         for thread in await afind_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = [t async for t in target.alist(whole, limit=1)] == []
             survey = _Survey(conv, thread)
+            blocked.clear()  # (finding the threads may have read other threads' values)
             async for tup in athread_tuples(source, thread):
                 have = None if fresh else await target.aget_tuple(config_of(*order(tup)))
                 survey.add(tup, have)
@@ -184,17 +186,35 @@ async def aimport_langgraph(
     return result
 
 
-def _row(tup: Any) -> tuple[str, str, str | None]:
-    """``(ns, id, parent id)`` of a target checkpoint."""
+def _row(tup: Any) -> tuple[str, str, str | None, str | None]:
+    """``(ns, id, parent id, root checkpoint id)`` of a target checkpoint; the
+    last is the root checkpoint a subgraph call was made from."""
     _, ns, cid = order(tup)
     parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    return ns, cid, parent
+    parents = (tup.metadata or {}).get("parents") or {}
+    root = parents.get("") if isinstance(parents, dict) else None
+    return ns, cid, parent, root if isinstance(root, str) else None
+
+
+def _call_of_history(
+    key: tuple[str, str],
+    root_of: dict[tuple[str, str], str | None],
+    linked: set[tuple[str, str]],
+    source: set[tuple[str, str]],
+) -> bool:
+    """A subgraph call's checkpoint made from a root checkpoint that is imported
+    history the source pruned since (LangGraph's prune deletes a call's
+    namespace with its root checkpoint): history too. A call from a root
+    checkpoint the source still has must itself be in the source."""
+    root = root_of.get(key)
+    pruned = root is not None and ("", root) in linked and ("", root) not in source
+    return bool(key[0]) and pruned
 
 
 def _diverged(
     thread: str,
     survey: _Survey,
-    rows: Iterable[tuple[str, str, str | None]],
+    rows: Iterable[tuple[str, str, str | None, str | None]],
     conflicts: list[tuple[str, str]],
 ) -> bool:
     """Whether the target holds ``thread`` with checkpoints the source lacks and
@@ -213,7 +233,9 @@ def _diverged(
     if all(e.present for e in survey.entries):
         return False
     source = {(e.ns, e.cid) for e in survey.entries}
-    parent_of = {(ns, cid): parent for ns, cid, parent in rows}
+    rows = list(rows)
+    parent_of = {(ns, cid): parent for ns, cid, parent, _ in rows}
+    root_of = {(ns, cid): root for ns, cid, _, root in rows}
     starts = [(e.ns, e.parent) for e in survey.entries]
     starts += [(ns, parent_of[(ns, cid)]) for ns, cid in source if (ns, cid) in parent_of]
     linked: set[tuple[str, str]] = set()
@@ -221,11 +243,13 @@ def _diverged(
         while p and (ns, p) in parent_of and (ns, p) not in linked:
             linked.add((ns, p))
             p = parent_of[(ns, p)]
-    foreign = [key for key in parent_of if key not in source and key not in linked]
-    # pending writes the target holds with other values: its program answered
-    # there differently (a resume that has not made a checkpoint yet), and the
-    # source's checkpoints on top would bury that answer
-    foreign += [(e.ns, e.cid) for e in survey.entries if e.differ]
+    foreign = [
+        key
+        for key in parent_of
+        if key not in source
+        and key not in linked
+        and not _call_of_history(key, root_of, linked, source)
+    ]
     if foreign:
         conflicts.append((thread, max(foreign)[1]))
     return bool(foreign)

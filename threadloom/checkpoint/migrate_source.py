@@ -4,11 +4,14 @@ saver allows it, and its values converted for the target's serializer."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import sqlite3
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from threadloom.errors import ConfigError, SerializationError
@@ -35,59 +38,101 @@ _PATHS_SQL = (
 
 
 @contextmanager
-def loud_langgraph_fallback() -> Iterator[list[tuple[str, str]]]:
+def loud_langgraph_fallback(
+    on_this_thread: bool = False, on_this_task: bool = False
+) -> Iterator[list[tuple[str, str]]]:
     """While the source is read: a stored object LangGraph cannot rebuild in this
     process (its class does not import here) raises instead of coming back as
     its raw fields, which the import would otherwise store as a plain dict.
     Yields the ``(module, name)`` of classes LangGraph's strict mode blocked
-    meanwhile (handed over as dicts too; the caller refuses them)."""
+    meanwhile (handed over as dicts too; the caller refuses them): with
+    ``on_this_thread``, only those of this thread (a sync import reads its source
+    here, and another thread's reads are none of its business); with
+    ``on_this_task``, only those of this asyncio task (an async import's reads;
+    other coroutines on the loop serve requests meanwhile). A read the source
+    makes on another thread is not seen: its blocked class comes over as the
+    dict LangGraph hands over, as in LangGraph."""
     blocked: list[tuple[str, str]] = []
     try:
         from langgraph.checkpoint.serde import jsonplus
     except ImportError:  # not LangGraph's serializer: nothing to make loud
         yield blocked
         return
-    unregister = _watch_blocked(blocked)
+    mine: Any = None
+    if on_this_thread:
+        mine = ("thread", threading.get_ident())
+    elif on_this_task:
+        mine = ("task", asyncio.current_task())
+    unregister = _watch_blocked(blocked, mine)
     try:
-        quiet = getattr(jsonplus, "_reconstruction_fallback", None)
-        if quiet is None:
-            yield blocked
-            return
-        with _loud(jsonplus, quiet):
+        with _loud(jsonplus):
             yield blocked
     finally:
         unregister()
 
 
-def _watch_blocked(blocked: list[tuple[str, str]]) -> Callable[[], None]:
+def _whose() -> tuple[str, Any]:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no loop running on this thread
+        task = None
+    return ("task", task) if task is not None else ("thread", threading.get_ident())
+
+
+def _watch_blocked(blocked: list[tuple[str, str]], mine: Any) -> Callable[[], None]:
     try:
         from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
     except ImportError:
         return lambda: None
 
     def on_event(event: Any) -> None:
+        if mine is not None:
+            whose = _whose()
+            if mine[0] == "thread" and ("thread", threading.get_ident()) != mine:
+                return
+            if mine[0] == "task" and whose != mine:
+                return
         if event.get("kind") == "msgpack_blocked":
             blocked.append((str(event.get("module")), str(event.get("name"))))
 
     return register_serde_event_listener(on_event)
 
 
+_LOUD_LOCK = threading.Lock()
+_LOUD: dict[str, Any] = {"depth": 0, "quiet": None}  # imports under way; LangGraph's own fallback
+# the refusals of the import reading in this context (None: not an import's read)
+_REFUSED: ContextVar[list[SerializationError] | None] = ContextVar("_REFUSED", default=None)
+
+
+def _loud_fallback(tup: Any, exc: Exception) -> Any:
+    refused = _REFUSED.get()
+    if refused is None:  # another reader of the process (a request, say): LangGraph's way
+        return _LOUD["quiet"](tup, exc)
+    name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
+    error = SerializationError(
+        f"import_langgraph: LangGraph cannot rebuild {name} in this process "
+        f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
+        "on the target's serializer), then import again"
+    )
+    refused.append(error)
+    raise error from exc
+
+
 @contextmanager
-def _loud(jsonplus: Any, quiet: Any) -> Iterator[None]:
+def _loud(jsonplus: Any) -> Iterator[None]:
+    """LangGraph's reconstruction fallback made loud for the import's own reads
+    (other readers in the process keep LangGraph's). Imports may overlap
+    (``asyncio.gather``): the first installs it, the last puts LangGraph's back;
+    each saving and restoring it left it patched for the whole process when
+    they ended out of order."""
     refused: list[SerializationError] = []
-
-    def loud(tup: Any, exc: Exception) -> Any:
-        name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
-        refused.append(
-            SerializationError(
-                f"import_langgraph: LangGraph cannot rebuild {name} in this process "
-                f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
-                "on the target's serializer), then import again"
-            )
-        )
-        raise refused[-1] from exc
-
-    jsonplus._reconstruction_fallback = loud
+    token = _REFUSED.set(refused)
+    with _LOUD_LOCK:
+        if _LOUD["depth"] == 0:
+            _LOUD["quiet"] = getattr(jsonplus, "_reconstruction_fallback", None)
+        _LOUD["depth"] += 1
+        if _LOUD["quiet"] is not None:
+            jsonplus._reconstruction_fallback = _loud_fallback
     try:
         yield
     except Exception as exc:  # msgpack wraps what its ext hook raised
@@ -95,7 +140,11 @@ def _loud(jsonplus: Any, quiet: Any) -> Iterator[None]:
             raise refused[0] from exc
         raise
     finally:
-        jsonplus._reconstruction_fallback = quiet
+        _REFUSED.reset(token)
+        with _LOUD_LOCK:
+            _LOUD["depth"] -= 1
+            if _LOUD["depth"] == 0 and _LOUD["quiet"] is not None:
+                jsonplus._reconstruction_fallback = _LOUD["quiet"]
 
 
 def _plain(serde: Any) -> Any:
