@@ -44,6 +44,17 @@ def _cfg(tid: str) -> dict:
     return {"configurable": {"thread_id": tid}}
 
 
+def _prune(source: Any, thread: str, unlink: bool = True) -> None:
+    """A LangGraph InMemorySaver's thread as ``PostgresSaver.prune(keep_latest)``
+    leaves it: the latest root checkpoint only, without a parent (``unlink``)."""
+    spaces = source.storage[thread]
+    latest = max(spaces[""])
+    for cid in [c for c in spaces[""] if c != latest]:
+        del spaces[""][cid]
+    if unlink:
+        spaces[""][latest] = (*spaces[""][latest][:2], None)
+
+
 def test_a_thread_the_target_holds_otherwise_is_refused_and_the_others_come_over() -> None:
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
@@ -136,10 +147,7 @@ def test_a_source_that_pruned_its_old_checkpoints_is_imported_again() -> None:
         target = InMemorySaver()
         import_langgraph(source, target)
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
-        spaces = source.storage["t"]
-        latest = max(spaces[""])
-        for cid in [c for c in spaces[""] if c != latest]:  # as prune(keep_latest) leaves it
-            del spaces[""][cid]
+        _prune(source, "t", unlink=False)  # the link to the target's history kept
         result = import_langgraph(source, target)
         assert result.checkpoints == 1
         assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["a", "ask:LG"]}
@@ -207,11 +215,7 @@ def test_a_source_pruned_without_the_link_is_refused_with_the_way_out() -> None:
         target = InMemorySaver()
         import_langgraph(source, target)
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
-        spaces = source.storage["t"]
-        latest = max(spaces[""])
-        for cid in [c for c in spaces[""] if c != latest]:
-            del spaces[""][cid]
-        spaces[""][latest] = (*spaces[""][latest][:2], None)  # as LangGraph's prune leaves it
+        _prune(source, "t")
         with pytest.raises(ImportConflictError, match="pruned the checkpoints that linked"):
             import_langgraph(source, target)
         target.delete_thread("t")
@@ -290,11 +294,7 @@ def test_a_re_import_after_prune_then_a_turn_follows_the_targets_links() -> None
         graph.invoke({"log": []}, _cfg("t"))
         target = InMemorySaver()
         import_langgraph(source, target)
-        spaces = source.storage["t"]
-        latest = max(spaces[""])
-        for cid in [c for c in spaces[""] if c != latest]:
-            del spaces[""][cid]
-        spaces[""][latest] = (*spaces[""][latest][:2], None)  # as LangGraph's prune leaves it
+        _prune(source, "t")
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
         assert import_langgraph(source, target).checkpoints == 1
         assert _graph(tl, target).get_state(_cfg("t")).values == {"log": ["a", "ask:LG"]}
