@@ -367,3 +367,31 @@ def test_overlapping_async_imports_put_langgraphs_fallback_back() -> None:
 
     asyncio.run(both())
     assert jsonplus._reconstruction_fallback is before
+
+
+def test_an_answer_given_in_threadloom_under_checkpoints_langgraph_built_on_is_refused() -> None:
+    """review13f: threadloom answered one of two parallel questions (no new
+    checkpoint yet: the task's resume and writes) while LangGraph's program sent
+    new input: its checkpoints on top buried the answer."""
+    lg, tl = h._lib("langgraph"), h._lib("threadloom")
+
+    def graph(lib: Any, saver: Any) -> Any:
+        b = lib.StateGraph(State)
+        b.add_node("a", lambda s: {"log": [f"a={lib.interrupt('qa')}"]})
+        b.add_node("b", lambda s: {"log": [f"b={lib.interrupt('qb')}"]})
+        b.add_edge(lib.START, "a")
+        b.add_edge(lib.START, "b")
+        return b.compile(checkpointer=saver)
+
+    with h.open_saver(lg, "memory") as source:
+        lg_graph = graph(lg, source)
+        lg_graph.invoke({"log": ["in1"]}, _cfg("t"))
+        target = InMemorySaver()
+        import_langgraph(source, target)
+        tl_graph = graph(tl, target)
+        qa = next(i for i in tl_graph.get_state(_cfg("t")).interrupts if i.value == "qa")
+        tl_graph.invoke(tl.Command(resume={qa.id: "TL"}), _cfg("t"))
+        lg_graph.invoke({"log": ["in2"]}, _cfg("t"))  # LangGraph went on with new input
+        with pytest.raises(ImportConflictError):
+            import_langgraph(source, target)
+        assert "a=TL" in tl_graph.get_state(_cfg("t")).values["log"]

@@ -78,6 +78,7 @@ class _Entry:
     todo: dict[str, set[int]]  # task -> which of its writes (by position) to write
     kept: int  # pending writes the target has already (equal)
     differ: int  # pending writes the target holds with another value
+    extra: int = 0  # target writes in a task slot the source has nothing in (its own answer)
 
 
 def import_langgraph(
@@ -103,7 +104,7 @@ def import_langgraph(
     conv = Converter(source, target, "list")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback(on_this_thread=True) as blocked:
+    with loud_langgraph_fallback() as blocked:
         for thread in find_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = next(iter(target.list(whole, limit=1)), None) is None
@@ -149,7 +150,7 @@ async def aimport_langgraph(
     conv = Converter(source, target, "alist")
     result = ImportResult()
     conflicts: list[tuple[str, str]] = []
-    with loud_langgraph_fallback(on_this_task=True) as blocked:
+    with loud_langgraph_fallback() as blocked:
         for thread in await afind_threads(source, thread_ids):
             whole = config_of(thread, None, None)
             fresh = [t async for t in target.alist(whole, limit=1)] == []
@@ -250,6 +251,10 @@ def _diverged(
         and key not in linked
         and not _call_of_history(key, root_of, linked, source)
     ]
+    # what the target's program did at a checkpoint (an answer, a finished task:
+    # writes in slots the source has nothing in) that the source has built on
+    built_on = {(e.ns, e.parent) for e in survey.entries if not e.present}
+    foreign += [(e.ns, e.cid) for e in survey.entries if e.extra and (e.ns, e.cid) in built_on]
     if foreign:
         conflicts.append((thread, max(foreign)[1]))
     return bool(foreign)
@@ -348,9 +353,11 @@ class _Survey:
                     self._check(value, str(channel))
                     if key[2] is not None:
                         self.versions.add(key)
-        todo, kept, differ = self._writes(tup.pending_writes or (), have)
+        writes = tup.pending_writes or ()
+        todo, kept, differ = self._writes(writes, have)
         parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
         entry = _Entry(ns, cid, parent, versions, have is not None, todo, kept, differ)
+        entry.extra = _extra_writes(writes, have)
         self.entries.append(entry)
 
     def _check(self, value: Any, path: str, what: str = "") -> None:
@@ -455,6 +462,17 @@ def metadata_of(conv: Converter, tup: Any) -> dict[str, Any]:
         # what msgpack cannot carry (an int beyond 64 bits) is plain JSON: as it is
         md = dict(tup.metadata)
     return {k: v for k, v in md.items() if not (type(v) is float and not math.isfinite(v))}
+
+
+def _extra_writes(writes: Iterable[Any], have: Any) -> int:
+    """The target's writes in a task slot where the source has none: what the
+    target's own program did there (an answer, a finished task). LangGraph
+    rewrites its own slots as it goes (a task's interrupt, then its resume), so
+    a slot both hold with other values is not that."""
+    if have is None or not have.pending_writes:
+        return 0
+    theirs = {(task_id, _slot(channel)) for task_id, channel, _ in writes}
+    return sum(1 for task_id, ch, _ in have.pending_writes if (task_id, _slot(ch)) not in theirs)
 
 
 def _slot(channel: str) -> str:

@@ -4,7 +4,6 @@ saver allows it, and its values converted for the target's serializer."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import sqlite3
 import sys
@@ -38,64 +37,49 @@ _PATHS_SQL = (
 
 
 @contextmanager
-def loud_langgraph_fallback(
-    on_this_thread: bool = False, on_this_task: bool = False
-) -> Iterator[list[tuple[str, str]]]:
+def loud_langgraph_fallback() -> Iterator[list[tuple[str, str]]]:
     """While the source is read: a stored object LangGraph cannot rebuild in this
     process (its class does not import here) raises instead of coming back as
     its raw fields, which the import would otherwise store as a plain dict.
-    Yields the ``(module, name)`` of classes LangGraph's strict mode blocked
-    meanwhile (handed over as dicts too; the caller refuses them): with
-    ``on_this_thread``, only those of this thread (a sync import reads its source
-    here, and another thread's reads are none of its business); with
-    ``on_this_task``, only those of this asyncio task (an async import's reads;
-    other coroutines on the loop serve requests meanwhile). A read the source
-    makes on another thread is not seen: its blocked class comes over as the
-    dict LangGraph hands over, as in LangGraph."""
+    Yields the ``(module, name)`` of classes LangGraph's strict mode blocked in
+    the import's own reads meanwhile (handed over as dicts too; the caller
+    refuses them): those made in its context (its thread or task, and worker
+    threads it starts with ``asyncio.to_thread``, which copy the context), not
+    another request's. A read the source makes in a thread that does not carry
+    the context is not seen: its blocked class comes over as the dict LangGraph
+    hands over, as in LangGraph."""
     blocked: list[tuple[str, str]] = []
     try:
         from langgraph.checkpoint.serde import jsonplus
     except ImportError:  # not LangGraph's serializer: nothing to make loud
         yield blocked
         return
-    mine: Any = None
-    if on_this_thread:
-        mine = ("thread", threading.get_ident())
-    elif on_this_task:
-        mine = ("task", asyncio.current_task())
-    unregister = _watch_blocked(blocked, mine)
+    token = _BLOCKED.set(blocked)
+    unregister = _watch_blocked()
     try:
         with _loud(jsonplus):
             yield blocked
     finally:
         unregister()
+        _BLOCKED.reset(token)
 
 
-def _whose() -> tuple[str, Any]:
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no loop running on this thread
-        task = None
-    return ("task", task) if task is not None else ("thread", threading.get_ident())
+# the blocked classes of the import reading in this context (None: not an import's)
+_BLOCKED: ContextVar[list[tuple[str, str]] | None] = ContextVar("_BLOCKED", default=None)
 
 
-def _watch_blocked(blocked: list[tuple[str, str]], mine: Any) -> Callable[[], None]:
+def _watch_blocked() -> Callable[[], None]:
     try:
         from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
     except ImportError:
         return lambda: None
+    return register_serde_event_listener(_on_serde_event)
 
-    def on_event(event: Any) -> None:
-        if mine is not None:
-            whose = _whose()
-            if mine[0] == "thread" and ("thread", threading.get_ident()) != mine:
-                return
-            if mine[0] == "task" and whose != mine:
-                return
-        if event.get("kind") == "msgpack_blocked":
-            blocked.append((str(event.get("module")), str(event.get("name"))))
 
-    return register_serde_event_listener(on_event)
+def _on_serde_event(event: Any) -> None:
+    blocked = _BLOCKED.get()
+    if blocked is not None and event.get("kind") == "msgpack_blocked":
+        blocked.append((str(event.get("module")), str(event.get("name"))))
 
 
 _LOUD_LOCK = threading.Lock()
