@@ -395,3 +395,34 @@ def test_an_answer_given_in_threadloom_under_checkpoints_langgraph_built_on_is_r
         with pytest.raises(ImportConflictError):
             import_langgraph(source, target)
         assert "a=TL" in tl_graph.get_state(_cfg("t")).values["log"]
+
+
+def test_a_gone_class_inside_a_pydantic_model_is_refused_not_stored_as_none(
+    tmp_path, monkeypatch
+) -> None:
+    """review13f: LangGraph's pydantic branch swallows the loud fallback's error
+    and hands over None; the import stored it."""
+    import sys
+
+    pytest.importorskip("pydantic")
+    (tmp_path / "gone_r13.py").write_text("import enum\nclass Color(enum.Enum):\n    RED = 'red'\n")
+    (tmp_path / "keep_r13.py").write_text(
+        "import pydantic\nfrom typing import Any\n"
+        "class Outer(pydantic.BaseModel):\n    label: str\n    extra: Any = None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import gone_r13
+    import keep_r13
+    from langgraph.checkpoint.memory import InMemorySaver as LGMemory
+
+    lg = h._lib("langgraph")
+    source = LGMemory()
+    _graph(lg, source).invoke(
+        {"log": [keep_r13.Outer(label="o", extra=gone_r13.Color.RED)]}, _cfg("t")
+    )
+    (tmp_path / "gone_r13.py").unlink()
+    monkeypatch.delitem(sys.modules, "gone_r13")
+    target = InMemorySaver().with_allowlist([keep_r13.Outer])
+    with pytest.raises(SerializationError, match="cannot rebuild gone_r13.Color"):
+        import_langgraph(source, target)
+    assert target.get_tuple(_cfg("t")) is None

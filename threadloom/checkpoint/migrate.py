@@ -260,11 +260,14 @@ def _diverged(
     return bool(foreign)
 
 
-def _refuse_blocked(thread: str, blocked: list[tuple[str, str]]) -> None:
-    """LangGraph's strict mode (``LANGGRAPH_STRICT_MSGPACK``) hands a class it
-    blocks over as a plain dict: imported, the object would be stored as one."""
-    if blocked:
-        module, name = blocked[0]
+def _refuse_blocked(thread: str, blocked: list[tuple[str, str, str]]) -> None:
+    """A class LangGraph's strict mode (``LANGGRAPH_STRICT_MSGPACK``) blocked, or
+    one it could not rebuild here, is handed over as a plain dict (or ``None``,
+    inside a pydantic model): imported, the object would be stored as that."""
+    if not blocked:
+        return
+    module, name, why = blocked[0]
+    if why == "blocked":
         raise SerializationError(
             f"import_langgraph: thread {thread!r}: LangGraph's strict mode refused "
             f"{module}.{name} while reading the source and would hand it over as a plain dict; "
@@ -272,6 +275,11 @@ def _refuse_blocked(thread: str, blocked: list[tuple[str, str]]) -> None:
             f"target's (on the command line: --allow {module}:{name}); nothing of the thread "
             "was written"
         )
+    raise SerializationError(
+        f"import_langgraph: thread {thread!r}: LangGraph cannot rebuild {module}.{name} in "
+        f"this process ({why}); make it importable here (and allowed on the target's "
+        "serializer), then import again; nothing of the thread was written"
+    )
 
 
 def _refuse(conflicts: list[tuple[str, str]], result: ImportResult) -> None:

@@ -37,18 +37,19 @@ _PATHS_SQL = (
 
 
 @contextmanager
-def loud_langgraph_fallback() -> Iterator[list[tuple[str, str]]]:
+def loud_langgraph_fallback() -> Iterator[list[tuple[str, str, str]]]:
     """While the source is read: a stored object LangGraph cannot rebuild in this
     process (its class does not import here) raises instead of coming back as
     its raw fields, which the import would otherwise store as a plain dict.
-    Yields the ``(module, name)`` of classes LangGraph's strict mode blocked in
-    the import's own reads meanwhile (handed over as dicts too; the caller
-    refuses them): those made in its context (its thread or task, and worker
+    Yields the ``(module, name, why)`` of classes LangGraph's strict mode
+    blocked (``why`` "blocked") or could not rebuild (why: the error; LangGraph's
+    pydantic branch swallows the loud error and hands over ``None``) in the
+    import's own reads meanwhile (the caller refuses them): those made in its context (its thread or task, and worker
     threads it starts with ``asyncio.to_thread``, which copy the context), not
     another request's. A read the source makes in a thread that does not carry
     the context is not seen: its blocked class comes over as the dict LangGraph
     hands over, as in LangGraph."""
-    blocked: list[tuple[str, str]] = []
+    blocked: list[tuple[str, str, str]] = []
     try:
         from langgraph.checkpoint.serde import jsonplus
     except ImportError:  # not LangGraph's serializer: nothing to make loud
@@ -65,7 +66,7 @@ def loud_langgraph_fallback() -> Iterator[list[tuple[str, str]]]:
 
 
 # the blocked classes of the import reading in this context (None: not an import's)
-_BLOCKED: ContextVar[list[tuple[str, str]] | None] = ContextVar("_BLOCKED", default=None)
+_BLOCKED: ContextVar[list[tuple[str, str, str]] | None] = ContextVar("_BLOCKED", default=None)
 
 
 def _watch_blocked() -> Callable[[], None]:
@@ -79,7 +80,7 @@ def _watch_blocked() -> Callable[[], None]:
 def _on_serde_event(event: Any) -> None:
     blocked = _BLOCKED.get()
     if blocked is not None and event.get("kind") == "msgpack_blocked":
-        blocked.append((str(event.get("module")), str(event.get("name"))))
+        blocked.append((str(event.get("module")), str(event.get("name")), "blocked"))
 
 
 _LOUD_LOCK = threading.Lock()
@@ -99,6 +100,10 @@ def _loud_fallback(tup: Any, exc: Exception) -> Any:
         "on the target's serializer), then import again"
     )
     refused.append(error)
+    blocked = _BLOCKED.get()
+    if blocked is not None:  # LangGraph's pydantic branch swallows the error: seen anyway
+        parts = [str(p) for p in tuple(tup or ())[:2]] + ["", ""]
+        blocked.append((parts[0], parts[1], f"{type(exc).__name__}: {exc}"))
     raise error from exc
 
 
