@@ -162,15 +162,9 @@ def fill_delta(
         return tup
     read = getattr(saver, "get_delta_channel_history", None)
     if shared is not None and (read is None or _generic(saver, "get_delta_channel_history")):
-        from threadloom.checkpoint.delta_history import walk
+        from threadloom.checkpoint.delta_history import run_walk
 
-        gen = walk(tup.config, names)
-        try:
-            request = next(gen)
-            while True:
-                request = gen.send(shared.read(saver, request))
-        except StopIteration as stop:
-            histories = stop.value
+        histories = run_walk(tup.config, names, lambda config: shared.read(saver, config))
     elif read is None:  # a proxy with only get_tuple & co: the generic walk over it
         from threadloom.checkpoint.saver import BaseCheckpointSaver
 
@@ -193,15 +187,9 @@ async def afill_delta(
         return tup
     read = getattr(saver, "aget_delta_channel_history", None)
     if shared is not None and (read is None or _generic(saver, "aget_delta_channel_history")):
-        from threadloom.checkpoint.delta_history import walk
+        from threadloom.checkpoint.delta_history import arun_walk
 
-        gen = walk(tup.config, names)
-        try:
-            request = next(gen)
-            while True:
-                request = gen.send(await shared.aread(saver, request))
-        except StopIteration as stop:
-            histories = stop.value
+        histories = await arun_walk(tup.config, names, lambda config: shared.aread(saver, config))
     elif read is None:
         from threadloom.checkpoint.saver import BaseCheckpointSaver
 

@@ -7,17 +7,18 @@ the checkpoints after it. threadloom's own checkpoints always hold the value, so
 the walk matters for threads ``import_langgraph`` brought over.
 
 :func:`walk` is written once for both the sync and the async saver method: it
-yields the config of each checkpoint it needs and is sent back the tuple read.
+yields the config of each checkpoint it needs and is sent back the tuple read
+(:func:`run_walk` / :func:`arun_walk` drive it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any
 
 from threadloom.errors import StorageError
 
-__all__ = ["walk"]
+__all__ = ["arun_walk", "run_walk", "walk"]
 
 
 def _ids(config: Any) -> tuple[str, str, str]:
@@ -78,3 +79,30 @@ def walk(config: Any, channels: Sequence[str]) -> Generator[Any, Any, dict[str, 
             entry["seed"] = seeds[channel]
         out[channel] = entry
     return out
+
+
+def run_walk(
+    config: Any, channels: Sequence[str], read: Callable[[Any], Any]
+) -> dict[str, dict[str, Any]]:
+    """:func:`walk`, each checkpoint it needs read with ``read(config)``
+    (a saver's ``get_tuple``, or a history listing's shared reads)."""
+    gen = walk(config, channels)
+    try:
+        request = next(gen)
+        while True:
+            request = gen.send(read(request))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def arun_walk(
+    config: Any, channels: Sequence[str], read: Callable[[Any], Awaitable[Any]]
+) -> dict[str, dict[str, Any]]:
+    """Async twin of :func:`run_walk`."""
+    gen = walk(config, channels)
+    try:
+        request = next(gen)
+        while True:
+            request = gen.send(await read(request))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -263,15 +263,9 @@ class BaseCheckpointSaver:
             StorageError: the target or an ancestor is not stored (pruned):
                 the value cannot be rebuilt.
         """
-        from threadloom.checkpoint.delta_history import walk
+        from threadloom.checkpoint.delta_history import run_walk
 
-        gen = walk(config, channels)
-        try:
-            request = next(gen)
-            while True:
-                request = gen.send(self.get_tuple(request))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return run_walk(config, channels, self.get_tuple)
 
     # -- writing --------------------------------------------------------------
 
@@ -389,15 +383,9 @@ class BaseCheckpointSaver:
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Async twin of :meth:`get_delta_channel_history`."""
-        from threadloom.checkpoint.delta_history import walk
+        from threadloom.checkpoint.delta_history import arun_walk
 
-        gen = walk(config, channels)
-        try:
-            request = next(gen)
-            while True:
-                request = gen.send(await self.aget_tuple(request))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+        return await arun_walk(config, channels, self.aget_tuple)
 
     async def aput(
         self,
