@@ -23,6 +23,7 @@ __all__ = [
     "config_of",
     "find_threads",
     "loud_langgraph_fallback",
+    "refusal",
     "order",
     "task_paths",
     "thread_tuples",
@@ -41,10 +42,12 @@ def loud_langgraph_fallback() -> Iterator[list[tuple[str, str, str]]]:
     """While the source is read: a stored object LangGraph cannot rebuild in this
     process (its class does not import here) raises instead of coming back as
     its raw fields, which the import would otherwise store as a plain dict.
+
     Yields the ``(module, name, why)`` of classes LangGraph's strict mode
-    blocked (``why`` "blocked") or could not rebuild (why: the error; LangGraph's
-    pydantic branch swallows the loud error and hands over ``None``) in the
-    import's own reads meanwhile (the caller refuses them): those made in its context (its thread or task, and worker
+    blocked (``why`` "blocked") or could not rebuild (``why``: the error;
+    LangGraph's pydantic branch swallows the loud error and hands over
+    ``None``) in the import's own reads (the caller refuses them,
+    :func:`refusal`): those made in its context (its thread or task, and worker
     threads it starts with ``asyncio.to_thread``, which copy the context), not
     another request's. A read the source makes in a thread that does not carry
     the context is not seen: its blocked class comes over as the dict LangGraph
@@ -60,12 +63,35 @@ def loud_langgraph_fallback() -> Iterator[list[tuple[str, str, str]]]:
     try:
         with _loud(jsonplus):
             yield blocked
+    except Exception as exc:  # msgpack wraps what the loud fallback raised
+        gone = next((b for b in blocked if b[2] != "blocked"), None)
+        if gone is not None and not isinstance(exc, SerializationError):
+            raise refusal(*gone) from exc
+        raise
     finally:
         unregister()
         _BLOCKED.reset(token)
 
 
-# the blocked classes of the import reading in this context (None: not an import's)
+def refusal(module: str, name: str, why: str, thread: str | None = None) -> SerializationError:
+    """The error for a class LangGraph handed over as a plain dict (or ``None``):
+    blocked by its strict mode (``why`` "blocked"), or not rebuildable here."""
+    where = f"thread {thread!r}: " if thread is not None else ""
+    if why == "blocked":
+        return SerializationError(
+            f"import_langgraph: {where}LangGraph's strict mode refused {module}.{name} while "
+            "reading the source and would hand it over as a plain dict; allow it on the "
+            "source's serializer (with_msgpack_allowlist) and on the target's (on the command "
+            f"line: --allow {module}:{name}); nothing of the thread was written"
+        )
+    return SerializationError(
+        f"import_langgraph: {where}LangGraph cannot rebuild {module}.{name} in this process "
+        f"({why}); make it importable here (and allowed on the target's serializer), then "
+        "import again; nothing of the thread was written"
+    )
+
+
+# what the import reading in this context found refused (None: not an import's read)
 _BLOCKED: ContextVar[list[tuple[str, str, str]] | None] = ContextVar("_BLOCKED", default=None)
 
 
@@ -85,37 +111,25 @@ def _on_serde_event(event: Any) -> None:
 
 _LOUD_LOCK = threading.Lock()
 _LOUD: dict[str, Any] = {"depth": 0, "quiet": None}  # imports under way; LangGraph's own fallback
-# the refusals of the import reading in this context (None: not an import's read)
-_REFUSED: ContextVar[list[SerializationError] | None] = ContextVar("_REFUSED", default=None)
 
 
 def _loud_fallback(tup: Any, exc: Exception) -> Any:
-    refused = _REFUSED.get()
-    if refused is None:  # another reader of the process (a request, say): LangGraph's way
-        return _LOUD["quiet"](tup, exc)
-    name = ".".join(str(p) for p in tuple(tup or ())[:2]) or "a stored object"
-    error = SerializationError(
-        f"import_langgraph: LangGraph cannot rebuild {name} in this process "
-        f"({type(exc).__name__}: {exc}); make it importable here (and allowed "
-        "on the target's serializer), then import again"
-    )
-    refused.append(error)
     blocked = _BLOCKED.get()
-    if blocked is not None:  # LangGraph's pydantic branch swallows the error: seen anyway
-        parts = [str(p) for p in tuple(tup or ())[:2]] + ["", ""]
-        blocked.append((parts[0], parts[1], f"{type(exc).__name__}: {exc}"))
-    raise error from exc
+    if blocked is None:  # another reader of the process (a request, say): LangGraph's way
+        return _LOUD["quiet"](tup, exc)
+    module, name = ([str(p) for p in tuple(tup or ())[:2]] + ["?", "?"])[:2]
+    gone = (module, name, f"{type(exc).__name__}: {exc}")
+    blocked.append(gone)  # (seen even where LangGraph swallows the error)
+    raise refusal(*gone) from exc
 
 
 @contextmanager
 def _loud(jsonplus: Any) -> Iterator[None]:
-    """LangGraph's reconstruction fallback made loud for the import's own reads
+    """LangGraph's reconstruction fallback made loud for the imports' own reads
     (other readers in the process keep LangGraph's). Imports may overlap
     (``asyncio.gather``): the first installs it, the last puts LangGraph's back;
     each saving and restoring it left it patched for the whole process when
     they ended out of order."""
-    refused: list[SerializationError] = []
-    token = _REFUSED.set(refused)
     with _LOUD_LOCK:
         if _LOUD["depth"] == 0:
             _LOUD["quiet"] = getattr(jsonplus, "_reconstruction_fallback", None)
@@ -124,12 +138,7 @@ def _loud(jsonplus: Any) -> Iterator[None]:
             jsonplus._reconstruction_fallback = _loud_fallback
     try:
         yield
-    except Exception as exc:  # msgpack wraps what its ext hook raised
-        if refused:
-            raise refused[0] from exc
-        raise
     finally:
-        _REFUSED.reset(token)
         with _LOUD_LOCK:
             _LOUD["depth"] -= 1
             if _LOUD["depth"] == 0 and _LOUD["quiet"] is not None:

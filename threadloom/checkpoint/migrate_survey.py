@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from threadloom.checkpoint.base import WRITES_IDX_MAP
-from threadloom.checkpoint.migrate_source import Converter, order
+from threadloom.checkpoint.migrate_source import Converter, order, refusal
 from threadloom.checkpoint.storage.rows import check_metadata
 from threadloom.errors import SerializationError
 
@@ -284,19 +284,5 @@ def refuse_blocked(thread: str, blocked: list[tuple[str, str, str]]) -> None:
     """A class LangGraph's strict mode (``LANGGRAPH_STRICT_MSGPACK``) blocked, or
     one it could not rebuild here, is handed over as a plain dict (or ``None``,
     inside a pydantic model): imported, the object would be stored as that."""
-    if not blocked:
-        return
-    module, name, why = blocked[0]
-    if why == "blocked":
-        raise SerializationError(
-            f"import_langgraph: thread {thread!r}: LangGraph's strict mode refused "
-            f"{module}.{name} while reading the source and would hand it over as a plain dict; "
-            "allow it on the source's serializer (with_msgpack_allowlist) and on the "
-            f"target's (on the command line: --allow {module}:{name}); nothing of the thread "
-            "was written"
-        )
-    raise SerializationError(
-        f"import_langgraph: thread {thread!r}: LangGraph cannot rebuild {module}.{name} in "
-        f"this process ({why}); make it importable here (and allowed on the target's "
-        "serializer), then import again; nothing of the thread was written"
-    )
+    if blocked:
+        raise refusal(*blocked[0], thread=thread)
