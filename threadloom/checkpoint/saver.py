@@ -12,8 +12,6 @@ closes what the saver opened, and never what the caller passed in.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import os
 import sys
 import threading
 from collections.abc import (
@@ -42,46 +40,6 @@ if TYPE_CHECKING:
     from threadloom.checkpoint.serde.base import SerializerProtocol
 
 __all__ = ["BaseCheckpointSaver"]
-
-
-_CLAIM = threading.Lock()
-# savers whose close is under way: a child forked meanwhile has not that close
-# (only the forking thread lives on), so it forgets it (_forget_closes)
-# (by id: a saver subclass defining __eq__ is not hashable; held only while closing)
-_CLOSING: dict[int, Any] = {}
-
-
-def _forget_closes() -> None:
-    global _CLAIM
-    _CLAIM = threading.Lock()  # (another thread of the parent may have held it)
-    for saver in list(_CLOSING.values()):
-        done = saver.__dict__.get("_close_done")
-        if done is not None and not done.done():
-            saver.__dict__.pop("_close_done", None)
-            saver.__dict__.pop("_close_by", None)
-    _CLOSING.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_closes)
-
-
-def _claim_close(saver: Any, me: Any) -> concurrent.futures.Future[None] | None:
-    """The future a close of ``saver`` under way sets when done (None: this call,
-    by ``me``, closes it). A close called again from inside the close itself
-    (same thread or task) gets a done future: waiting for itself would hang."""
-    with _CLAIM:
-        done = saver.__dict__.get("_close_done")
-        if done is None:
-            saver.__dict__["_close_done"] = concurrent.futures.Future()
-            _CLOSING[id(saver)] = saver
-            saver.__dict__["_close_by"] = me
-            return None
-        if saver.__dict__.get("_close_by") == me and not done.done():
-            reentered: concurrent.futures.Future[None] = concurrent.futures.Future()
-            reentered.set_result(None)
-            return reentered
-        return done
 
 
 class BaseCheckpointSaver:
@@ -163,28 +121,30 @@ class BaseCheckpointSaver:
         own, it found the runs already marked released and shut the connection
         under the first close's lease releases, leaving those threads locked for
         the lease's TTL."""
-        done = _claim_close(self, threading.get_ident())
+        from threadloom.checkpoint import close_once
+
+        done = close_once.claim(self, threading.get_ident())
         if done is not None:
             done.result()
             return
         try:
             body()
         finally:
-            self.__dict__["_close_done"].set_result(None)
-            _CLOSING.pop(id(self), None)
+            close_once.finished(self)
 
     async def _aclose_once(self, body: Callable[[], Awaitable[None]]) -> None:
         """Async twin of :meth:`_close_once` (a second ``aclose()`` on any loop
         waits for the first; cancelling the waiter leaves the first running)."""
-        done = _claim_close(self, asyncio.current_task())
+        from threadloom.checkpoint import close_once
+
+        done = close_once.claim(self, asyncio.current_task())
         if done is not None:
             await asyncio.shield(asyncio.wrap_future(done))
             return
         try:
             await body()
         finally:
-            self.__dict__["_close_done"].set_result(None)
-            _CLOSING.pop(id(self), None)
+            close_once.finished(self)
 
     def with_allowlist(self, extra_allowlist: Iterable[type]) -> BaseCheckpointSaver:
         """This saver, trusting the classes of ``extra_allowlist`` too when it
