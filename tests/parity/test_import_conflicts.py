@@ -44,6 +44,16 @@ def _cfg(tid: str) -> dict:
     return {"configurable": {"thread_id": tid}}
 
 
+def _paused_and_imported(lg: Any, source: Any) -> tuple[Any, InMemorySaver]:
+    """LangGraph's graph run to its question on thread "t", then imported into a
+    fresh threadloom saver: the starting point of most tests here."""
+    graph = _graph(lg, source)
+    graph.invoke({"log": []}, _cfg("t"))
+    target = InMemorySaver()
+    import_langgraph(source, target)
+    return graph, target
+
+
 def _prune(source: Any, thread: str, unlink: bool = True) -> None:
     """A LangGraph InMemorySaver's thread as ``PostgresSaver.prune(keep_latest)``
     leaves it: the latest root checkpoint only, without a parent (``unlink``)."""
@@ -76,10 +86,7 @@ def test_a_thread_the_target_holds_otherwise_is_refused_and_the_others_come_over
 def test_a_thread_continued_in_threadloom_is_not_imported_again_over_it() -> None:
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
-        lg_graph = _graph(lg, source)
-        lg_graph.invoke({"log": []}, _cfg("t"))
-        target = InMemorySaver()
-        import_langgraph(source, target)
+        lg_graph, target = _paused_and_imported(lg, source)
         assert import_langgraph(source, target).skipped > 0  # unchanged: skipped, fine
         tl_graph = _graph(tl, target)
         tl_graph.invoke(tl.Command(resume="TL"), _cfg("t"))
@@ -142,10 +149,7 @@ def test_a_source_that_pruned_its_old_checkpoints_is_imported_again() -> None:
     first import (keep_latest, a shallow saver), are history, not a way of its own."""
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
-        graph = _graph(lg, source)
-        graph.invoke({"log": []}, _cfg("t"))
-        target = InMemorySaver()
-        import_langgraph(source, target)
+        graph, target = _paused_and_imported(lg, source)
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
         _prune(source, "t", unlink=False)  # the link to the target's history kept
         result = import_langgraph(source, target)
@@ -210,10 +214,7 @@ def test_a_source_pruned_without_the_link_is_refused_with_the_way_out() -> None:
     so; delete_thread on the target then takes LangGraph's."""
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
-        graph = _graph(lg, source)
-        graph.invoke({"log": []}, _cfg("t"))
-        target = InMemorySaver()
-        import_langgraph(source, target)
+        graph, target = _paused_and_imported(lg, source)
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
         _prune(source, "t")
         with pytest.raises(ImportConflictError, match="pruned the checkpoints that linked"):
@@ -290,10 +291,7 @@ def test_a_re_import_after_prune_then_a_turn_follows_the_targets_links() -> None
     which the target holds: the target's own links reach the rest."""
     lg, tl = h._lib("langgraph"), h._lib("threadloom")
     with h.open_saver(lg, "memory") as source:
-        graph = _graph(lg, source)
-        graph.invoke({"log": []}, _cfg("t"))
-        target = InMemorySaver()
-        import_langgraph(source, target)
+        graph, target = _paused_and_imported(lg, source)
         _prune(source, "t")
         graph.invoke(lg.Command(resume="LG"), _cfg("t"))
         assert import_langgraph(source, target).checkpoints == 1
