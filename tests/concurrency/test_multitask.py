@@ -120,6 +120,9 @@ def test_interrupt_and_rollback_stop_the_holder_at_a_step_boundary(
         assert isinstance(first.join().error, LeaseLostError)
         assert mode in str(first.error) and "run-A" in str(first.error)
         log = second.join().result["log"]
+        # the error says what became of A's checkpoints (it said "saved" after a rollback)
+        said_kept = "checkpoints up to this step are saved" in str(first.error)
+        assert said_kept is (mode == "interrupt")
         if mode == "interrupt":  # A's finished step is kept
             assert log[0] == "s0" and "B" in log
         else:  # A's checkpoints are gone: as if B ran on a fresh thread

@@ -253,12 +253,18 @@ class Lease:
         return SaverClosedError(self.closed_by or type(self.saver).__name__, self.thread_id)
 
     def stop_error(self) -> LeaseLostError:
+        """Says what became of the stopped run's checkpoints: a caller deciding
+        whether to resume it must not be told they are kept after a rollback."""
+        kept = (
+            "its checkpoints are deleted (rolled back)"
+            if self.stop == "rollback"
+            else "its checkpoints up to this step are saved"
+        )
         return LeaseLostError(
             self.thread_id,
             self.holder,
             f"run {self.holder!r} on thread {self.thread_id!r} stopped at a step boundary:"
-            f" another run asked for it (multitask_strategy={self.stop!r});"
-            " its checkpoints up to this step are saved",
+            f" another run asked for it (multitask_strategy={self.stop!r}); {kept}",
         )
 
 
