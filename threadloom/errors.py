@@ -41,6 +41,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from threadloom.checkpoint.serde.exceptions import RevivedError
     from threadloom.types import Command, Interrupt
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "create_error_message",
     "ThreadloomError",
     "ConfigError",
+    "IdListError",
     "InvalidGraphError",
     "CheckpointerRequiredError",
     "CheckpointNotFoundError",
@@ -67,6 +69,7 @@ __all__ = [
     "TaskNotFound",
     "UnknownInterruptError",
     "GraphRecursionError",
+    "MermaidRenderError",
     "NodeCancelledError",
     "NodeError",
     "NodeTimeoutError",
@@ -75,6 +78,7 @@ __all__ = [
     "GraphDrained",
     "NodeInterrupt",
     "ParentCommand",
+    "RevivedError",
     "is_invalid_resume",
 ]
 
@@ -107,6 +111,18 @@ class ConfigError(ThreadloomError, ValueError):
 
     Subclasses ValueError so code written for LangGraph's ValueError still catches it.
     """
+
+
+class IdListError(ConfigError, TypeError):
+    """One id passed where a list of ids belongs (``prune("chat-1")``).
+
+    A ``TypeError`` as LangGraph's ``prune`` raises for it, and still a
+    ``ConfigError`` (a ``ValueError``) for code written against threadloom."""
+
+
+class MermaidRenderError(ThreadloomError, ValueError):
+    """``draw_mermaid_png``'s web API did not return a PNG (no network, an error
+    status). A ValueError, as LangChain's is."""
 
 
 class InvalidGraphError(ThreadloomError, ValueError):
@@ -441,3 +457,14 @@ def is_invalid_resume(error: BaseException) -> bool:
         getattr(error, _INVALID_RESUME, False) is True
         or getattr(error, "_langgraph_invalid_resume", False) is True
     )
+
+
+def __getattr__(name: str) -> Any:
+    # RevivedError lives with the serializer that makes it (which imports this
+    # module); it is named here lazily so ``from threadloom.errors import
+    # RevivedError`` works like every other documented error
+    if name == "RevivedError":
+        from threadloom.checkpoint.serde.exceptions import RevivedError
+
+        return RevivedError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,14 +13,11 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from threadloom.errors import MermaidRenderError
+
 __all__ = ["MermaidRenderError", "render_png"]
 
 MERMAID_INK = "https://mermaid.ink"
-
-
-class MermaidRenderError(ValueError):
-    """The web API did not return a PNG (no network, an error status). A
-    ValueError, as LangChain's is."""
 
 
 def render_png(

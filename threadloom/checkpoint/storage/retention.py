@@ -35,7 +35,7 @@ from threadloom.checkpoint.storage.ops import (
 from threadloom.checkpoint.storage.puts import release
 from threadloom.checkpoint.storage.rows import unpack, version_key
 from threadloom.checkpoint.storage.values import ValueCodec
-from threadloom.errors import ConfigError, ThreadBusyError
+from threadloom.errors import ConfigError, IdListError, ThreadBusyError
 
 __all__ = [
     "IdListError",
@@ -380,13 +380,6 @@ def stats_flow(thread_id: str | None) -> Flow:
         },
         "largest_threads": sorted(s.threads_bytes.items(), key=lambda kv: -kv[1]),
     }
-
-
-class IdListError(ConfigError, TypeError):
-    """One id passed where a list of ids belongs (``prune("chat-1")``).
-
-    A ``TypeError`` as LangGraph's ``prune`` raises for it, and still a
-    ``ConfigError`` (a ``ValueError``) for code written against threadloom."""
 
 
 def id_list(ids: Sequence[Any], what: str) -> list[str]:
