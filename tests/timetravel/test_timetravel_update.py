@@ -59,6 +59,24 @@ def test_ambiguous_update_lists_nodes() -> None:
     assert "'x'" in str(info.value) and "'y'" in str(info.value)
 
 
+def test_ambiguous_update_names_the_nodes_that_ran_last() -> None:
+    """The choices that make sense come first: 'a' and 'b' ran last together,
+    not every node of the graph (the message used to list only all of them)."""
+    graph = (
+        StateGraph(State)
+        .add_node("a", lambda s: {"value": ["a"]})
+        .add_node("b", lambda s: {"value": ["b"]})
+        .add_node("c", lambda s: {"value": ["c"]})
+        .add_edge(START, "a")
+        .add_edge(START, "b")
+        .add_edge(["a", "b"], "c")
+        .compile(checkpointer=InMemorySaver(), interrupt_before=["c"])
+    )
+    graph.invoke({"value": []}, CFG)
+    with pytest.raises(InvalidUpdateError, match="'a', 'b' ran last together"):
+        graph.update_state(CFG, {"value": ["?"]})
+
+
 def test_unknown_state_key_is_rejected() -> None:
     """threadloom's StateGraph rejects undeclared keys (docs/graph.md), updates included."""
     graph = chain(InMemorySaver(), "a")

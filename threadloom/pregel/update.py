@@ -122,6 +122,20 @@ def infer_as_node(graph: Any, versions_seen: dict[str, dict[str, Any]]) -> str |
     return None
 
 
+def _ambiguous(graph: Any, versions_seen: dict[str, dict[str, Any]]) -> InvalidUpdateError:
+    """Names the nodes that ran last together: those are the choices that make
+    sense, not every node of the graph."""
+    last = [(max(s.values()), n) for n, s in versions_seen.items() if n in graph.nodes and s]
+    top = max((v for v, _ in last), default=None)
+    tied = sorted({n for v, n in last if v == top}) if top is not None else []
+    if len(tied) < 2:
+        return InvalidUpdateError(f"Ambiguous update, specify as_node (one of {_valid(graph)})")
+    return InvalidUpdateError(
+        "Ambiguous update, specify as_node: "
+        f"{', '.join(map(repr, tied))} ran last together (any of {_valid(graph)} is accepted)"
+    )
+
+
 class _Step:
     """One superstep's working state: the loaded tuple and the checkpoint being built."""
 
@@ -350,7 +364,7 @@ def _as_nodes(
     if len(updates) == 1 and updates[0].as_node is None:
         as_node = infer_as_node(graph, st.checkpoint["versions_seen"])
         if as_node is None:
-            raise InvalidUpdateError(f"Ambiguous update, specify as_node (one of {_valid(graph)})")
+            raise _ambiguous(graph, st.checkpoint["versions_seen"])
         updates = [updates[0]._replace(as_node=as_node)]
     run: list[tuple[str, PregelTaskWrites]] = []
     for i, (values, as_node, given_id) in enumerate(updates):
