@@ -1,21 +1,31 @@
 """Exceptions as stored values (task errors, the ``__error__`` channel).
 
 An exception is stored as its type name, message, plain args and plain
-attributes. It revives as the same class only when that class is registered
-(builtin exceptions and threadloom's own are); any other comes back as a
-:class:`RevivedError` carrying the original type name and message. The stored
-type name is never imported.
+attributes. The type name of a registered class is its registry name (the
+``name=`` given to ``register``, so the class can move); any other class is
+stored under ``module.QualName``. It revives as the same class only when that
+class is registered or allowlisted (builtin exceptions and threadloom's own
+are); any other comes back as a :class:`RevivedError` carrying the stored type
+name and message. The stored type name is never imported.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from threadloom.errors import ThreadloomError
 
-__all__ = ["RevivedError", "exception_codec", "exception_state", "revive_unknown", "EXCEPTION"]
+__all__ = [
+    "RevivedError",
+    "exception_codec",
+    "exception_state",
+    "named_state",
+    "revive_exception",
+    "revive_unknown",
+    "EXCEPTION",
+]
 
 EXCEPTION = "exception"
 """Registry name under which exceptions of unregistered classes are stored."""
@@ -42,14 +52,19 @@ def _type_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def exception_state(exc: BaseException) -> dict[str, Any]:
-    """Type name, message, args if plain (else the message alone), plain attributes."""
+def exception_state(exc: BaseException, type_name: str | None = None) -> dict[str, Any]:
+    """Type name (``type_name``, else ``module.QualName``), message, args if plain
+    (else the message alone), plain attributes."""
     if isinstance(exc, RevivedError):
         return {"type": exc.type_name, "message": exc.message, "args": list(exc.original_args)}
     args = exc.args
     if not all(isinstance(a, _PLAIN) for a in args):
         args = (str(exc),)
-    state: dict[str, Any] = {"type": _type_name(type(exc)), "message": str(exc), "args": list(args)}
+    state: dict[str, Any] = {
+        "type": type_name or _type_name(type(exc)),
+        "message": str(exc),
+        "args": list(args),
+    }
     attrs = {
         k: v
         for k, v in getattr(exc, "__dict__", {}).items()
@@ -58,6 +73,17 @@ def exception_state(exc: BaseException) -> dict[str, Any]:
     if attrs:
         state["attrs"] = attrs
     return state
+
+
+def named_state(name: str) -> Callable[[BaseException], dict[str, Any]]:
+    """Encoder storing a trusted exception under ``name``, the key its reader looks up
+    (a ``register(cls, name=...)`` name must be stored, not the module path, or the
+    class never revives and cannot move)."""
+
+    def encode(exc: BaseException) -> dict[str, Any]:
+        return exception_state(exc, name)
+
+    return encode
 
 
 def exception_codec(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
@@ -81,6 +107,32 @@ def revive_unknown(state: dict[str, Any]) -> RevivedError:
     return RevivedError(
         str(state.get("type", "?")), str(state.get("message", "")), tuple(state.get("args", ()))
     )
+
+
+def revive_exception(
+    state: dict[str, Any],
+    entry_named: Callable[[str], Any],
+    registered: Callable[[], Iterable[Any]],
+) -> BaseException:
+    """The trusted class stored under ``state["type"]``, else a :class:`RevivedError`.
+
+    ``entry_named`` is the reader's lookup (registry, then allowlist). Rows written
+    before a ``register(cls, name=...)`` name was stored carry ``module.QualName``:
+    a registered exception class at that module path still revives them (a match
+    among registered classes, ``registered()``; nothing is imported).
+    """
+    type_name = str(state.get("type", ""))
+    entry = entry_named(type_name)
+    if entry is None or not issubclass(entry.cls, BaseException):
+        entry = next(
+            (
+                e
+                for e in registered()
+                if issubclass(e.cls, BaseException) and _type_name(e.cls) == type_name
+            ),
+            None,
+        )
+    return entry.decode(state) if entry is not None else revive_unknown(state)
 
 
 BUILTIN_EXCEPTIONS: tuple[type[BaseException], ...] = tuple(

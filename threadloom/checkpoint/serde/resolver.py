@@ -13,7 +13,13 @@ from typing import Any
 
 from threadloom.checkpoint.serde import structs
 from threadloom.checkpoint.serde.aliases import name_of_alias
-from threadloom.checkpoint.serde.exceptions import EXCEPTION, exception_state, revive_unknown
+from threadloom.checkpoint.serde.exceptions import (
+    EXCEPTION,
+    exception_state,
+    named_state,
+    revive_exception,
+    revive_unknown,
+)
 from threadloom.checkpoint.serde.generics import generic_origin, resolve_ref, type_ref
 from threadloom.checkpoint.serde.registry import (
     REGISTRY,
@@ -261,7 +267,7 @@ class Resolver:
     def _resolve(self, cls: type) -> TypeEntry:
         entry = self.registry.by_type(cls) or self._allowed_entry(cls)
         if entry is not None and issubclass(cls, BaseException):
-            entry = TypeEntry(EXCEPTION, cls, exception_state, entry.decode)
+            entry = TypeEntry(EXCEPTION, cls, named_state(entry.name), entry.decode)
         elif entry is None:
             entry = self._fallback(cls)
         self.cache[cls] = entry
@@ -351,10 +357,7 @@ class Resolver:
                 raise UnknownType(f"alias #{name}")
             name = alias
         if name == EXCEPTION:
-            entry = self.entry_named(str(state.get("type", "")))
-            if entry is not None and issubclass(entry.cls, BaseException):
-                return entry.decode(state)
-            return revive_unknown(state)
+            return revive_exception(state, self.entry_named, self.registry.entries)
         if name == GENERIC:
             return self._decode_generic(state)
         entry = self.entry_named(name)
