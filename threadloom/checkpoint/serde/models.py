@@ -1,25 +1,25 @@
-"""The compact codec for pydantic v2 models: store what was set or changed, nothing else.
+"""The codec for pydantic v2 models: every field's value, and which were set.
 
 A model's state is a dict of field name -> value holding:
 
-- every field in ``model_fields_set`` (explicitly set), and
-- every unset field whose value is not provably its default (a default factory
-  that is not a builtin container, a non-empty or unhashable default, or a
-  value mutated in place after construction),
+- every field, set or not: a default is data too (a deploy that only changes a
+  default must not change what past checkpoints read back as),
 - the extra fields (``extra="allow"``),
 - ``"__unset__"``: the stored keys that are *not* in ``model_fields_set`` (only
-  present when there are any: the rare "unset but changed" case).
+  present when there are any), so ``model_fields_set`` revives exactly.
 
-An unset field whose value equals its default (same type, same value: ``None``,
-``"human"``, ``0``, ``[]``, ``{}``, an Enum member...) is simply not written:
-reviving fills it with the class's default, exactly as ``model_construct`` does,
-and leaves it out of ``model_fields_set``. A LangChain ``HumanMessage`` thus
-stores ``content`` and ``id`` only.
+The one exception is LangChain's own message classes (``langchain_core.messages``,
+not subclasses defined elsewhere): their defaults are fixed by LangChain, not by
+the application, and a conversation stores thousands of them, so an unset field
+provably holding its default (same type, same value: ``None``, ``"human"``,
+``[]``, ``{}``...) is left out and revived from the class. A ``HumanMessage``
+thus stores ``content`` and ``id`` only.
 
-The decoder is the same for this layout and the previous one (which wrote every
-field plus the names of all unset fields): ``model_fields_set`` is the stored
-keys minus ``__unset__``, missing fields take their defaults. Reviving never runs
-validators and never looks fields up by alias (state is keyed by field name).
+The decoder reads every layout written so far: ``model_fields_set`` is the stored
+keys minus ``__unset__`` and missing fields take the class's current defaults
+(rows written before every field was stored left defaults out; those read as the
+current default). Reviving never runs validators and never looks fields up by
+alias (state is keyed by field name).
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class _Plan:
     direct: bool  # not a root model: assemble the instance directly
     post_init: bool
     extra: bool  # extra="allow": unknown stored keys are extras
+    compact: bool  # defaults fixed by a library (LangChain messages): unset defaults left out
 
 
 _PLANS: dict[type, _Plan] = {}
@@ -81,6 +82,16 @@ def _classify(field: Any) -> tuple[int, int, Any]:
     if isinstance(default, enum.Enum):
         return _SAME, _FILL_CONST, default  # members deep-copy to themselves
     return _KEEP, _FILL_DEFAULT, field
+
+
+_FIXED_DEFAULTS = "langchain_core.messages"
+
+
+def _fixed_defaults(cls: Any) -> bool:
+    """LangChain's own message classes: their defaults change with langchain-core, never
+    with a deploy of the application, so leaving them out cannot rewrite history."""
+    module = getattr(cls, "__module__", "") or ""
+    return module == _FIXED_DEFAULTS or module.startswith(_FIXED_DEFAULTS + ".")
 
 
 def _takes_data(field: Any) -> bool:
@@ -112,6 +123,7 @@ def plan_for(cls: Any) -> _Plan:
         direct=not cls.__pydantic_root_model__,
         post_init=bool(cls.__pydantic_post_init__),
         extra=cls.model_config.get("extra") == "allow",
+        compact=_fixed_defaults(cls) and not cls.__pydantic_root_model__,
     )
     return plan
 
@@ -127,12 +139,26 @@ def encode_model(obj: Any) -> dict[str, Any]:
     extra = obj.__pydantic_extra__
     if not extra and fields_set.issuperset(plan.names):
         return state  # everything was set: the common case for models built by hand
-    if not plan.direct:  # pydantic revives a root model only with its root: always store it
+    if plan.compact:
+        out, unset = _compact(plan, state, fields_set)
+    else:  # every field, so a changed default never rewrites what was stored
         out = dict(state)
-        unset_root = [name for name in plan.names if name not in fields_set]
-        if unset_root:
-            out[UNSET_KEY] = unset_root
-        return out
+        unset = [name for name in plan.names if name not in fields_set]
+    if extra:
+        if UNSET_KEY in extra:  # would be read back as the marker: refuse, never corrupt
+            raise ValueError(f"extra field {UNSET_KEY!r} is reserved by the serializer")
+        out.update(extra)
+        unset.extend(key for key in extra if key not in fields_set)
+    if unset:
+        out[UNSET_KEY] = unset
+    return out
+
+
+def _compact(
+    plan: _Plan, state: dict[str, Any], fields_set: set[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """``(stored fields, unset names among them)`` leaving out unset fields that
+    provably hold their default (only for classes with library-fixed defaults)."""
     out: dict[str, Any] = {}
     unset: list[str] = []
     for name, kind, default in plan.checks:
@@ -155,14 +181,7 @@ def encode_model(obj: Any) -> dict[str, Any]:
                 continue
         out[name] = value
         unset.append(name)
-    if extra:
-        if UNSET_KEY in extra:  # would be read back as the marker: refuse, never corrupt
-            raise ValueError(f"extra field {UNSET_KEY!r} is reserved by the serializer")
-        out.update(extra)
-        unset.extend(key for key in extra if key not in fields_set)
-    if unset:
-        out[UNSET_KEY] = unset
-    return out
+    return out, unset
 
 
 def _sign(x: float) -> float:
