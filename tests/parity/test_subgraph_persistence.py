@@ -253,6 +253,54 @@ def test_subgraph_called_inside_node(durability: str) -> None:
     h.run_parity(sc_subgraph_called_in_node, "memory", durability)
 
 
+def sc_stateful_grandchild_after_resume(lib, saver, durability):
+    """root -> middle (asks, then calls inner) -> inner (checkpointer=True), two turns.
+
+    The resume reaches the tasks of middle's first step only: inner, started by
+    middle's next step, is a new call on the second turn (threadloom used to
+    resume inner's finished first-turn run and return its stale output over the
+    new input)."""
+    log: list[str] = []
+
+    def work(state: State) -> dict:
+        log.append(f"work:{state['value'][-1]}")
+        return {"value": ["worked"]}
+
+    inner = (
+        lib.StateGraph(State)
+        .add_node("work", work)
+        .add_edge(lib.START, "work")
+        .compile(checkpointer=True)
+    )
+    middle = (
+        lib.StateGraph(State)
+        .add_node("confirm", asker(lib, "confirm", log))
+        .add_node("inner", inner)
+        .add_edge(lib.START, "confirm")
+        .add_edge("confirm", "inner")
+        .compile()
+    )
+    graph = (
+        lib.StateGraph(State)
+        .add_node("middle", middle)
+        .add_edge(lib.START, "middle")
+        .compile(checkpointer=saver)
+    )
+    obs = []
+    for turn in ("first", "second"):
+        obs.append((turn, graph.invoke({"value": [turn]}, CFG, **h.kw(durability))))
+        obs.append((f"{turn} resumed", graph.invoke(lib.Command(resume=turn), CFG)))
+        obs.append((f"{turn} state", graph.get_state(CFG)))
+    obs.append(("ran", list(log)))
+    return obs
+
+
+@pytest.mark.parametrize("durability", h.DURABILITIES)
+@pytest.mark.parametrize("saver", h.SAVERS)
+def test_stateful_grandchild_is_a_new_call_after_a_resume(saver: str, durability: str) -> None:
+    h.run_parity(sc_stateful_grandchild_after_resume, saver, durability)
+
+
 # replay from a subgraph's own checkpoint: tests/parity/test_subgraph_replay.py
 
 

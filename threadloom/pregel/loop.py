@@ -299,8 +299,11 @@ class Loop(Saving):
             self.status = "interrupt_after"
             self._prepare_tasks()
             raise GraphInterrupt()
-        if not self.is_nested:
-            self.resuming_flag = None
+        # the resume reaches only the tasks of a graph's first step: a stateful
+        # (checkpointer=True) grandchild started by a later step of a nested
+        # graph is a new call, not the paused one (it used to resume its old
+        # finished run and hand back stale output)
+        self.resuming_flag = None
 
     def exit(self, exc: BaseException | None) -> bool:
         """Final saves (durability "exit") and interrupt handling; True to swallow ``exc``."""
