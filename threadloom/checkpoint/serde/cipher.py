@@ -25,7 +25,9 @@ class AesGcmCipher:
     """Authenticated encryption for stored values; tag suffix ``+aesgcm``.
 
     Args:
-        keys: one 16/24/32-byte key, or ``{key_id: key}`` to rotate keys.
+        keys: one 16/24/32-byte key (stored under key id ``"0"``: rotating away
+            from it means listing it as ``{"0": old_key, "k2": new_key}``), or
+            ``{key_id: key}`` to rotate keys.
         primary: the key id new values are sealed with (default: the last one).
 
     Raises:
@@ -65,13 +67,27 @@ class AesGcmCipher:
         kid = ciphertext[1 : 1 + n]
         aead = self._aead.get(kid)
         if aead is None:
-            raise UnknownKeyError(
-                f"value was sealed with key id {kid.decode(errors='replace')!r}, which this"
-                f" cipher does not hold (it holds {sorted(k.decode(errors='replace') for k in self._aead)});"
-                " after a key rotation, keep the old keys listed to read older rows"
-            )
+            raise UnknownKeyError(self._unknown_key(kid.decode(errors="replace")))
         nonce = ciphertext[1 + n : 1 + n + _NONCE]
         return aead.decrypt(nonce, ciphertext[1 + n + _NONCE :], None)
+
+    def _unknown_key(self, kid: str) -> str:
+        """Say which key id the row needs and how to list it: a single key is id
+        ``"0"``, which a user rotating away from ``AesGcmCipher(key)`` cannot guess."""
+        held = sorted(k.decode(errors="replace") for k in self._aead)
+        new = self._primary.decode(errors="replace")
+        if new == kid:
+            new = "new"
+        how = (
+            "rows written with AesGcmCipher(key) (a single key) carry key id '0': "
+            if kid == "0"
+            else "after a key rotation, keep the old key listed under its id: "
+        )
+        return (
+            f"value was sealed with key id {kid!r}, which this cipher does not hold "
+            f"(it holds {held}); {how}pass AesGcmCipher({{{kid!r}: old_key, {new!r}: "
+            f"new_key}}, primary={new!r})"
+        )
 
 
 class AesEaxCipher:
