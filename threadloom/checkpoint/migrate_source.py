@@ -75,7 +75,8 @@ def loud_langgraph_fallback() -> Iterator[list[tuple[str, str, str]]]:
 
 def refusal(module: str, name: str, why: str, thread: str | None = None) -> SerializationError:
     """The error for a class LangGraph handed over as a plain dict (or ``None``):
-    blocked by its strict mode (``why`` "blocked"), or not rebuildable here."""
+    blocked by its strict mode (``why`` "blocked"), or not rebuildable here, worded
+    by cause: the class is missing, or it is there but rejects the stored fields."""
     where = f"thread {thread!r}: " if thread is not None else ""
     if why == "blocked":
         return SerializationError(
@@ -84,11 +85,30 @@ def refusal(module: str, name: str, why: str, thread: str | None = None) -> Seri
             "source's serializer (with_msgpack_allowlist) and on the target's (on the command "
             f"line: --allow {module}:{name}); nothing of the thread was written"
         )
+    if not _class_present(module, name):
+        return SerializationError(
+            f"import_langgraph: {where}LangGraph cannot rebuild {module}.{name} in this process "
+            f"({why}): the class does not import here; make it importable here (and allowed on "
+            "the target's serializer), then import again; nothing of the thread was written"
+        )
     return SerializationError(
-        f"import_langgraph: {where}LangGraph cannot rebuild {module}.{name} in this process "
-        f"({why}); make it importable here (and allowed on the target's serializer), then "
-        "import again; nothing of the thread was written"
+        f"import_langgraph: {where}LangGraph cannot rebuild {module}.{name} from what it "
+        f"stored ({why}): the class imports here but has changed since the data was written "
+        "(LangGraph rebuilds an object by calling its class with the stored fields or value). "
+        "Import with a class compatible with the stored data (the version that wrote it, or one "
+        "that still accepts it: a removed field kept with a default, a removed Enum value kept), "
+        "then deploy the change: threadloom revives what it stores without calling the class, "
+        "so fields added since take their defaults and removed fields are dropped (docs/serde.md,"
+        " 'Trusting your own types'); nothing of the thread was written"
     )
+
+
+def _class_present(module: str, name: str) -> bool:
+    """Whether LangGraph's failed rebuild found the class: its import already ran,
+    so the module is in ``sys.modules`` with the class on it (nothing imported here).
+    A missing class needs making importable; a present one changed since the write."""
+    found = sys.modules.get(module)
+    return found is not None and isinstance(getattr(found, name, None), type)
 
 
 # what the import reading in this context found refused (None: not an import's read)
