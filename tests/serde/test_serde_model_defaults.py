@@ -4,15 +4,18 @@ value too). LangChain's own messages still leave library-fixed defaults out."""
 
 from __future__ import annotations
 
+import enum
 import operator
 from typing import Annotated, TypedDict
 
 import ormsgpack
+import pytest
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, Field
 
 from threadloom.checkpoint.serde import MsgpackSerializer
 from threadloom.checkpoint.serde.registry import Registry, entry_for
+from threadloom.errors import SerializationError
 
 EXT_OBJECT = 33
 NAME = "tests.defaults.Customer"
@@ -128,3 +131,21 @@ def test_history_keeps_the_old_default_after_a_redeploy(tmp_path):
     assert type(latest) is Customer2 and latest.tier == 1
     assert latest.model_fields_set == {"name"}
     assert history and all(c.tier == 1 for c in history)
+
+
+class Color(enum.Enum):
+    RED = "r"
+    BLUE = "b"
+
+
+class Painted(BaseModel):
+    name: str
+    color: Color = Color.RED
+
+
+def test_an_enum_default_is_stored_and_its_class_must_be_trusted():
+    serde = MsgpackSerializer(allowed=[Painted, Color])
+    back = serde.loads_typed(serde.dumps_typed(Painted(name="p")))
+    assert back.color is Color.RED and back.model_fields_set == {"name"}
+    with pytest.raises(SerializationError, match="Color is not registered"):
+        MsgpackSerializer(allowed=[Painted]).dumps_typed(Painted(name="p"))
