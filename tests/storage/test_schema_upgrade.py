@@ -135,3 +135,61 @@ async def test_async_setup_upgrades_an_old_database(tmp_path):
         g = graph(saver)
         out = await g.ainvoke(Command(resume="async-answer"), cfg("t-a"))
         assert "async-answer" in out["answers"]
+
+
+def _versions(path: str) -> list[int]:
+    conn = sqlite3.connect(path)
+    try:
+        return [v for (v,) in conn.execute("SELECT v FROM tl_migrations ORDER BY v")]
+    finally:
+        conn.close()
+
+
+def test_migrations_apply_all_or_nothing(tmp_path, monkeypatch) -> None:
+    """A migration failing half-way leaves the file as it was: it used to commit each
+    migration on its own, so the file ended at a version whose layout it lacked."""
+    import threadloom.checkpoint.sqlite.executor as executor_mod
+
+    path = str(tmp_path / "old.db")
+    _old_database(path)
+    broken = [*MIGRATIONS[:-1], ("SELECT no_such_column FROM tl_checkpoints",)]
+    monkeypatch.setattr(executor_mod, "MIGRATIONS", broken)
+    try:
+        SqliteSaver.from_conn_string(path).__enter__()
+    except Exception as exc:  # the failing statement is named
+        assert "no_such_column" in str(exc)
+    else:
+        raise AssertionError("the broken migration did not fail")
+    assert _versions(path) == list(range(1, OLD_VERSION + 1))
+    monkeypatch.undo()
+    with SqliteSaver.from_conn_string(path) as saver:  # and it upgrades once fixed
+        assert saver.get_tuple(cfg("nobody")) is None
+    assert _versions(path) == list(range(1, len(MIGRATIONS) + 1))
+
+
+def test_a_pre_release_layout_is_refused_untouched(tmp_path) -> None:
+    """Builds from before 2026-11-21 wrote version 1 with thread ids in every row and no
+    tl_threads; opening such a file migrated 2 and 3, then failed on 4 with 'no such
+    column', leaving a file no version could open."""
+    import pytest
+
+    from threadloom.errors import StorageError
+
+    path = str(tmp_path / "pre.db")
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(MIGRATIONS_TABLE)
+    conn.execute(
+        "CREATE TABLE tl_checkpoints (thread_id TEXT NOT NULL, checkpoint_ns TEXT NOT NULL,"
+        " checkpoint_id TEXT NOT NULL, PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id))"
+    )
+    conn.execute("INSERT INTO tl_checkpoints VALUES ('t', '', 'c1')")
+    conn.execute("INSERT INTO tl_migrations (v) VALUES (1)")
+    conn.close()
+    with pytest.raises(StorageError, match="pre-release threadloom build.*nothing was changed"):
+        SqliteSaver.from_conn_string(path).__enter__()
+    assert _versions(path) == [1]
+    conn = sqlite3.connect(path)
+    tables = {n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert conn.execute("SELECT count(*) FROM tl_checkpoints").fetchone()[0] == 1
+    conn.close()
+    assert tables == {"tl_migrations", "tl_checkpoints"}

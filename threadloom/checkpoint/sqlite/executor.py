@@ -67,6 +67,22 @@ def setup_statements(current: int, journal_wal: bool, pragmas: list[str]) -> lis
     return statements
 
 
+def check_layout(conn: sqlite3.Connection, current: int, where: str) -> None:
+    """Refuse a file whose tables do not match the version it claims. Builds of
+    threadloom from before 2026-11-21 (never released) wrote version 1 with
+    thread ids in every row and no ``tl_threads``; migrating that from 1 fails
+    on the first statement that expects the released layout."""
+    if current < 1:
+        return
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'tl_threads'").fetchone() is None:
+        raise StorageError(
+            f"{where} says threadloom schema version {current} but has no tl_threads table:"
+            " it was written by a pre-release threadloom build (before 2026-11-21) whose"
+            " layout cannot be migrated; nothing was changed. Read it with that build"
+            " (threads can be copied over with the public saver API) or start a new file"
+        )
+
+
 def _migrations(current: int) -> list[tuple[int, tuple[str, ...]]]:
     return [(v + 1, MIGRATIONS[v]) for v in range(current, len(MIGRATIONS))]
 
@@ -106,19 +122,31 @@ class SqliteExecutor:
                 for sql in setup_statements(current, journal_wal and not busy, pragmas):
                     if not busy or "busy_timeout" in sql:
                         self.conn.execute(sql)
-                for version, statements in _migrations(current):
+                pending = _migrations(current)
+                if pending:
+                    # all or nothing: a migration failing half-way used to leave
+                    # the file at a version whose layout it did not have, which
+                    # neither this threadloom nor the one that wrote it could open
                     with self.transaction(True):
-                        for sql in statements:
-                            self.conn.execute(sql)
-                        self.conn.execute(
-                            "INSERT OR IGNORE INTO tl_migrations (v) VALUES (?)", (version,)
-                        )
+                        self._migrate(pending)
                 # after the migrations: they run on the connection directly and
                 # need their BEGIN at once, not at a first op
                 self.strict = None if busy else strict_mode(pragmas)
                 warn_if_langgraph_data(self.conn, self.where)
             except sqlite3.DatabaseError as exc:
                 raise storage_error(exc, self.where) from exc
+
+    def _migrate(self, pending: list[tuple[int, tuple[str, ...]]]) -> None:
+        """Apply ``pending`` inside the caller's write transaction. The version is
+        read again under the write lock: another process may have migrated since."""
+        current = self.conn.execute("SELECT coalesce(max(v), 0) FROM tl_migrations").fetchone()[0]
+        check_layout(self.conn, current, self.where)
+        for version, statements in pending:
+            if version <= current:
+                continue
+            for sql in statements:
+                self.conn.execute(sql)
+            self.conn.execute("INSERT OR IGNORE INTO tl_migrations (v) VALUES (?)", (version,))
 
     def forget_cached(self) -> None:
         """Forget the memo and kept read rows (``StorageSaver.forget_cached``)."""
