@@ -31,23 +31,26 @@ from typing import Any
 from threadloom.checkpoint.lease.redis import fenced, register_lease_plans
 from threadloom.checkpoint.redis.fields import (
     SEP,
+    blob_row,
     checkpoint_row,
     expected_arg,
     pack_values,
     ref_field,
     ref_row,
     row_fields,
+    row_gone,
     row_value,
     text,
     unpack_values,
     write_args,
+    write_row,
 )
 from threadloom.checkpoint.redis.index import live_threads
 from threadloom.checkpoint.redis.keys import KeyLayout
 from threadloom.checkpoint.redis.listing import list_thread
 from threadloom.checkpoint.redis.seenrows import remember, torn
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import BlobRow, WriteRow
+from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.checkpoint.storage.rows import unpack
 from threadloom.errors import StorageError
 
@@ -127,6 +130,8 @@ class RedisPlanner:
     def _GetCheckpoint(self, op: ops.GetCheckpoint, scope: Scope) -> Plan:
         scope.thread = op.thread_id
         (found,) = yield [self.lua("get", op.thread_id, op.checkpoint_ns, op.checkpoint_id or "")]
+        if found and len(found) == 1:
+            raise row_gone(op.thread_id, found[0])
         row = checkpoint_row(op.thread_id, *found) if found else None
         if row is not None and not scope.write:
             remember(scope.seen, [row])
@@ -186,7 +191,7 @@ class RedisPlanner:
 
     def _blobs_of(self, thread_id: str, hashes: list[bytes]) -> Plan:
         (values,) = yield [Call(("HMGET", self.key(thread_id, "blob"), *hashes))]
-        return {h: BlobRow(h, *unpack_values(p)) for h, p in zip(hashes, values) if p}
+        return {h: blob_row(h, p) for h, p in zip(hashes, values) if p}
 
     def _LoadBlobs(self, op: ops.LoadBlobs, scope: Scope) -> Plan:
         if not op.hashes:
@@ -224,7 +229,7 @@ class RedisPlanner:
         for fld, packed in items:
             ns, cid, task_id = text(fld).split(SEP, 2)
             if (op.checkpoint_ns is None or ns == op.checkpoint_ns) and (ids is None or cid in ids):
-                rows.append(WriteRow(thread_id, ns, cid, task_id, *unpack_values(packed)))
+                rows.append(write_row(thread_id, ns, cid, task_id, packed))
         return rows
 
     # -- writing -----------------------------------------------------------------
@@ -320,7 +325,7 @@ class RedisPlanner:
             return []
         thread_id = _scoped(scope, op)
         (flat,) = yield [self.lua("drop", thread_id, *dict.fromkeys(op.hashes))]
-        return [BlobRow(h, *unpack_values(p)) for h, p in zip(flat[::2], flat[1::2])]
+        return [blob_row(h, p) for h, p in zip(flat[::2], flat[1::2])]
 
     def _DeleteCheckpoints(self, op: ops.DeleteCheckpoints, scope: Scope) -> Plan:
         scope.thread = thread_id = op.thread_id

@@ -15,20 +15,24 @@ from typing import Any
 import ormsgpack
 
 from threadloom.checkpoint.storage import ops
-from threadloom.checkpoint.storage.ops import CheckpointRow, RefRow, WriteRow
+from threadloom.checkpoint.storage.ops import BlobRow, CheckpointRow, RefRow, WriteRow
+from threadloom.errors import CorruptBlobError
 
 __all__ = [
     "SEP",
+    "blob_row",
     "checkpoint_row",
     "expected_arg",
     "pack_values",
     "ref_field",
     "ref_row",
     "row_fields",
+    "row_gone",
     "row_value",
     "text",
     "unpack_values",
     "write_args",
+    "write_row",
 ]
 
 SEP = "\0"
@@ -46,17 +50,89 @@ def text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _packed(data: bytes, kinds: tuple[type, ...]) -> list[Any] | None:
+    """The packed rest of a row when it has the shape the plans write (as many
+    values as ``kinds``, each of its kind), else None: a damaged value."""
+    try:
+        values = unpack_values(data)
+    except (TypeError, ValueError):
+        return None
+    if type(values) is not list or len(values) != len(kinds):
+        return None
+    for value, kind in zip(values, kinds):
+        if not isinstance(value, kind) or type(value) is bool:
+            return None
+    return values
+
+
+_ROW_KINDS = (str, bytes, str, (str, type(None)))  # tag, data, metadata, run_id
+_REF_KINDS = (int, str, bytes, bytes, int, int)  # kind, tag, data, hashes, length, logical
+_BLOB_KINDS = (str, bytes, bytes)  # tag, data, children
+_WRITE_KINDS = (str, bytes, bytes)  # task_path, data, hashes
+
+
 def checkpoint_row(thread_id: str, fld: bytes, value: bytes) -> CheckpointRow:
-    """The row stored under ``fld`` (``ns\\0id``) of a thread's row hash."""
+    """The row stored under ``fld`` (``ns\\0id``) of a thread's row hash.
+
+    A damaged value raises :class:`CorruptBlobError` naming the checkpoint
+    (as a damaged row of the SQL backends does when its record is decoded)."""
     ns, cid = text(fld).split(SEP, 1)
-    parent, _, packed = value.partition(b"\0")
-    return CheckpointRow(thread_id, ns, cid, parent.decode() or None, *unpack_values(packed))
+    parent, sep, packed = value.partition(b"\0")
+    values = _packed(packed, _ROW_KINDS) if sep else None
+    try:
+        parent_id = parent.decode() or None
+    except UnicodeDecodeError:
+        values = None
+    if values is None:
+        raise CorruptBlobError(
+            "checkpoint row cannot be decoded (damaged Redis value)",
+            thread_id=thread_id,
+            checkpoint_id=cid,
+        )
+    return CheckpointRow(thread_id, ns, cid, parent_id, *values)
+
+
+def row_gone(thread_id: str, fld: bytes) -> CorruptBlobError:
+    """The error of a checkpoint the thread's index names but whose row is
+    gone: reading on would serve an older checkpoint, or none, as the latest."""
+    _, cid = text(fld).split(SEP, 1)
+    return CorruptBlobError(
+        "checkpoint row is missing but the thread's index names it (a lost Redis key or field)",
+        thread_id=thread_id,
+        checkpoint_id=cid,
+    )
 
 
 def ref_row(thread_id: str, fld: bytes, packed: bytes) -> RefRow:
-    """The ref stored under ``fld`` (``ns\\0channel\\0version``) of a thread's ref hash."""
+    """The ref stored under ``fld`` (``ns\\0channel\\0version``) of a thread's ref hash.
+
+    A damaged value comes back as a ref of no kind (None fields), which the
+    shared reader refuses naming the thread, checkpoint and channel
+    (storage/reading.py): the executor does not know which checkpoint asked."""
     ns, channel, version = text(fld).split(SEP, 2)
-    return RefRow(thread_id, ns, channel, version, *unpack_values(packed))
+    values = _packed(packed, _REF_KINDS)
+    if values is None:
+        return RefRow(thread_id, ns, channel, version, None, None, None, b"", 0, 0)  # type: ignore[arg-type]
+    return RefRow(thread_id, ns, channel, version, *values)
+
+
+def blob_row(h: bytes, packed: bytes) -> BlobRow:
+    """The blob stored under ``h`` of a thread's blob hash. A damaged value
+    comes back with None fields, which the shared reader refuses naming the
+    thread and checkpoint that needed it (storage/reading.py)."""
+    values = _packed(packed, _BLOB_KINDS)
+    if values is None:
+        return BlobRow(h, None, None, b"")  # type: ignore[arg-type]
+    return BlobRow(h, *values)
+
+
+def write_row(thread_id: str, ns: str, cid: str, task_id: str, packed: bytes) -> WriteRow:
+    """A task's pending-writes row. A damaged value comes back with ``data``
+    None, which the shared decoding refuses naming the task (storage/writes.py)."""
+    values = _packed(packed, _WRITE_KINDS)
+    if values is None:
+        return WriteRow(thread_id, ns, cid, task_id, "", None, b"")  # type: ignore[arg-type]
+    return WriteRow(thread_id, ns, cid, task_id, *values)
 
 
 def row_fields(row: CheckpointRow) -> tuple[str, str]:

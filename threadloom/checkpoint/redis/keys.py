@@ -192,6 +192,7 @@ end
 """
 
 # GET: ARGV ttl, ns, checkpoint_id ('' = latest) -> {field, packed row} | nil
+#      | {field} (indexed, row gone)
 _GET = """
 local f
 if ARGV[3] ~= '' then
@@ -203,7 +204,12 @@ end
 touch()
 if not f then return false end
 local p = redis.call('HGET', ROW, f)
-if not p then return false end
+if not p then
+    -- the index names a checkpoint whose row is gone (a lost key or field):
+    -- {f} alone, so the reader refuses instead of reading an older or empty state
+    if ARGV[3] == '' or redis.call('ZSCORE', CK, f) then return {f} end
+    return false
+end
 return {f, p}
 """
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from threadloom.checkpoint.redis.fields import SEP, checkpoint_row
+from threadloom.checkpoint.redis.fields import SEP, checkpoint_row, row_gone
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import CheckpointRow
 from threadloom.checkpoint.storage.rows import metadata_matches
@@ -44,9 +44,9 @@ def list_thread(
     while True:
         (flat,) = yield [planner.lua("range", thread_id, zset, high, low, page, touch=touch)]
         for member, packed in zip(flat[::2], flat[1::2]):
-            if not packed:
-                continue
             fld = member if zset == "ck" else _swap(member)
+            if not packed:  # indexed, row gone: never list around it (fields.row_gone)
+                raise row_gone(thread_id, fld)
             row = checkpoint_row(thread_id, fld, packed)
             if _wanted(row, op):
                 rows.append(row)

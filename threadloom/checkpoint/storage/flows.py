@@ -102,7 +102,12 @@ def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
         for link in reversed(chain):
             try:
                 base, core, extra = record.apply(recs[link.checkpoint_id], base)
-            except (KeyError, IndexError, ValueError, TypeError) as exc:
+                # what serving it formats, once (cached on the state): a stored
+                # form that cannot be formatted is this record's corruption
+                record.raw_versions(base)
+                if "ts" in core:  # (a delta needs a uuid6 id; a huge int overflows)
+                    record.unpack_ts_for(core["ts"], link.checkpoint_id)
+            except (KeyError, IndexError, ValueError, TypeError, OverflowError) as exc:
                 raise _corrupt(link, f"checkpoint record is inconsistent ({exc!r})") from exc
             base.data, base.core, base.extra = link.data, core, extra
             states[link.checkpoint_id] = base

@@ -27,7 +27,7 @@ from threadloom.checkpoint.storage.ops import (
 )
 from threadloom.checkpoint.storage.rows import unpack
 from threadloom.checkpoint.storage.tags import EMPTY_TAG, FIELD_TAG_CODES, FIELD_TAG_NAMES
-from threadloom.errors import CorruptBlobError
+from threadloom.errors import CorruptBlobError, SerializationError
 
 __all__ = [
     "EMPTY_TAG",
@@ -39,6 +39,7 @@ __all__ = [
     "MANIFEST_TAG",
     "ListState",
     "ValueReader",
+    "undecodable",
 ]
 
 MANIFEST_TAG = "threadloom.manifest"
@@ -81,6 +82,41 @@ class _NoCache:
 _NO_CACHE = _NoCache()
 
 
+def undecodable(
+    exc: Exception, thread_id: str, checkpoint_id: str, channel: str | None
+) -> SerializationError:
+    """The error of a stored value the serializer did not revive, naming where
+    it is stored. The serializer's own refusals (a class neither registered nor
+    allowlisted, a row its cipher settings refuse, an unknown tag) keep their
+    type, :class:`SerializationError`, with its path and type name: a missing
+    registration is not corruption. Anything else is a CorruptBlobError."""
+    where = f"thread {thread_id!r}, checkpoint {checkpoint_id!r}" + (
+        f", channel {channel!r}" if channel is not None else ""
+    )
+    if isinstance(exc, SerializationError) and not isinstance(exc, CorruptBlobError):
+        return SerializationError(f"{exc} ({where})", path=exc.path, type_name=exc.type_name)
+    return CorruptBlobError(
+        f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        channel=channel,
+    )
+
+
+_KINDS = frozenset({KIND_INLINE, KIND_BLOB, KIND_LIST, KIND_DICT})
+
+
+def _ref_ok(ref: RefRow) -> bool:
+    """Whether a ref row has the field types every backend stores (a row of
+    another shape, e.g. a damaged Redis value, is refused where it is read)."""
+    return (
+        type(ref.tag) is str
+        and type(ref.data) is bytes
+        and type(ref.hashes) is bytes
+        and type(ref.length) is int
+    )
+
+
 class ValueReader:
     """The read half of the value codec (see the module doc)."""
 
@@ -118,6 +154,14 @@ class ValueReader:
         ``blob_cache``. ``raw``: a plain value comes back as its ``(tag, bytes)``
         (the caller deserializes it when serving, storage/tuples.py), a dict
         stored field by field as :class:`Decoded`, a list as a fresh list."""
+        for ref in refs:
+            if ref.kind not in _KINDS or not _ref_ok(ref):
+                raise CorruptBlobError(
+                    f"ref row of version {ref.version!r} is damaged (kind {ref.kind!r})",
+                    thread_id=thread_id,
+                    checkpoint_id=checkpoint_id,
+                    channel=ref.channel,
+                )
         blobs = {} if blobs is None else blobs
         cache = self.blob_cache if self.cache_reads else _NO_CACHE
         whole, extra = set(also), set()
@@ -147,6 +191,13 @@ class ValueReader:
             found = yield LoadBlobs(tuple(missing))
             if not found:
                 break  # truly missing: reported with its location below
+            for h, blob in found.items():
+                if type(blob.tag) is not str or type(blob.data) is not bytes:
+                    raise CorruptBlobError(
+                        f"blob {h.hex()} is damaged",
+                        thread_id=thread_id,
+                        checkpoint_id=checkpoint_id,
+                    )
             blobs.update(found)
             if cache is not _NO_CACHE:  # (memory: storage is a dict already)
                 for h in whole.intersection(found):
@@ -322,9 +373,4 @@ class ValueReader:
         except Exception as exc:
             if isinstance(exc, CorruptBlobError) and exc.thread_id is not None:
                 raise
-            raise CorruptBlobError(
-                f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
-                thread_id=ref.thread_id,
-                checkpoint_id=checkpoint_id,
-                channel=ref.channel,
-            ) from exc
+            raise undecodable(exc, ref.thread_id, checkpoint_id, ref.channel) from exc

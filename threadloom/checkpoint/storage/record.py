@@ -36,6 +36,7 @@ from threadloom.checkpoint.storage.packing import (
     pack_ts,
     pack_version,
     unpack_ts,
+    unpack_ts_for,
     unpack_version,
 )
 from threadloom.checkpoint.storage.state import (
@@ -65,6 +66,7 @@ __all__ = [
     "ref_keys",
     "to_checkpoint",
     "unpack_ts",
+    "unpack_ts_for",
     "unpack_version",
 ]
 
@@ -207,6 +209,7 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
     base = prev if rec["k"] != 0 else None
     if rec["k"] != 0 and base is None:
         raise ValueError("a diff record needs its parent's state")
+    _check(rec)
     n = (base.names if base else []) + rec.get("n", [])
     t = (base.versions if base else []) + [
         tuple(v) if type(v) is list else v for v in rec.get("t", ())
@@ -237,3 +240,45 @@ def apply(rec: dict[str, Any], prev: State | None) -> tuple[State, dict[str, Any
     elif "U" in rec:
         core["updated_channels"] = rec["U"]
     return State(cv, vs, iv, rec["k"], n, t), core, rec.get("x")
+
+
+_NAME_TYPES = (str, int)
+_SCALAR_VERSIONS = (str, int, float)
+
+
+def _check(rec: dict[str, Any]) -> None:
+    """Refuse a record whose parts have another shape than :func:`encode`
+    writes (ValueError, which the reader reports as a corrupt checkpoint):
+    else a wrong type would fail much later, far from the row (unhashable
+    names, versions that cannot be formatted, values without bytes). Only
+    what this record adds is checked; its ancestors were checked when read."""
+    for name in rec.get("n", ()):
+        if type(name) not in _NAME_TYPES:
+            raise ValueError(f"channel name {name!r} is not a str")
+    for version in rec.get("t", ()):
+        if not _version_ok(version):
+            raise ValueError(f"channel version {version!r} is not one threadloom writes")
+    for key in ("cv", "vs"):
+        if len(rec.get(key, ())) % 2:
+            raise ValueError(f"{key!r} is not a list of pairs")
+    for e in rec.get("iv", ()):
+        if type(e) is not list or len(e) not in (3, 4) or type(e[2]) is not bytes:
+            raise ValueError(f"inline value {e!r:.60} is not [name, tag, bytes(, version)]")
+        if type(e[1]) is not int and type(e[1]) is not str:
+            raise ValueError(f"inline value tag {e[1]!r} is not one threadloom writes")
+    ts = rec.get("ts")
+    if ts is not None and type(ts) not in (str, int, TsDelta):
+        raise ValueError(f"ts {ts!r} is not one threadloom writes")
+    if type(rec.get("v", 1)) is not int:
+        raise ValueError(f"checkpoint format version {rec['v']!r} is not an int")
+
+
+def _version_ok(version: Any) -> bool:
+    kind = type(version)
+    if kind in _SCALAR_VERSIONS:
+        return True
+    if kind is not list and kind is not tuple:
+        return False
+    if len(version) == 2:  # (counter, digits) or (counter, float)
+        return type(version[0]) is int and type(version[1]) in (int, float)
+    return len(version) == 3 and all(type(x) is int for x in version)  # + digit count

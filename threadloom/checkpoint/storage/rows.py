@@ -239,16 +239,23 @@ def load_metadata(text: str, thread_id: str, checkpoint_id: str) -> dict[str, An
         except (StopIteration, ValueError):
             pass
         else:
-            if end == len(text):
+            if end == len(text) and type(value) is dict:
                 return value
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise CorruptBlobError(
             f"checkpoint metadata is not JSON: {exc}",
             thread_id=thread_id,
             checkpoint_id=checkpoint_id,
         ) from exc
+    if type(value) is not dict:  # every reader of metadata takes it for a dict
+        raise CorruptBlobError(
+            f"checkpoint metadata is not a JSON object ({type(value).__name__})",
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+        )
+    return value
 
 
 def metadata_matches(metadata: str, pairs: tuple[tuple[str, str], ...]) -> bool:

@@ -28,12 +28,12 @@ from threadloom.checkpoint.base import CheckpointTuple
 from threadloom.checkpoint.storage import record
 from threadloom.checkpoint.storage.cache import LRU
 from threadloom.checkpoint.storage.ops import KIND_LIST, CheckpointRow, WriteRow
-from threadloom.checkpoint.storage.reading import ListState
+from threadloom.checkpoint.storage.reading import ListState, undecodable
 from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import load_metadata
 from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.checkpoint.storage.writes import decode_entries
-from threadloom.errors import CorruptBlobError
+from threadloom.errors import CorruptBlobError, SerializationError
 
 __all__ = [
     "ReadCodec",
@@ -213,13 +213,8 @@ def loads(codec: ValueCodec, typed: Sequence[Any], row: Any, channel: str | None
         raise _undecodable(exc, row, channel) from exc
 
 
-def _undecodable(exc: Exception, row: Any, channel: str | None) -> CorruptBlobError:
-    return CorruptBlobError(
-        f"stored value cannot be decoded ({type(exc).__name__}: {exc})",
-        thread_id=row.thread_id,
-        checkpoint_id=row.checkpoint_id,
-        channel=channel,
-    )
+def _undecodable(exc: Exception, row: Any, channel: str | None) -> SerializationError:
+    return undecodable(exc, row.thread_id, row.checkpoint_id, channel)
 
 
 def decode_writes(codec: ValueCodec, rows: list[WriteRow]) -> tuple[list[Any], tuple[bytes, ...]]:

@@ -59,8 +59,18 @@ def decode_entries(row: WriteRow) -> list[list[Any]]:
     except Exception as exc:
         raise _corrupt(row, f"cannot be decoded ({exc})") from exc
     hashes = row.hashes
+    if entries.__class__ is not list or hashes.__class__ is not bytes:
+        raise _corrupt(row, "is not a list of entries")
+    if row.task_path.__class__ is not str:
+        raise _corrupt(row, f"task path {row.task_path!r} is not a str")
     at = 0  # offset in ``hashes`` of the next blob entry's hash
     for e in entries:
+        # the shape every backend's rows must have, checked here once: a row of
+        # another shape would fail later, far from the row (docs/storage.md)
+        if e.__class__ is not list or not e or e[0].__class__ is not int:
+            raise _corrupt(row, f"entry {_short(e)} is not [idx, channel, ...]")
+        if not 2 <= len(e) <= 4:
+            raise _corrupt(row, f"entry of {len(e)} items")
         if e[1].__class__ is not str:
             e[1] = _branch(row, e[1])
         n = len(e)
@@ -73,8 +83,8 @@ def decode_entries(row: WriteRow) -> list[list[Any]]:
             continue
         if n == 3:
             e.append(b"")
-        elif n != 4:
-            raise _corrupt(row, f"entry of {n} items")
+        elif e[3].__class__ is not bytes:
+            raise _corrupt(row, f"entry {e[0]!r} holds no bytes")
         tag = e[2]
         if tag.__class__ is int:
             e[2] = _NAME_OF.get(tag) or _name(row, tag)
@@ -83,6 +93,11 @@ def decode_entries(row: WriteRow) -> list[list[Any]]:
         elif tag.__class__ is not str:
             raise _corrupt(row, f"entry {e[0]!r} has no tag")
     return entries
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _branch(row: WriteRow, stored: Any) -> str:
