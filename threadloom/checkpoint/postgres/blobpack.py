@@ -13,6 +13,7 @@ returned as they are. The usual tags are stored as one character (:data:`TAGS`).
 from __future__ import annotations
 
 from threadloom.checkpoint.serde.codec import compress, decompress
+from threadloom.checkpoint.serde.inflation import DEFAULT_MAX_DECODED_ITEMS, check_items
 from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.checkpoint.storage.reading import MANIFEST2_TAG, MANIFEST_TAG
 from threadloom.errors import CorruptBlobError
@@ -60,10 +61,19 @@ def unpack(row: BlobRow) -> BlobRow:
     if tag[:1] != "~":
         return row
     if tag.startswith(PACKED):
-        return BlobRow(row.hash, tag[len(PACKED) :], decompress(row.data), row.children)
+        return _inflated(row, tag[len(PACKED) :])
     if len(tag) == 3:  # "~z" + code
-        return BlobRow(row.hash, _name(tag, 2), decompress(row.data), row.children)
+        return _inflated(row, _name(tag, 2))
     return BlobRow(row.hash, _name(tag, 1), row.data, row.children)
+
+
+def _inflated(row: BlobRow, tag: str) -> BlobRow:
+    """A compressed row's own bytes; msgpack held to the serializer's default
+    item bound, as a ``msgpack+zstd`` value is (serde/inflation.py)."""
+    data = decompress(row.data)
+    if tag == "msgpack":
+        check_items(data, len(row.data), DEFAULT_MAX_DECODED_ITEMS)
+    return BlobRow(row.hash, tag, data, row.children)
 
 
 def _name(tag: str, at: int) -> str:

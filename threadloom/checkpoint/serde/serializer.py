@@ -10,7 +10,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from threadloom.checkpoint.serde import codec
+from threadloom.checkpoint.serde import codec, inflation
 from threadloom.checkpoint.serde.base import CipherProtocol
 from threadloom.checkpoint.serde.msgpack import Packer, Unpacker
 from threadloom.checkpoint.serde.registry import REGISTRY, Registry
@@ -44,6 +44,9 @@ class MsgpackSerializer:
         accept_plaintext: ...unless this is True (reading rows written before
             encryption was turned on).
         max_decompressed: refuse to inflate a stored value beyond this size.
+        max_decoded_items: refuse a compressed value that decodes to more
+            msgpack items than this, over one per two inflated bytes (a
+            decompression bomb: see :mod:`~threadloom.checkpoint.serde.inflation`).
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class MsgpackSerializer:
         cipher: CipherProtocol | None = None,
         accept_plaintext: bool = False,
         max_decompressed: int = codec.DEFAULT_MAX_DECOMPRESSED,
+        max_decoded_items: int = inflation.DEFAULT_MAX_DECODED_ITEMS,
         registry: Registry = REGISTRY,
     ) -> None:
         self._resolver = Resolver(allowed, registry=registry, on_unknown=on_unknown)
@@ -71,11 +75,13 @@ class MsgpackSerializer:
             "cipher": cipher,
             "accept_plaintext": accept_plaintext,
             "max_decompressed": max_decompressed,
+            "max_decoded_items": max_decoded_items,
             "registry": registry,
         }
         self.compress_threshold = compress_threshold
         self.compression_level = compression_level
         self.max_decompressed = max_decompressed
+        self.max_decoded_items = max_decoded_items
 
     @property
     def allowed(self) -> tuple[type, ...]:
@@ -150,7 +156,9 @@ class MsgpackSerializer:
         if tag == "msgpack":
             return self._unpacker.unpack(payload)
         if tag == "msgpack+zstd":
-            return self._unpacker.unpack(codec.decompress(payload, self.max_decompressed))
+            inflated = codec.decompress(payload, self.max_decompressed)
+            inflation.check_items(inflated, len(payload), self.max_decoded_items)
+            return self._unpacker.unpack(inflated)
         if tag == "null":
             return None
         if tag == "bytes":

@@ -1,0 +1,115 @@
+"""Bounding what a compressed msgpack value may decode to (decompression bombs).
+
+``max_decompressed`` bounds the inflated bytes, but not the objects they
+decode to: every msgpack item is at least one byte and becomes a Python object
+or pointer of 8-72 bytes, so ~1.5 KB of zstd inflating to an array of 50M
+one-byte zeros (50 MB, under the 1 GiB limit) used to decode to a 400 MB list,
+and a 1 GiB frame could ask for tens of GB.
+
+So a compressed value holding more than ``max_decoded_items`` items (every
+array, map, scalar, string and extension, counted inside extensions too) is
+refused when it is also *dense*: more than one item per two inflated bytes.
+Real data is not (a LangChain message is ~4-5 bytes an item, text and keys
+take bytes); a bomb is (one-byte items). So the objects a value decodes to
+stay under ~72 bytes x ``max_decoded_items`` or ~36x its inflated size, and a
+large legitimate value (a 100 MB string is one item, a list of 1M messages
+holds 9-36M sparse ones) still reads. Since no item is smaller than a byte, a
+value inflating to at most ``max_decoded_items`` bytes cannot hold more and is
+not scanned (the usual case costs one comparison); a larger one is counted by
+:func:`count_items` (a run of one-byte items, what a bomb is made of, in one
+regex match), which stops once past the bound. Uncompressed values are not
+counted: what they decode to is proportional to the bytes actually stored.
+"""
+
+from __future__ import annotations
+
+import re
+
+from threadloom.errors import CorruptBlobError
+
+__all__ = ["DEFAULT_MAX_DECODED_ITEMS", "check_items", "count_items"]
+
+DEFAULT_MAX_DECODED_ITEMS = 1 << 24
+"""~16.8M items: decoding this many one-byte items costs ~134 MB (small ints)
+to ~1.2 GB (empty dicts) at most."""
+
+# one-byte items: positive/negative fixints, fixmap/fixarray headers (their
+# items follow and are counted themselves), the empty fixstr, nil, false, true
+_ONE_BYTE = re.compile(rb"[\x00-\xa0\xc0\xc2\xc3\xe0-\xff]+")
+
+# lead byte -> (header bytes, length field bytes, is an extension); a length
+# field of 0 means the header is the whole item
+_SIZES: dict[int, tuple[int, int, bool]] = {
+    0xC1: (1, 0, False),  # never used: counted, left to the decoder to refuse
+    0xCA: (5, 0, False), 0xCB: (9, 0, False),  # float 32/64
+    0xCC: (2, 0, False), 0xCD: (3, 0, False), 0xCE: (5, 0, False), 0xCF: (9, 0, False),
+    0xD0: (2, 0, False), 0xD1: (3, 0, False), 0xD2: (5, 0, False), 0xD3: (9, 0, False),
+    0xDC: (3, 0, False), 0xDD: (5, 0, False), 0xDE: (3, 0, False), 0xDF: (5, 0, False),
+    0xC4: (2, 1, False), 0xC5: (3, 2, False), 0xC6: (5, 4, False),  # bin 8/16/32
+    0xD9: (2, 1, False), 0xDA: (3, 2, False), 0xDB: (5, 4, False),  # str 8/16/32
+    0xC7: (3, 1, True), 0xC8: (4, 2, True), 0xC9: (6, 4, True),  # ext 8/16/32
+}  # fmt: skip
+_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
+
+
+def count_items(data: bytes, limit: int) -> int:
+    """The number of msgpack items in ``data``, or some number above ``limit``
+    once it is passed. An extension's payload is counted as the msgpack it
+    holds (threadloom's and LangGraph's always do); a payload that is not,
+    item by item, is counted as one item per byte, never fewer than it holds.
+    """
+    n, pos, end = 0, 0, len(data)
+    ends: list[int] = []  # the ends of the extensions being counted
+    match = _ONE_BYTE.match
+    while True:
+        if pos >= end:
+            if not ends:
+                return n
+            pos, end = end, ends.pop()
+            continue
+        run = match(data, pos, end)
+        if run is not None:
+            n += run.end() - pos
+            if n > limit:
+                return n
+            pos = run.end()
+            continue
+        lead = data[pos]
+        n += 1
+        if 0xA1 <= lead <= 0xBF:  # fixstr
+            size = 1 + (lead & 0x1F)
+        elif lead in _FIXEXT:
+            ends.append(end)
+            pos, end = pos + 2, min(pos + 2 + _FIXEXT[lead], end)
+            continue
+        else:
+            header, field, ext = _SIZES[lead]
+            size = header
+            if field:
+                size += int.from_bytes(data[pos + 1 : pos + 1 + field], "big")
+            if ext and pos + size <= end:
+                ends.append(end)
+                pos, end = pos + header, pos + size
+                continue
+        if pos + size > end:  # a length running past its extension (or the data)
+            n += end - pos
+            if n > limit:
+                return n
+            size = end - pos
+        pos += size
+
+
+def check_items(inflated: bytes, stored: int, limit: int) -> None:
+    """Refuse a compressed value (``stored`` bytes) whose ``inflated`` msgpack
+    holds more than ``limit`` items, more than one per two bytes (see the
+    module doc)."""
+    if len(inflated) <= limit:
+        return
+    bound = max(limit, len(inflated) // 2)
+    if count_items(inflated, bound) > bound:
+        raise CorruptBlobError(
+            f"compressed value ({stored} bytes, inflating to {len(inflated)}) decodes to more"
+            f" than {limit} msgpack items, over one per two bytes; refused as a decompression"
+            " bomb. If it is legitimate, read it with a serializer built with a larger"
+            " max_decoded_items= (MsgpackSerializer / JsonPlusSerializer)"
+        )
