@@ -181,35 +181,57 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_threads(args: argparse.Namespace) -> int:
-    """List threads: checkpoints, latest step and time."""
-    # per thread: [count, its latest root checkpoint's step and time]. Listed newest
-    # first, one at a time: nothing else is held (a 23,000-checkpoint file held them
-    # all); a subgraph's checkpoint is the latest only of a thread without root ones
-    threads: dict[str, list[Any]] = {}
-    with _reader(args.db) as saver:
-        for tup in saver.list(None):
-            conf = tup.config["configurable"]
-            seen = threads.get(conf["thread_id"])
-            root = not conf.get("checkpoint_ns")
-            if seen is None:
-                threads[conf["thread_id"]] = [1, _meta(tup, "step"), tup.checkpoint["ts"], root]
-                continue
-            seen[0] += 1
-            if root and not seen[3]:
-                seen[1:] = [_meta(tup, "step"), tup.checkpoint["ts"], True]
+    """List threads: checkpoints, latest step and time. A thread whose rows
+    cannot be read is listed as unreadable (with the error) and the command
+    exits 1 after listing the others."""
     say(f"{'thread':<24} {'checkpoints':>11} {'last step':>9}  last update")
-    for thread, (count, step, ts, _root) in sorted(threads.items()):
-        say(f"{thread:<24} {count:>11} {step:>9}  {ts}")
-    if not threads:
+    listed = unreadable = 0
+    with _reader(args.db) as saver:
+        for (thread,) in saver.conn.execute("SELECT thread_id FROM tl_threads ORDER BY thread_id"):
+            try:
+                row = _thread_row(saver, thread)
+            except ThreadloomError as exc:
+                unreadable += 1
+                row = f"{thread:<24} unreadable: {exc}"
+            if row is not None:
+                listed += 1
+                say(row)
+    if not listed:
         say("(no threads)")
+    if unreadable:
+        say(f"threadloom: {unreadable} thread(s) could not be read (marked above)", err=True)
+        return 1
     return 0
 
 
+def _thread_row(saver: Any, thread: str) -> str | None:
+    """One thread's line of ``threads`` (None: no checkpoints). Its
+    checkpoints are read newest first, one at a time (nothing else is held);
+    a subgraph's checkpoint is the latest only of a thread without root ones."""
+    count, step, ts, root = 0, "?", "?", False
+    for tup in saver.list(_thread_config(thread)):
+        count += 1
+        if count == 1 or (not root and not tup.config["configurable"].get("checkpoint_ns")):
+            step, ts = _meta(tup, "step"), tup.checkpoint["ts"]
+            root = not tup.config["configurable"].get("checkpoint_ns")
+    if not count:
+        return None
+    return f"{thread:<24} {count:>11} {step:>9}  {ts}"
+
+
 def cmd_history(args: argparse.Namespace) -> int:
-    """Checkpoints of a thread, newest first, with what each step changed."""
+    """Checkpoints of a thread, newest first, with what each step changed; the
+    ones before a checkpoint that cannot be read are printed, then the error."""
+    tups: list[Any] = []
+    failure: Exception | None = None
+    config = _thread_config(args.thread)
     with _reader(args.db) as saver:
-        tups = list(saver.list(_thread_config(args.thread), limit=args.limit))
-    if not tups:
+        try:
+            for tup in saver.list(config, limit=args.limit):
+                tups.append(tup)
+        except ThreadloomError as exc:
+            failure = _one_by_one(saver, config, tups, args.limit, exc)
+    if not tups and failure is None:
         say(f"threadloom: thread {args.thread!r} has no checkpoints", err=True)
         return 1
     for tup in tups:
@@ -222,7 +244,28 @@ def cmd_history(args: argparse.Namespace) -> int:
             + (f" pending_writes={writes}" if writes else "")
             + (f" ns={ns}" if ns else "")
         )
+    if failure is not None:
+        say(f"threadloom: {failure}", err=True)
+        return 1
     return 0
+
+
+def _one_by_one(
+    saver: Any, config: dict[str, Any], tups: list[Any], limit: int | None, error: Exception
+) -> Exception | None:
+    """After a failed page (a list reads a page at a time, and one damaged
+    checkpoint fails its page), read on one checkpoint at a time to the
+    damaged one, appending to ``tups``; its error (None: none failed again)."""
+    while limit is None or len(tups) < limit:
+        before = tups[-1].config if tups else None
+        try:
+            got = list(saver.list(config, before=before, limit=1))
+        except ThreadloomError as exc:
+            return exc
+        if not got:
+            return None
+        tups.extend(got)
+    return None
 
 
 def cmd_tree(args: argparse.Namespace) -> int:
