@@ -76,6 +76,7 @@ def test_damaged_values_raise_corrupt_blob_error(
                 t.pending_writes  # noqa: B018
         assert info.value.thread_id == "t1"
         assert info.value.checkpoint_id is not None
+        assert saver.stats()["checkpoints"] == saver.stats("t1")["checkpoints"] == 6  # stats go on
         if part != "w":  # (the latest checkpoint's writes are the ones damaged)
             with pytest.raises(CorruptBlobError):
                 _graph(saver).get_state(CFG)

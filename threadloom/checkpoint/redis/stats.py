@@ -10,6 +10,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from threadloom.checkpoint.storage import ops
+from threadloom.errors import CorruptBlobError
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.redis.executor import Plan, RedisPlanner
@@ -20,7 +21,7 @@ __all__ = ["collect_stats"]
 def collect_stats(planner: RedisPlanner, op: ops.CollectStats) -> Plan:
     """Counts and bytes for one thread, or every thread under the prefix."""
     from threadloom.checkpoint.redis.executor import Call
-    from threadloom.checkpoint.redis.fields import unpack_values as _unpack
+    from threadloom.checkpoint.redis.fields import blob_row, checkpoint_row, ref_row, write_row
 
     if op.thread_id is not None:
         threads = [op.thread_id]
@@ -34,26 +35,33 @@ def collect_stats(planner: RedisPlanner, op: ops.CollectStats) -> Plan:
     per_thread: Counter[str] = Counter()
     for i, thread_id in enumerate(threads):
         rows, writes, refs, blobs = results[4 * i : 4 * i + 4]
-        for value in rows.values():
-            _, data, metadata, _ = _unpack(value.partition(b"\0")[2])
-            size = len(data) + len(metadata)
+        # a damaged value (fields.py) counts as its stored bytes: stats never
+        # decode values, so they do not stop at one
+        for fld, value in rows.items():
+            try:
+                row = checkpoint_row(thread_id, fld, value)
+                size = len(row.data) + len(row.metadata)
+            except CorruptBlobError:
+                size = len(value)
             totals["checkpoints"] += 1
             totals["checkpoint_bytes"] += size
             per_thread[thread_id] += size
         for packed in writes.values():
-            size = len(_unpack(packed)[1])
+            data = write_row(thread_id, "", "", "", packed).data
+            size = len(packed if data is None else data)
             totals["writes"] += 1
             totals["write_bytes"] += size
             per_thread[thread_id] += size
         for fld, packed in refs.items():
-            channel = fld.decode().split("\0")[1]
-            kind, _, data, _, _, logical = _unpack(packed)
-            entry = per_channel.setdefault(channel, [0, 0, 0])
+            ref = ref_row(thread_id, fld, packed)
+            entry = per_channel.setdefault(ref.channel, [0, 0, 0])
             entry[0] += 1
-            entry[1] += logical
-            entry[2] += len(data) if kind == ops.KIND_INLINE else 0
+            entry[1] += ref.logical
+            entry[2] += len(ref.data) if ref.kind == ops.KIND_INLINE else 0
         totals["blobs"] += len(blobs)
-        totals["blob_bytes"] += sum(len(_unpack(p)[1]) for p in blobs.values())
+        for h, packed in blobs.items():
+            data = blob_row(h, packed).data
+            totals["blob_bytes"] += len(packed if data is None else data)
         totals["threads"] += 1 if rows else 0
     return ops.StatsResult(
         checkpoints=totals["checkpoints"],
