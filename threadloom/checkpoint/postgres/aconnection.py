@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from threadloom.checkpoint.postgres import lean
 from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
+from threadloom.checkpoint.postgres.checkout import alive_from_pool
 from threadloom.checkpoint.postgres.connector import (
     BEGIN_SNAPSHOT,
     DISCARD,
@@ -52,7 +53,7 @@ class AsyncPgConnector(ConnectorBase):
     async def _connection(self) -> AsyncIterator[AsyncConnection]:
         if self.is_pool:
             self.check_open()
-            async with self.conn.connection() as conn:
+            async with alive_from_pool(self.conn) as conn:
                 yield conn
             return
         async with self.lock:

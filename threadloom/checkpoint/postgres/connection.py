@@ -43,6 +43,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from threadloom.checkpoint.postgres import lean
 from threadloom.checkpoint.postgres.batchsend import pipelined_batch, send_gen, shared_cursor
+from threadloom.checkpoint.postgres.checkout import live_from_pool
 from threadloom.checkpoint.postgres.connector import (
     BEGIN_SNAPSHOT,
     CONFLICT_MARK,
@@ -113,7 +114,7 @@ class PgConnector(ConnectorBase):
     def _connection(self) -> Iterator[Connection]:
         if self.is_pool:
             self.check_open()
-            with self.conn.connection() as conn:
+            with live_from_pool(self.conn) as conn:
                 yield conn
             return
         with self.lock:

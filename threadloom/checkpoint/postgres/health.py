@@ -84,19 +84,43 @@ def is_connection_lost(exc: BaseException, conn: Any = None) -> bool:
 def is_dead(conn: Any) -> bool:
     """Whether an idle connection is known dead, without a round trip.
 
-    A terminated backend or a restarted server closes the socket (usually
-    after a FATAL message): the socket turns readable while we sent nothing,
-    and consuming the input shows the connection is gone.
+    A backend that ends (terminated, ``idle_session_timeout``, a server
+    shutdown) first sends a FATAL message, then closes the socket. Reading the
+    FATAL leaves libpq's status OK (libpq hands an error that arrives while idle
+    to the notice processor), so looking once at the status is not enough: the
+    pending input is read until the socket has nothing more to say (the close
+    turns the status BAD) and parsed, and a FATAL seen on the way counts as dead
+    even when the close itself has not arrived yet.
     """
     if conn.closed or conn.broken:
         return True
+    pgconn = conn.pgconn
+    fatal: list[Any] = []
+
+    def on_notice(diag: Any) -> None:
+        if (diag.severity_nonlocalized or diag.severity) in _FATAL_SEVERITIES:
+            fatal.append(diag)
+
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-        if readable:
-            conn.pgconn.consume_input()
+        for _ in range(_MAX_READS):
+            readable, _, _ = select.select([pgconn.socket], [], [], 0)
+            if not readable:
+                break
+            conn.add_notice_handler(on_notice)
+            try:
+                pgconn.consume_input()
+                pgconn.is_busy()  # parses what was read: a FATAL reaches on_notice
+            finally:
+                conn.remove_notice_handler(on_notice)
+            if fatal or pgconn.status != pq.ConnStatus.OK:
+                break
     except (OSError, psycopg.Error):
         return True
-    return conn.pgconn.status != pq.ConnStatus.OK
+    return bool(fatal) or pgconn.status != pq.ConnStatus.OK
+
+
+_FATAL_SEVERITIES = {"FATAL", "PANIC"}
+_MAX_READS = 3  # FATAL, then the close; bounded so a chatty socket cannot spin
 
 
 def check_connection(conn: Any) -> None:

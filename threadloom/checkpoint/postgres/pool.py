@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from threadloom.checkpoint.postgres.health import acheck_connection, check_connection
-
 __all__ = ["connect_kwargs", "pool_kwargs"]
 
 
@@ -18,20 +16,19 @@ def connect_kwargs(prepare_threshold: int | None) -> dict[str, Any]:
 def pool_kwargs(
     url: str, options: dict[str, Any] | bool, prepare_threshold: int | None, async_: bool
 ) -> dict[str, Any]:
-    """ConnectionPool arguments: checked connections, small by default, overridable.
+    """ConnectionPool arguments: small by default, overridable.
 
-    ``check`` validates a connection each time it leaves the pool, so a backend
-    killed by an idle timeout or a failover is replaced instead of failing the
-    next call. The default check costs no round trip (see :func:`is_dead`);
-    ``pool={"check": ConnectionPool.check_connection}`` trades one round trip
-    per checkout for also catching silently half-open connections.
+    No ``check`` by default: the connector checks every connection it takes
+    (:mod:`.checkout`, no round trip), which passes over dead connections without
+    the pool's backoff sleep per failed check. ``pool={"check":
+    ConnectionPool.check_connection}`` adds one round trip per checkout to also
+    catch silently half-open connections. ``async_`` is kept for callers.
     """
     merged: dict[str, Any] = {
         "min_size": 1,
         "max_size": 10,
         "max_idle": 300.0,
         "timeout": 30.0,
-        "check": acheck_connection if async_ else check_connection,
     }
     if isinstance(options, dict):
         merged.update(options)
