@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError, RedisError
 from threadloom.checkpoint.lease.redis import release_guards
 from threadloom.checkpoint.redis.executor import Call, RedisPlanner, Scope
 from threadloom.checkpoint.redis.keys import SCRIPTS, KeyLayout
+from threadloom.checkpoint.redis.retrydefault import with_default_retry
 from threadloom.checkpoint.redis.threadttl import AsyncThreadTTL, SyncThreadTTL, saver_ttl
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import in_thread, run_sync
@@ -103,7 +104,7 @@ def open_client(factory: Any, url: str, options: dict[str, Any]) -> Any:
             got = f"scheme {url.partition('://')[0]!r}" if "://" in url else "no scheme"
         raise ConfigError(f"Redis URL must start with {', '.join(_SCHEMES)}; got {got}")
     try:
-        return factory.from_url(url, **options)
+        return factory.from_url(url, **with_default_retry(factory, options))
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"bad Redis URL or option for {factory.__module__}: {exc}") from exc
 

@@ -1,0 +1,91 @@
+"""A client ``from_conn_string`` builds survives a dropped connection (probeprod).
+
+``redis.asyncio.Redis.from_url`` builds connections with no retries, so after a
+``CLIENT KILL`` the asyncio saver's next call failed with StorageError; a
+``redis.Redis(...)`` the user builds retries. The saver's client now retries too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import uuid
+from typing import Annotated, TypedDict
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+
+from threadloom.checkpoint.redis import AsyncRedisSaver, RedisSaver
+from threadloom.graph import START, StateGraph
+
+pytestmark = pytest.mark.redis
+
+
+class State(TypedDict):
+    n: Annotated[list, operator.add]
+
+
+def graph():
+    g = StateGraph(State)
+    g.add_node("a", lambda s: {"n": ["a"]})
+    g.add_edge(START, "a")
+    return g
+
+
+def kill(admin: redis.Redis, name: str) -> int:
+    ids = [c["id"] for c in admin.client_list() if c.get("name") == name]
+    for client_id in ids:
+        admin.client_kill_filter(_id=client_id)
+    return len(ids)
+
+
+def test_async_saver_from_url_survives_client_kill(redis_url, redis_client, key_prefix) -> None:
+    name = f"tl-akill-{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        async with AsyncRedisSaver.from_conn_string(
+            redis_url, key_prefix=key_prefix, client_name=name
+        ) as saver:
+            app = graph().compile(checkpointer=saver)
+            config = {"configurable": {"thread_id": "t"}}
+            await app.ainvoke({"n": ["x"]}, config)
+            assert kill(redis_client, name) >= 1
+            assert (await app.aget_state(config)).values == {"n": ["x", "a"]}
+            assert kill(redis_client, name) >= 1
+            out = await app.ainvoke({"n": ["y"]}, {"configurable": {"thread_id": "t2"}})
+            assert out == {"n": ["y", "a"]}
+
+    asyncio.run(main())
+
+
+def test_sync_saver_from_url_survives_client_kill(redis_url, redis_client, key_prefix) -> None:
+    name = f"tl-kill-{uuid.uuid4().hex[:8]}"
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, client_name=name) as saver:
+        app = graph().compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "t"}}
+        app.invoke({"n": ["x"]}, config)
+        assert kill(redis_client, name) >= 1
+        assert app.get_state(config).values == {"n": ["x", "a"]}
+        assert kill(redis_client, name) >= 1
+        assert app.invoke({"n": ["y"]}, {"configurable": {"thread_id": "t2"}}) == {"n": ["y", "a"]}
+
+
+def test_built_clients_retry_like_a_user_built_one(redis_url, key_prefix) -> None:
+    async def main() -> None:
+        async with AsyncRedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+            retry = saver.client.connection_pool.connection_kwargs["retry"]
+            assert retry.get_retries() >= 1
+            assert not isinstance(retry._backoff, NoBackoff)
+
+    asyncio.run(main())
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        assert saver.client.connection_pool.connection_kwargs["retry"].get_retries() >= 1
+
+
+def test_a_retry_policy_of_the_caller_is_kept(redis_url, key_prefix) -> None:
+    from redis.retry import Retry
+
+    mine = Retry(NoBackoff(), 0)
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, retry=mine) as saver:
+        assert saver.client.connection_pool.connection_kwargs["retry"] is mine
