@@ -47,18 +47,40 @@ local function info()
     local h = redis.call('HMGET', k, 'holder', 'token', 'stop')
     return {1, h[1], h[2], redis.call('PTTL', k), h[3]}
 end
+-- KEYS[2..9], when given: the thread's eight keys (a run's lease, not a guard)
+local function keep(ms)
+    ms = tonumber(ms)
+    for i = 2, #KEYS do
+        local left = redis.call('PTTL', KEYS[i])
+        if left >= 0 and left < ms then redis.call('PEXPIRE', KEYS[i], ms) end
+    end
+end
+local function rearm(ttl)
+    if #KEYS < 9 then return end
+    ttl = tonumber(ttl or '0')
+    local own = redis.call('HGET', KEYS[9], 'ttl')  -- the thread's own TTL (keys.py)
+    if own then ttl = tonumber(own) end
+    if ttl > 0 then
+        for i = 2, 9 do redis.call('EXPIRE', KEYS[i], ttl) end
+    end
+end
 if cmd == 'acquire' then
     if cur[2] and cur[2] ~= ARGV[3] and cur[2] ~= ARGV[5] then return info() end
     redis.call('DEL', k)
     redis.call('HSET', k, 'holder', ARGV[2], 'token', ARGV[3], 'stop', '')
     redis.call('PEXPIRE', k, ARGV[4])
+    keep(ARGV[4])
     return {0}
 elseif cmd == 'renew' then
     if cur[2] ~= ARGV[2] then return {0} end
     redis.call('PEXPIRE', k, ARGV[3])
+    keep(ARGV[3])
     return info()
 elseif cmd == 'release' then
-    if cur[2] == ARGV[2] then redis.call('DEL', k) end
+    if cur[2] == ARGV[2] then
+        redis.call('DEL', k)
+        rearm(ARGV[3])
+    end
     return {0}
 elseif cmd == 'stop' then
     if not cur[2] then return {0} end
@@ -71,6 +93,7 @@ elseif cmd == 'unstop' then
 elseif cmd == 'check' then
     if cur[2] ~= ARGV[2] then return {0} end
     redis.call('PEXPIRE', k, ARGV[3])
+    keep(ARGV[3])
     return {1, cur[3]}
 end
 if not cur[2] then return {0} end
@@ -100,21 +123,26 @@ def _info(reply: list[Any]) -> lo.LeaseInfo | None:
 def handlers(call_cls: Any) -> dict[str, Any]:
     """``_<OpName>`` -> plan method for :class:`RedisPlanner` (``call_cls`` = its Call)."""
 
-    def run(planner: Any, thread_id: str, *args: Any) -> Plan:
+    def run(planner: Any, thread_id: str, *args: Any, keep: bool = False) -> Plan:
+        """The lease script; ``keep``: with the thread's keys, which a run's lease
+        keeps alive as long as itself (acquire, renew, check) and re-arms to the
+        thread's TTL when released: a thread never expires mid-run."""
         key = lease_key(planner, thread_id)
-        (reply,) = yield [call_cls(("EVAL", _SCRIPT, 1, key, *args))]
+        keys = (key, *planner.layout.thread_keys(thread_id)) if keep else (key,)
+        (reply,) = yield [call_cls(("EVAL", _SCRIPT, len(keys), *keys, *args))]
         return reply
 
     def acquire(self: Any, op: lo.AcquireLease, scope: Any) -> Plan:
         args = ("acquire", op.holder, op.token, op.ttl_ms, op.steal)
-        reply = yield from run(self, op.thread_id, *args)
+        reply = yield from run(self, op.thread_id, *args, keep=True)
         return _info(reply)
 
     def renew(self: Any, op: lo.RenewLease, scope: Any) -> Plan:
-        return _info((yield from run(self, op.thread_id, "renew", op.token, op.ttl_ms)))
+        reply = yield from run(self, op.thread_id, "renew", op.token, op.ttl_ms, keep=True)
+        return _info(reply)
 
     def release(self: Any, op: lo.ReleaseLease, scope: Any) -> Plan:
-        yield from run(self, op.thread_id, "release", op.token)
+        yield from run(self, op.thread_id, "release", op.token, self.ttl, keep=True)
 
     def request_stop(self: Any, op: lo.RequestStop, scope: Any) -> Plan:
         cmd = "unstop" if op.withdraw else "stop"
@@ -122,7 +150,7 @@ def handlers(call_cls: Any) -> dict[str, Any]:
 
     def check(self: Any, op: lo.CheckLease, scope: Any) -> Plan:
         scope.lease = (lease_key(self, op.thread_id), op.token)  # fences the writes that follow
-        reply = yield from run(self, op.thread_id, "check", op.token, op.ttl_ms)
+        reply = yield from run(self, op.thread_id, "check", op.token, op.ttl_ms, keep=True)
         return _text(reply[1] or b"") if int(reply[0]) else None
 
     def read(self: Any, op: lo.ReadLease, scope: Any) -> Plan:

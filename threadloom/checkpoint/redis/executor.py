@@ -108,8 +108,10 @@ class RedisPlanner:
         """A call of the Lua script ``name`` over ``thread_id``'s keys (TTL first).
 
         ``touch=False`` sends TTL -1: a script that would re-arm the thread's
-        expiry leaves it alone (a listing across threads keeps none alive)."""
-        keys = tuple(self.layout.thread_keys(thread_id))
+        expiry leaves it alone (a listing across threads keeps none alive).
+        The thread's lease key follows its eight keys: a run holding the lease
+        keeps the thread alive at least as long (``touch`` in :mod:`.keys`)."""
+        keys = (*self.layout.thread_keys(thread_id), self.key(thread_id, "lease"))
         return Call((self.ttl if touch else -1, *args), name, keys)
 
     def key(self, thread_id: str, part: str) -> str:

@@ -128,7 +128,8 @@ class KeyLayout:
 
 
 # -- Lua scripts ----------------------------------------------------------------
-# KEYS = KeyLayout.thread_keys(thread) (8 keys, declared); ARGV[1] = ttl seconds
+# KEYS = KeyLayout.thread_keys(thread) (8 keys, declared), then the thread's
+# lease key (RedisPlanner.lua; an expiry floor for touch); ARGV[1] = ttl seconds
 # (0 = none, -1 = re-arm nothing: a read across threads). Hashes are 16 raw
 # bytes; "packed" values are opaque msgpack. WI's field OWN_TTL holds a thread's
 # own TTL (set_thread_ttl: seconds, -1 = never), which wins over ARGV[1].
@@ -150,7 +151,12 @@ local function touch()
     local own = redis.call('HGET', WI, OWN_TTL)
     if own then ttl = tonumber(own) end
     if ttl > 0 then
-        for i = 1, 8 do redis.call('EXPIRE', KEYS[i], ttl) end
+        -- KEYS[9], the thread's lease: while a run holds it, the thread lives at
+        -- least as long as the lease (renewed with it, checkpoint/lease/redis.py)
+        local ms = ttl * 1000
+        local lease = KEYS[9] and redis.call('PTTL', KEYS[9]) or -2
+        if lease > ms then ms = lease end
+        for i = 1, 8 do redis.call('PEXPIRE', KEYS[i], ms) end
     end
 end
 -- a blob stored now starts counted at 0, so a count missing later was lost
