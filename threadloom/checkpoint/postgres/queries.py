@@ -237,22 +237,36 @@ _LANGGRAPH_TABLES = """
 def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     """Apply pending migrations; return the schema version now in place.
 
+    DDL runs only when something is missing: the schema, the version table and
+    the migrations are looked up first, so on a migrated schema ``setup()``
+    needs no more than a role with USAGE on it and SELECT on the version table
+    (a least-privilege app role, or a read-only transaction, can call it at every
+    start). ``CREATE ... IF NOT EXISTS`` alone was not enough: Postgres checks the
+    CREATE privilege before it finds the object exists.
+
     Raises:
         StorageError: the database holds a newer schema than this threadloom knows.
     """
     s = quote_ident(schema)
-    first = [Stmt("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))]
-    if schema != "public":
-        first.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {s}"))
-    first.append(Stmt(_LANGGRAPH_TABLES, (schema,), "one"))
-    first.append(Stmt(MIGRATIONS[0].format(s=s)))
-    first.append(Stmt(f"SELECT coalesce(max(v), -1) FROM {s}.checkpoint_migrations", (), "one"))
-    results = yield first
-    if results[-3][0]:
+    first = [
+        Stmt("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),)),
+        Stmt("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,), "one"),
+        Stmt("SELECT to_regclass(%s) IS NOT NULL", (f"{s}.checkpoint_migrations",), "one"),
+        Stmt(_LANGGRAPH_TABLES, (schema,), "one"),
+    ]
+    _, (has_schema,), (has_versions,), (langgraph,) = yield first
+    if langgraph:
         raise StorageError(
             f"schema {schema!r} holds LangGraph's checkpoint tables (same names, another "
             "layout): give threadloom its own schema, e.g. PostgresSaver(..., schema='threadloom')"
         )
+    second = []
+    if not has_schema and schema != "public":
+        second.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {s}"))
+    if not has_versions:
+        second.append(Stmt(MIGRATIONS[0].format(s=s)))
+    second.append(Stmt(f"SELECT coalesce(max(v), -1) FROM {s}.checkpoint_migrations", (), "one"))
+    results = yield second
     current = results[-1][0]
     latest = len(MIGRATIONS) - 1
     if current > latest:
