@@ -209,9 +209,14 @@ def _decode_named(name: str, path: str, decode: Any, *args: Any) -> Any:
     try:
         return decode(*args)
     except UnknownType as exc:
+        moved = getattr(exc, "moved_to", ())
+        seen = f" (a trusted class of that name is stored as {', '.join(map(repr, moved))})"
         raise SerializationError(
-            f"refusing to revive {exc.name!r} at {_where(path)}: not registered or allowlisted "
-            "(register(cls), MsgpackSerializer(allowed=[...]) or on_unknown='raw' to inspect)",
+            f"refusing to revive {exc.name!r} at {_where(path)}: not registered or allowlisted"
+            f"{seen if moved else ''}. A class renamed or moved since this was stored reads"
+            f" again once registered under the stored name: register(NewClass, name={exc.name!r});"
+            " otherwise trust the class (register(cls), MsgpackSerializer(allowed=[...])),"
+            " or read its fields as a dict with on_unknown='raw'",
             path=path,
             type_name=exc.name,
         ) from None

@@ -49,11 +49,14 @@ class Unsupported(Exception):
 
 
 class UnknownType(Exception):
-    """Internal: a stored name that is neither registered nor allowlisted."""
+    """Internal: a stored name that is neither registered nor allowlisted.
+    ``moved_to`` names trusted classes of the same class name elsewhere: after a
+    deploy that moved a class, that is the registration the user is missing."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, moved_to: tuple[str, ...] = ()) -> None:
         super().__init__(name)
         self.name = name
+        self.moved_to = moved_to
 
 
 class UnknownObject(dict):
@@ -341,6 +344,16 @@ class Resolver:
                 return candidate
         return None
 
+    def same_class_name(self, name: str) -> tuple[str, ...]:
+        """Stored names of trusted classes whose class name is the last part of
+        ``name`` (``shop.Order`` for a stored ``app.Order``): likely the same class,
+        moved. Only on the error path; nothing is imported."""
+        short = name.rpartition(".")[2]
+        found = {default_name(cls) for cls in self.allowed if cls.__qualname__ == short}
+        found.update(e.name for e in self.registry.entries() if e.cls.__qualname__ == short)
+        found.discard(name)
+        return tuple(sorted(found))
+
     def decode(self, name: str | int, state: Any) -> Any:
         """Revive a stored ``(name, state)``; raises :class:`UnknownType` when untrusted.
 
@@ -364,7 +377,7 @@ class Resolver:
         if entry is None:
             if self.on_unknown == "raw":
                 return UnknownObject(name, state)
-            raise UnknownType(name)
+            raise UnknownType(name, self.same_class_name(name))
         self._decoders[stored] = entry.decode
         return entry.decode(state)
 
