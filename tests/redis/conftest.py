@@ -21,10 +21,24 @@ def keys_under(client: redis.Redis, prefix: str) -> list[bytes]:
     return found
 
 
+def is_op_key(key: bytes) -> bool:
+    """A write script's op key (checkpoint/redis/once.py): it expires by itself."""
+    return b"}:op:" in key
+
+
+def keys_left(client: redis.Redis, prefix: str) -> list[bytes]:
+    """Every key under ``prefix`` but the op keys, each of which must carry an expiry."""
+    keys = keys_under(client, prefix)
+    ops = [k for k in keys if is_op_key(k)]
+    assert all(client.pttl(k) > 0 for k in ops), "an op key without an expiry"
+    return [k for k in keys if not is_op_key(k)]
+
+
 @pytest.fixture
 def scan_keys():
-    """``scan_keys(client, prefix)``: every key under a prefix."""
-    return keys_under
+    """``scan_keys(client, prefix)``: every key under a prefix, but the op keys
+    of recent writes (which expire within minutes, see :func:`keys_left`)."""
+    return keys_left
 
 
 @pytest.fixture

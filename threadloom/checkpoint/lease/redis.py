@@ -21,6 +21,8 @@ from threadloom.checkpoint.lease import ops as lo
 __all__ = [
     "FENCE",
     "FENCED",
+    "FENCE_CHECK",
+    "FENCE_TAKE",
     "LOST_MARKER",
     "fenced",
     "fenced_scripts",
@@ -32,13 +34,17 @@ __all__ = [
 
 LOST_MARKER = "THREADLOOM_LEASE_LOST"
 
-FENCE = f"""
+# FENCE in two parts: a script run once (redis/once.py) answers a re-send
+# between them, before the lease check (its first run passed it)
+FENCE_TAKE = """
 local __lease_token = table.remove(ARGV)
 local __lease_key = table.remove(KEYS)
-if redis.call('HGET', __lease_key, 'token') ~= __lease_token then
+"""
+FENCE_CHECK = f"""if redis.call('HGET', __lease_key, 'token') ~= __lease_token then
     return redis.error_reply('{LOST_MARKER}')
 end
 """
+FENCE = FENCE_TAKE + FENCE_CHECK
 
 _SCRIPT = """
 local k, cmd = KEYS[1], ARGV[1]
@@ -66,8 +72,12 @@ local function rearm(ttl)
 end
 if cmd == 'acquire' then
     if cur[2] and cur[2] ~= ARGV[3] and cur[2] ~= ARGV[5] then return info() end
-    redis.call('DEL', k)
-    redis.call('HSET', k, 'holder', ARGV[2], 'token', ARGV[3], 'stop', '')
+    -- already ours: an acquire re-sent after a lost reply (redis/once.py) keeps
+    -- a stop request another client made meanwhile
+    if cur[2] ~= ARGV[3] then
+        redis.call('DEL', k)
+        redis.call('HSET', k, 'holder', ARGV[2], 'token', ARGV[3], 'stop', '')
+    end
     redis.call('PEXPIRE', k, ARGV[4])
     keep(ARGV[4])
     return {0}
@@ -201,7 +211,7 @@ def fenced_scripts(scripts: dict[str, str]) -> dict[str, str]:
 def fenced(call: Any, lease: tuple[str, str] | None, call_cls: Any) -> Any:
     """``call`` as its fenced variant when the flow holds a lease (``scope.lease``):
     the lease key joins KEYS (last), the token joins ARGV (last)."""
-    if lease is None or call.script not in FENCED:
+    if lease is None or call.script.partition(":")[0] not in FENCED:  # also "save:once"
         return call
     key, token = lease
     return call_cls((*call.args, token), f"{call.script}:fenced", (*call.keys, key))

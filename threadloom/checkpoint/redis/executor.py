@@ -48,6 +48,7 @@ from threadloom.checkpoint.redis.fields import (
 from threadloom.checkpoint.redis.index import live_threads
 from threadloom.checkpoint.redis.keys import KeyLayout
 from threadloom.checkpoint.redis.listing import list_thread
+from threadloom.checkpoint.redis.once import once
 from threadloom.checkpoint.redis.seenrows import remember, torn
 from threadloom.checkpoint.storage import ops
 from threadloom.checkpoint.storage.ops import BlobRow
@@ -112,7 +113,8 @@ class RedisPlanner:
         The thread's lease key follows its eight keys: a run holding the lease
         keeps the thread alive at least as long (``touch`` in :mod:`.keys`)."""
         keys = (*self.layout.thread_keys(thread_id), self.key(thread_id, "lease"))
-        return Call((self.ttl if touch else -1, *args), name, keys)
+        call = Call((self.ttl if touch else -1, *args), name, keys)
+        return once(call, self.key(thread_id, "op:"))  # a write: re-sent, it runs once
 
     def key(self, thread_id: str, part: str) -> str:
         return f"{self.layout.tag(thread_id)}:{part}"

@@ -26,6 +26,10 @@ Eight keys per thread, whatever its length: a TTL refresh, a delete or a
 copy touches a fixed, declared set of keys (every Lua script names all of
 them in KEYS, as Redis Cluster requires).
 
+Besides these, a write script leaves a short-lived op key ``T:op:<id>``
+(STRING, expires within minutes): its stored reply, which answers the same
+call re-sent after a lost reply (:mod:`.once`).
+
 The only cross-thread key is ``{prefix}:threads``, a SET of thread ids, used
 by the operator calls that span threads (``list(None)``, ``delete_for_runs``,
 ``stats()``). It lives in its own slot, is updated outside the per-thread
@@ -53,6 +57,7 @@ from binascii import crc_hqx
 from threadloom.checkpoint.lease.redis import fenced_scripts
 from threadloom.checkpoint.redis.deletes import DELETE, DELETE_REFS, DROP
 from threadloom.checkpoint.redis.index import REAP
+from threadloom.checkpoint.redis.once import once_scripts
 from threadloom.errors import ConfigError
 
 __all__ = [
@@ -417,4 +422,5 @@ SCRIPTS: dict[str, str] = {
         "set_ttl": _SET_TTL,
     }.items()
 }
+SCRIPTS.update(once_scripts(SCRIPTS))  # a re-sent script runs once: once.py
 SCRIPTS.update(fenced_scripts(SCRIPTS))  # lease-checked save/writes: checkpoint/lease/redis.py

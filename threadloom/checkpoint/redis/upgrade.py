@@ -9,7 +9,9 @@ same), so the savers read the moved store as it was.
 Keys are copied with ``DUMP``/``RESTORE`` (which keeps each key's remaining
 TTL) and then deleted, because the new name hashes to another cluster slot,
 where ``RENAME`` is refused. Run it with no saver writing under either prefix.
-A marker key under the new prefix names the move until it is done, so a move
+The short-lived op keys of recent writes (:mod:`.once`) are deleted, not
+moved: only a call re-sent while it runs would read one, and none runs during
+a move. A marker key under the new prefix names the move until it is done, so a move
 that stopped midway is finished by running it again (and told apart from a
 prefix some saver already writes under, which is refused).
 """
@@ -73,7 +75,9 @@ def _move(client: Any, old: str, new: str) -> int:
     threads, head = f"{{{old}}}:threads".encode(), f"{{{old}:".encode()
     moves: list[tuple[bytes, bytes]] = []
     for key in client.scan_iter(match=f"{{{_glob(old)}[:}}]*", count=1000):
-        if key == threads:
+        if b"}:op:" in key:  # a recent write's reply (once.py): only a re-send reads it
+            client.delete(key)
+        elif key == threads:
             moves.append((key, f"{{{new}}}:threads".encode()))
         elif key.startswith(head):
             moves.append((key, f"{{{new}:".encode() + key[len(head) :]))
