@@ -15,6 +15,7 @@ from typing import Any
 
 import typing_extensions
 
+from threadloom.checkpoint.serde.fielddefaults import field_defaults
 from threadloom.checkpoint.serde.structs import (
     is_namedtuple,
     is_pydantic_model,
@@ -24,17 +25,25 @@ from threadloom.checkpoint.serde.structs import (
 
 __all__ = ["allowlist_from_annotations"]
 
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes)
+
 
 def allowlist_from_annotations(tp: Any) -> set[type]:
     """Every Enum, dataclass, NamedTuple, pydantic model and exception class reachable from ``tp``.
 
     Walks ``Annotated``, ``Optional``/``Union``, ``Literal`` (enum members),
     containers (``list[...]``, ``dict[K, V]``...), TypedDicts and the fields of
-    the classes found. Unresolvable forward references are skipped.
+    the classes found, and the classes of those fields' default values (a
+    stored default is stored data: ``status: str = Status.PENDING`` stores a
+    ``Status``; see ``fielddefaults.py``). Unresolvable forward references are skipped.
     """
     found: set[type] = set()
     _walk(tp, found, set())
     return found
+
+
+# values looked at per default (a huge default container is not walked to the end)
+_VALUE_BUDGET = 10_000
 
 
 class _One:
@@ -105,3 +114,48 @@ def _walk(tp: Any, found: set[type], seen: set[int]) -> None:
                 _walk(arg, found, seen)
     for field_type in _field_types(tp):
         _walk(field_type, found, seen)
+    values, factories = field_defaults(tp)
+    for factory in factories:
+        _walk(factory, found, seen)
+    for value in values:
+        _walk_value(value, found, seen, [_VALUE_BUDGET])
+
+
+def _walk_value(value: Any, found: set[type], seen: set[int], budget: list[int]) -> None:
+    """Trust the classes of a default value: enum members, structured instances (and
+    their field values), recursively through lists, tuples, sets and dicts."""
+    cls = type(value)
+    if isinstance(value, enum.Enum):  # before the atomic test: str and int enums are atomic too
+        found.add(cls)
+        return
+    if budget[0] <= 0 or cls in _ATOMIC or id(value) in seen:
+        return
+    budget[0] -= 1
+    seen.add(id(value))  # values are held by their class (or container): ids stay unique
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _walk_value(key, found, seen, budget)
+            _walk_value(item, found, seen, budget)
+        return
+    if cls in (list, tuple, set, frozenset):
+        for item in value:
+            _walk_value(item, found, seen, budget)
+        return
+    if not is_structured(cls) or isinstance(value, BaseException):
+        return
+    _walk(cls, found, seen)
+    for item in _instance_values(value):
+        _walk_value(item, found, seen, budget)
+
+
+def _instance_values(obj: Any) -> list[Any]:
+    """The field values of a dataclass, NamedTuple or pydantic instance (extras included)."""
+    if is_namedtuple(type(obj)):
+        return list(obj)
+    if dataclasses.is_dataclass(obj):
+        return [getattr(obj, f.name, None) for f in dataclasses.fields(obj)]
+    values = list(getattr(obj, "__dict__", {}).values())
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if extra:
+        values.extend(extra.values())
+    return values
