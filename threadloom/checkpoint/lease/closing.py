@@ -160,9 +160,7 @@ def _cancel_renewal(lease: Any) -> None:
 
 
 def _release_flow(lease: Any) -> Any:
-    from threadloom.checkpoint.lease import ops as lo
-
-    return lo.release_flow(lease.thread_id, lease.token)
+    return lease.release_flow()  # (restarts a per-thread TTL clock first)
 
 
 def _unreleased(lease: Any, exc: Exception) -> None:

@@ -141,6 +141,12 @@ class Lease:
         return self._sqlite_acquire_flow(op)
 
     def _sqlite_acquire_flow(self, op: lo.AcquireLease) -> Generator[Any, Any, Any]:
+        # per-thread TTL: check (and erase, when expired) the thread before the
+        # lease keeps it alive (storage/expiry.py); TTL savers never prefetch,
+        # so _pg_acquire_flow needs none
+        clock = _ttl_clock(self.saver, self.thread_id, True)
+        if clock is not None:
+            yield from clock
         info = yield op
         if info is None and self.prefetch:
             latest = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
@@ -185,17 +191,24 @@ class Lease:
         except LeaseLostError:
             self.lost = True
 
+    def release_flow(self) -> Generator[Any, Any, Any]:
+        """The release; under a per-thread TTL the thread's clock restarts first,
+        while the lease still keeps it alive: its TTL counts from the run's end."""
+        clock = _ttl_clock(self.saver, self.thread_id, False)
+        if clock is not None:
+            yield from clock
+        return (yield from lo.release_flow(self.thread_id, self.token))
+
     def release(self) -> None:
         self.halt()
-        self.saver._run(lo.release_flow(self.thread_id, self.token), True)
+        self.saver._run(self.release_flow(), True)
 
     async def arelease(self) -> None:
         """Release; a cancel of the caller meanwhile does not cut the release
         off (:func:`_uncut`): the run's ``finally`` would not send another, and
         the thread would stay busy for the TTL. A failed release raises."""
         await self.ahalt()
-        flow = lo.release_flow(self.thread_id, self.token)
-        await _uncut(self.saver._arun(flow, True))
+        await _uncut(self.saver._arun(self.release_flow(), True))
 
     def seen(self, stop: str | None) -> None:
         """The stop request the store holds now: one that the run which asked
@@ -334,6 +347,13 @@ def _warn(lease: Lease, exc: BaseException) -> None:
         f" {lease.thread_id!r} (it expires after its TTL): {exc}"
     )
     warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _ttl_clock(saver: Any, thread_id: str, taking: bool) -> Generator[Any, Any, Any] | None:
+    """The per-thread TTL clock flow of a lease acquire/release (``ThreadTTL
+    ._lease_clock``); None for savers without one (Redis: lease/redis.py)."""
+    clock = getattr(saver, "_lease_clock", None)
+    return None if clock is None else clock(thread_id, taking)
 
 
 def _prefetches(saver: Any) -> str | None:

@@ -1,7 +1,9 @@
 """``ThreadTTL``: per-thread expiry for the memory, SQLite and Postgres savers.
 
 Same meaning as Redis's ``ttl=``: a thread expires ``ttl`` seconds after its
-last write or read. Reads of an expired thread see nothing (``get_tuple`` ->
+last write or read, and not while a run holds its lease (the clock then counts
+from the run's end, or its last write or read if later). Reads of an expired
+thread see nothing (``get_tuple`` ->
 None, ``list`` -> empty) whether or not :meth:`ThreadTTL.sweep_expired` has
 erased it yet, so expiry does not depend on when the sweep runs; a write to an
 expired thread erases what is left of it first, so old history never returns.
@@ -150,6 +152,27 @@ class ThreadTTL:
         until = await self._arun(self._clock_flow(thread_id, now, True), True)  # type: ignore[attr-defined]
         self._remember(thread_id, now, until)
         return isinstance(until, t.Restarted)
+
+    def _lease_clock(self, thread_id: str, taking: bool) -> Flow | None:
+        """The clock flow a run's lease acquire (``taking``) or release runs in its
+        own transaction, before the lease op (``lease/lease.py``); None when due
+        for nothing (no TTL, or touched within the refresh interval).
+
+        Taking: a thread that expired before the run is erased first, as by a
+        write, so the lease (which keeps its thread alive, :func:`.ttl.held`)
+        never revives an expired history. Releasing: the thread's clock
+        restarts at the run's end (the lease, still held, keeps it alive up to
+        here even when the run's last write is older than the TTL)."""
+        if not self._ttl_on:
+            return None
+        now = self.clock()
+        if self._fresh(thread_id, now):
+            return None
+        return self._lease_clock_flow(thread_id, now, taking)
+
+    def _lease_clock_flow(self, thread_id: str, now: float, taking: bool) -> Flow:
+        until = yield from self._clock_flow(thread_id, now, taking)
+        self._remember(thread_id, now, until)
 
     def _peek(self, thread_id: str, now: float) -> Any:
         entry = self._deadlines.get(thread_id)

@@ -7,6 +7,13 @@ override when set (``FOREVER`` = never expires), else the saver's ``ttl``.
 Times are seconds from the saver's clock (``time.time`` unless injected), so
 processes sharing a database share the clock of the host(s) they run on.
 
+A thread whose lease a run holds does not expire while the run holds it: the
+clock is consulted first, and only a thread whose clock ran out reads its lease
+(:func:`held`), so the hot path pays nothing for it. A run takes its lease in
+the transaction that checks (and, when expired, erases) the thread first
+(``ThreadTTL._lease_clock``), so a run starting on an expired thread still
+finds it gone: the lease protects only what was alive when it was taken.
+
 Backends answer the ops below (``memory/ttl.py``, ``sqlite/ttl.py``,
 ``postgres/ttl.py``); the flows are shared.
 """
@@ -39,6 +46,7 @@ __all__ = [
     "TTL_OPS",
     "Restarted",
     "deadline",
+    "held",
     "sync_flow",
     "peek_flow",
     "set_ttl_flow",
@@ -120,6 +128,13 @@ def deadline(row: tuple[float, float | None] | None, default: float | None, now:
     return touched + ttl
 
 
+def held(thread_id: str) -> Flow:
+    """Whether a run holds the thread's lease (read only once its clock ran out):
+    the thread then lives on, its clock counting from the run's next write or
+    read or from its end (the release touches it), whichever is later."""
+    return (yield ReadLease(thread_id)) is not None
+
+
 def _purge(codec: ValueCodec, thread_id: str) -> Flow:
     """Erase an expired thread's data before it is written again, so its old
     history cannot resurface. Same steps as ``retention.delete_thread_flow``
@@ -140,9 +155,10 @@ def sync_flow(
 ) -> Flow:
     """Check the thread's clock and touch it. Returns its new deadline, or None
     when it has expired (a read then sees nothing). A ``write`` to an expired
-    thread first erases what is left of it and restarts its clock."""
+    thread first erases what is left of it and restarts its clock. A thread a
+    run holds the lease of is alive whatever its clock says (:func:`held`)."""
     row = yield ReadClock(thread_id)
-    if deadline(row, default, now) <= now:
+    if deadline(row, default, now) <= now and not (yield from held(thread_id)):
         if not write:
             return None
         yield from _purge(codec, thread_id)
@@ -158,9 +174,11 @@ def sync_flow(
 
 def peek_flow(thread_id: str, now: float, default: float | None) -> Flow:
     """The thread's deadline (None: expired) without touching it: listing many
-    threads must not keep them all alive."""
+    threads must not keep them all alive. A thread held by a run: ``math.inf``."""
     until = deadline((yield ReadClock(thread_id)), default, now)
-    return None if until <= now else until
+    if until > now:
+        return until
+    return math.inf if (yield from held(thread_id)) else None
 
 
 def set_ttl_flow(thread_id: str, ttl: float | None, now: float) -> Flow:
@@ -180,7 +198,7 @@ def sweep_one_flow(codec: ValueCodec, thread_id: str, now: float, default: float
     row = yield ReadClock(thread_id)
     if row is not None and deadline(row, default, now) > now:
         return None
-    if (yield ReadLease(thread_id)) is not None:
+    if (yield from held(thread_id)):
         return None
     writes = yield LoadWrites(thread_id, None, None)
     deleted, released = yield from delete_thread_flow(codec, thread_id)
