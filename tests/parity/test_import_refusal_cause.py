@@ -86,7 +86,8 @@ def test_a_class_that_changed_is_named_as_changed(tmp_path, monkeypatch, v1, v2,
     text = str(info.value)
     assert f"cannot rebuild {module}.{what} from what it stored" in text and why in text
     assert "imports here but has changed since the data was written" in text
-    assert "compatible with the stored data" in text and "docs/serde.md" in text
+    advice = "compatible with the stored data" if what == "Order" else "must stay a member"
+    assert advice in text and "docs/serde.md" in text
     assert "make it importable" not in text
     assert target.get_tuple({"configurable": {"thread_id": "t"}}) is None
 
@@ -102,3 +103,34 @@ def test_a_class_that_is_gone_is_named_as_not_importable(tmp_path, monkeypatch, 
     assert f"cannot rebuild {module}.Order in this process" in text
     assert "does not import here; make it importable here" in text
     assert "has changed" not in text
+
+
+def test_a_removed_enum_value_is_not_advised_to_import_then_deploy(tmp_path, monkeypatch, v1):
+    """threadloom's Enum codec calls the class with the stored value, as LangGraph does:
+    importing with the old class and then deploying would leave every imported
+    checkpoint holding the removed value unreadable, so the advice says to keep the
+    value a member or migrate the data first."""
+    module = "chg_enum_advice_s14"
+    mod = v1(module)
+    source = _source(mod.Color.BLUE)
+    _deploy(
+        tmp_path, monkeypatch, module, "import enum\nclass Color(enum.Enum):\n    RED = 'red'\n"
+    )
+    with pytest.raises(SerializationError) as info:
+        import_langgraph(source, InMemorySaver())
+    text = str(info.value)
+    assert "must stay a member's value" in text and "migrated first" in text
+    assert "without calling the class" not in text and "then deploy" not in text
+
+
+def test_a_removed_field_advice_names_extras(tmp_path, monkeypatch, v1):
+    module = "chg_field_advice_s14"
+    mod = v1(module)
+    source = _source(mod.Order("s1", "keep"))
+    v2 = "import dataclasses\n@dataclasses.dataclass\nclass Order:\n    sku: str\n"
+    _deploy(tmp_path, monkeypatch, module, v2)
+    with pytest.raises(SerializationError) as info:
+        import_langgraph(source, InMemorySaver())
+    text = str(info.value)
+    assert "then deploy the change" in text and "removed fields are dropped" in text
+    assert 'extra="allow" reads a removed field back as an extra' in text

@@ -5,6 +5,7 @@ saver allows it, and its values converted for the target's serializer."""
 from __future__ import annotations
 
 import copy
+import enum
 import sqlite3
 import sys
 import threading
@@ -95,11 +96,28 @@ def refusal(module: str, name: str, why: str, thread: str | None = None) -> Seri
         f"import_langgraph: {where}LangGraph cannot rebuild {module}.{name} from what it "
         f"stored ({why}): the class imports here but has changed since the data was written "
         "(LangGraph rebuilds an object by calling its class with the stored fields or value). "
-        "Import with a class compatible with the stored data (the version that wrote it, or one "
-        "that still accepts it: a removed field kept with a default, a removed Enum value kept), "
-        "then deploy the change: threadloom revives what it stores without calling the class, "
-        "so fields added since take their defaults and removed fields are dropped (docs/serde.md,"
-        " 'Trusting your own types'); nothing of the thread was written"
+        f"{_changed_advice(module, name)} (docs/serde.md, 'Trusting your own types'); "
+        "nothing of the thread was written"
+    )
+
+
+def _changed_advice(module: str, name: str) -> str:
+    """What to do about a class that changed since the write, by kind: an Enum is
+    revived by calling it (threadloom's codec too), a structured class is not."""
+    cls = getattr(sys.modules.get(module), name, None)
+    if isinstance(cls, type) and issubclass(cls, enum.Enum):
+        return (
+            "threadloom revives an Enum by calling the class with the stored value too, so "
+            "the stored value must stay a member's value (keep the member, or map the old "
+            "value in the class's _missing_) or the data be migrated first: imported as is, "
+            "every checkpoint holding the removed value would be unreadable after the change"
+        )
+    return (
+        "Import with a class compatible with the stored data (the version that wrote it, or "
+        "one that still accepts it: a removed field kept with a default), then deploy the "
+        "change: threadloom revives these fields without calling the class, so fields added "
+        "since take their defaults and removed fields are dropped (a pydantic model with "
+        'extra="allow" reads a removed field back as an extra)'
     )
 
 
