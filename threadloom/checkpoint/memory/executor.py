@@ -174,10 +174,15 @@ class MemoryExecutor:
     def _load_writes(self, op: o.LoadWrites) -> list[o.WriteRow]:
         if op.checkpoint_ids is not None and op.checkpoint_ns is not None:
             result = []
+            task = op.task_id
             for cid in op.checkpoint_ids:
                 rows = self.writes.get((op.thread_id, op.checkpoint_ns, cid))
-                if rows:
+                if not rows:
+                    continue
+                if task is None:
                     result.extend(rows.values())
+                elif task in rows:  # one task's row (a put_writes merge)
+                    result.append(rows[task])
             return result
         ids = set(op.checkpoint_ids) if op.checkpoint_ids is not None else None
         return [

@@ -185,12 +185,15 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
     planned as a scan of all of them without statistics."""
     if op.checkpoint_ids is not None and not op.checkpoint_ids:
         return [], lambda r: []
+    # one task's row (a put_writes merge): the primary key's last column
+    task = " AND task_id = %s" if op.task_id is not None else ""
     if op.checkpoint_ids is not None and op.thread_id is not None and op.checkpoint_ns is not None:
         ids = [pack_id(c) for c in dict.fromkeys(op.checkpoint_ids)]
         stmt = Stmt(
             f"SELECT w.* FROM unnest(%s::bytea[]) AS k(id) CROSS JOIN LATERAL ({sql.select_writes}"
-            " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = k.id OFFSET 0) w",
-            (ids, op.thread_id, op.checkpoint_ns),
+            f" WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = k.id{task}"
+            " OFFSET 0) w",
+            (ids, op.thread_id, op.checkpoint_ns, *_task(op)),
             "all",
         )
         return [stmt], _writes
@@ -198,7 +201,14 @@ def _load_writes(op: ops.LoadWrites, sql: SQL) -> Plan:
     if op.checkpoint_ids is not None:
         where += " AND checkpoint_id = ANY(%s::bytea[])"
         params.append([pack_id(c) for c in op.checkpoint_ids])
+    where += task
+    params.extend(_task(op))
     return [Stmt(f"{sql.select_writes} WHERE {where}", params, "all")], _writes
+
+
+def _task(op: ops.LoadWrites) -> tuple[bytes, ...]:
+    """The task id parameter of a one-task read, else none."""
+    return (pack_id(op.task_id),) if op.task_id is not None else ()
 
 
 def _writes(results: list[Any]) -> list[WriteRow]:

@@ -182,7 +182,7 @@ def _load_writes(op: ops.LoadWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     if ids is None or len(ids) != 1 or op.checkpoint_ns is None:
         return None
     batch = flush(tx, pessimistic, sql)
-    guess = seenrows.known(sql, op.thread_id, op.checkpoint_ns, ids[0])
+    guess = seenrows.known(sql, op.thread_id, op.checkpoint_ns, ids[0], op.task_id)
     tx.pending = (op, guess) if guess else op  # validated by the next SaveWrites, or flush()
     return batch, guess
 
@@ -260,8 +260,11 @@ def _pending_covers(pending: Any, rows: Any) -> bool:
     """Whether every row is of the checkpoint(s) the pending ``LoadWrites`` read."""
     if type(pending) is tuple:
         pending = pending[0]
+    task = pending.task_id  # a one-task read covers that task's row only
     for w in rows:
         if w.thread_id != pending.thread_id or w.checkpoint_ns != pending.checkpoint_ns:
+            return False
+        if task is not None and w.task_id != task:
             return False
         if w.checkpoint_id not in pending.checkpoint_ids:
             return False

@@ -201,11 +201,20 @@ def _memory(sql: SQL) -> _Known:
     return memory
 
 
-def known(sql: SQL, thread_id: str, ns: str, checkpoint_id: str) -> list[ops.WriteRow]:
-    """The task rows of the checkpoint as this saver last wrote or read them."""
+def known(
+    sql: SQL, thread_id: str, ns: str, checkpoint_id: str, task_id: str | None = None
+) -> list[ops.WriteRow]:
+    """The task rows of the checkpoint as this saver last wrote or read them
+    (with ``task_id``: that task's row, if known; a guess of one row is checked
+    against a read of one row, not of the checkpoint's every row)."""
     memory = _known.get(sql)
     tasks = memory.by.get((thread_id, ns, checkpoint_id)) if memory else None
-    return list(tasks.values()) if tasks else []
+    if not tasks:
+        return []
+    if task_id is not None:
+        row = tasks.get(task_id)
+        return [row] if row is not None else []
+    return list(tasks.values())
 
 
 def known_rows(sql: SQL) -> int:
@@ -281,6 +290,20 @@ def remember_read(sql: SQL, op: ops.LoadWrites, decode: Decoder) -> Decoder:
     if ids is None or len(ids) != 1 or ns is None or op.thread_id is None:
         return decode
     key = (op.thread_id, ns, ids[0])
+    if op.task_id is not None:  # one task's row: the checkpoint's others stay known
+        task = op.task_id
+
+        def remembering_task(results: list[Any]) -> Any:
+            found = decode(results)
+            memory = _memory(sql)
+            tasks = memory.by.get(key)
+            if tasks is not None and tasks.pop(task, None) is not None:
+                memory.n -= 1
+            if found:
+                remember(sql, found)
+            return found
+
+        return remembering_task
 
     def remembering(results: list[Any]) -> Any:
         found = decode(results)

@@ -174,7 +174,7 @@ def read_key(op: Any) -> tuple | None:
     if kind is o.GetCheckpoint:
         return (1, op.thread_id, op.checkpoint_ns, op.checkpoint_id)
     if kind is o.LoadWrites:
-        return (2, op.thread_id, op.checkpoint_ns, op.checkpoint_ids)
+        return (2, op.thread_id, op.checkpoint_ns, op.checkpoint_ids, op.task_id)
     if kind is o.ListCheckpoints:
         return (3, op.thread_id, op.checkpoint_ns, op.filter, op.before, op.after, op.limit)
     return None

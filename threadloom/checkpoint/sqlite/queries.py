@@ -164,6 +164,9 @@ def _load_blobs(op: o.LoadBlobs) -> Plan:
 def _load_writes(op: o.LoadWrites) -> Plan:
     where, params = _scope(op.thread_id, op.checkpoint_ns)
     base = f"SELECT {WRITE_COLS} FROM v_writes WHERE " + " AND ".join(where)
+    if op.task_id is not None:  # one task's row (a put_writes merge): by primary key
+        base += " AND task_id = ?"
+        params.append(enc_id(op.task_id))
     if op.checkpoint_ids is None:
         return [_w_row(r) for r in (yield Stmt(base, params))]
     found = []

@@ -295,12 +295,17 @@ class LoadWrites(Op):
     """-> ``list[WriteRow]`` of the given checkpoints (any order; flows sort).
 
     ``checkpoint_ids`` None = every write of the thread (``checkpoint_ns`` None =
-    every namespace).
+    every namespace). ``task_id``: only that task's row is wanted (a
+    ``put_writes`` merging into its own row; the primary key's last column, so
+    a resumed fan-out reads one row per task, not the checkpoint's every row
+    per task). An executor may ignore it and return more rows: the flow picks
+    the task's.
     """
 
     thread_id: str
     checkpoint_ns: str | None
     checkpoint_ids: tuple[str, ...] | None
+    task_id: str | None = None
 
 
 @dataclass(slots=True)

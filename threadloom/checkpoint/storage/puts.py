@@ -313,8 +313,10 @@ def put_writes_flow(
                 yield AdjustRefcounts(tuple(Counter(unpack(row.hashes)).items()))  # type: ignore[union-attr]
             return
     for _ in range(_MERGE_ATTEMPTS):
-        rows = yield LoadWrites(thread_id, ns, (checkpoint_id,))
-        existing = next((r for r in rows if r.task_id == task_id), None)
+        # the task's own row only: a resumed fan-out merges W/10 tasks, and
+        # reading the checkpoint's every row for each was W x W/10 rows
+        rows = yield LoadWrites(thread_id, ns, (checkpoint_id,), key[3])
+        existing = next((r for r in rows if r.task_id == key[3]), None)
         row, blobs = merge_writes(
             codec.serde, codec.inline_max, existing, key, task_path, writes, seen
         )
