@@ -151,6 +151,21 @@ def test_message_stores_only_what_was_set_under_a_one_byte_alias():
     assert_exact(roundtrip(msg), msg)
 
 
+def test_document_stores_only_what_was_set_like_messages():
+    """langchain-core's ``Document`` defaults are library-fixed too (``id=None``,
+    ``type="Document"``): left out, as for messages (34 bytes, not 71)."""
+    from langchain_core.documents import Document
+
+    doc = Document(page_content="p", metadata={"m": 1})
+    _, data = SER.dumps_typed(doc)
+    assert raw(data) == ("ext", 33, [14, {"metadata": {"m": 1}, "page_content": "p"}])
+    assert_exact(roundtrip(doc), doc)
+    with_id = Document(page_content="p", id="d1")
+    _, data = SER.dumps_typed(with_id)
+    assert raw(data) == ("ext", 33, [14, {"id": "d1", "page_content": "p"}])
+    assert_exact(roundtrip(with_id), with_id)
+
+
 def test_ai_message_with_tool_calls_keeps_set_fields_only():
     msg = messages.AIMessage(
         content="", id="a-1", tool_calls=[{"name": "s", "args": {}, "id": "c1"}]

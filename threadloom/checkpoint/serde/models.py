@@ -8,8 +8,9 @@ A model's state is a dict of field name -> value holding:
 - ``"__unset__"``: the stored keys that are *not* in ``model_fields_set`` (only
   present when there are any), so ``model_fields_set`` revives exactly.
 
-The one exception is LangChain's own message classes (``langchain_core.messages``,
-not subclasses defined elsewhere): their defaults are fixed by LangChain, not by
+The one exception is LangChain's own message and document classes
+(``langchain_core.messages``, ``langchain_core.documents``; not subclasses defined
+elsewhere): their defaults are fixed by LangChain, not by
 the application, and a conversation stores thousands of them, so an unset field
 provably holding its default (same type, same value: ``None``, ``"human"``,
 ``[]``, ``{}``...) is left out and revived from the class. A ``HumanMessage``
@@ -84,14 +85,16 @@ def _classify(field: Any) -> tuple[int, int, Any]:
     return _KEEP, _FILL_DEFAULT, field
 
 
-_FIXED_DEFAULTS = "langchain_core.messages"
+# LangChain's own classes stored by the thousand: messages and retrieved documents
+_FIXED_DEFAULTS = ("langchain_core.messages", "langchain_core.documents")
 
 
 def _fixed_defaults(cls: Any) -> bool:
-    """LangChain's own message classes: their defaults change with langchain-core, never
-    with a deploy of the application, so leaving them out cannot rewrite history."""
+    """LangChain's own message and ``Document`` classes: their defaults change with
+    langchain-core, never with a deploy of the application, so leaving them out
+    cannot rewrite history."""
     module = getattr(cls, "__module__", "") or ""
-    return module == _FIXED_DEFAULTS or module.startswith(_FIXED_DEFAULTS + ".")
+    return any(module == p or module.startswith(p + ".") for p in _FIXED_DEFAULTS)
 
 
 def _takes_data(field: Any) -> bool:
