@@ -62,3 +62,47 @@ def test_unlisted_v1_model_is_refused() -> None:
 
     with pytest.raises(SerializationError, match="Old"):
         MsgpackSerializer().dumps_typed(Old(a=1))
+
+
+class Loose(pv1.BaseModel):
+    a: int = 1
+
+    class Config:
+        extra = pv1.Extra.allow
+
+
+class Strict(pv1.BaseModel):  # the same stored name, extras not allowed
+    a: int = 1
+
+
+def test_extra_fields_of_an_extra_allow_model_round_trip() -> None:
+    """``Config.extra = "allow"`` extras are data: LangGraph keeps them; they were dropped."""
+    from threadloom.checkpoint.serde import MsgpackSerializer
+
+    ser = MsgpackSerializer(allowed=[Loose])
+    back = ser.loads_typed(ser.dumps_typed(Loose(zz=3, b=[1])))
+    assert back.dict() == {"a": 1, "zz": 3, "b": [1]}
+    assert back.__fields_set__ == {"zz", "b"}  # a stays unset
+    assert back == Loose(zz=3, b=[1])
+
+
+def test_extra_fields_are_dropped_by_a_model_that_forbids_them() -> None:
+    from threadloom.checkpoint.serde import MsgpackSerializer
+    from threadloom.checkpoint.serde.registry import Registry, entry_for
+
+    def ser(cls: type) -> MsgpackSerializer:
+        registry = Registry()
+        registry.add(entry_for(cls, "app.M"))
+        return MsgpackSerializer(registry=registry)
+
+    back = ser(Strict).loads_typed(ser(Loose).dumps_typed(Loose(a=2, zz=3)))
+    assert type(back) is Strict and back.dict() == {"a": 2}
+
+
+def test_reads_langgraphs_v1_rows_with_extras() -> None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from threadloom.checkpoint.serde import MsgpackSerializer
+
+    row = JsonPlusSerializer().dumps_typed(Loose(zz=3))
+    assert MsgpackSerializer(allowed=[Loose]).loads_typed(row).dict() == {"a": 1, "zz": 3}

@@ -152,18 +152,29 @@ def _pydantic_codec(cls: type) -> Codec:
 
 def _pydantic_v1_codec(cls: type) -> Codec:
     """The fields by name; revived with ``construct`` (no validators, defaults for
-    fields added since), like the other kinds. Which fields were set is kept."""
+    fields added since), like the other kinds. Which fields were set is kept, and a
+    ``Config.extra = "allow"`` model's extra fields are stored with them (as LangGraph)."""
+    names = tuple(cls.__fields__)  # type: ignore[attr-defined]
+    allows_extra = getattr(getattr(cls, "__config__", None), "extra", None) == "allow"
 
     def encode(obj: Any) -> dict[str, Any]:
-        state = {name: getattr(obj, name) for name in obj.__fields__}
-        unset = [name for name in obj.__fields__ if name not in obj.__fields_set__]
+        state = {name: getattr(obj, name) for name in names}
+        if allows_extra and len(obj.__dict__) > len(state):
+            extra = {k: v for k, v in obj.__dict__.items() if k not in state}
+            if UNSET_KEY in extra:  # would be read back as the marker: refuse, never corrupt
+                raise ValueError(f"extra field {UNSET_KEY!r} is reserved by the serializer")
+            state.update(extra)
+        unset = [name for name in state if name not in obj.__fields_set__]
         if unset:
             state[UNSET_KEY] = unset
         return state
 
     def decode(state: dict[str, Any]) -> Any:
         unset = set(state.get(UNSET_KEY, ()))
-        fields = {k: v for k, v in state.items() if k in cls.__fields__}  # type: ignore[attr-defined]
+        if allows_extra:  # stored keys that are not fields are extras
+            fields = {k: v for k, v in state.items() if k != UNSET_KEY}
+        else:
+            fields = {k: v for k, v in state.items() if k in cls.__fields__}  # type: ignore[attr-defined]
         return cls.construct(  # type: ignore[attr-defined]
             _fields_set={k for k in fields if k not in unset}, **fields
         )
