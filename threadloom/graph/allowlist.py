@@ -6,6 +6,15 @@ a node, when it is compiled with a saver. A subgraph that runs with a saver it
 was not compiled with (one called from inside a node function runs on its
 parent's) trusts its classes in that saver when its run starts.
 
+The node cache (``compile(cache=...)``) stores a cached node's writes with its
+own serializer: it is widened the same way, at compile and when a subgraph runs
+on its parent's cache. Widened in place, like a saver: a cache shared by several
+graphs trusts the classes of each (as a shared saver does), the user's cache
+object stays the one the graph uses (``cache.clear()``, ``close()`` and direct
+reads act on it), and nothing is trusted that some graph using it does not
+name. A copy per graph would split or share its connection and lock behind the
+user's back.
+
 A saver is widened in place (``saver.serde`` and the storage core's
 ``codec.serde`` become a copy trusting more), so reading the same saver directly
 (``saver.get_tuple``) decodes those classes too. When a class replaces another
@@ -23,7 +32,7 @@ from threadloom.checkpoint.serde import EncryptedSerializer, MsgpackSerializer
 from threadloom.checkpoint.serde.registry import default_name
 from threadloom.graph.schema import schema_types
 
-__all__ = ["apply_allowlist", "graph_types", "trust_at_run"]
+__all__ = ["apply_allowlist", "apply_cache_allowlist", "graph_types", "trust_at_run"]
 
 _LOCK = threading.RLock()  # one widening at a time: two would lose each other's classes
 # per saver: stored name -> the class last trusted under it (weakly; to see redefinitions)
@@ -82,25 +91,42 @@ def apply_allowlist(checkpointer: Any, types: tuple[type, ...]) -> Any:
     return checkpointer
 
 
-def trust_at_run(graph: Any, config: Any) -> None:
-    """A nested run stores through its parent's saver: trust the graph's classes there.
+def apply_cache_allowlist(cache: Any, types: tuple[type, ...]) -> Any:
+    """The node cache to compile with, widened in place to trust ``types`` (see above)."""
+    if cache is not None and types:
+        widen_in_place(cache, types)
+    return cache
 
-    Cheap when nothing changed: the serializer last widened is remembered.
+
+def trust_at_run(graph: Any, config: Any) -> None:
+    """A nested run stores through its parent's saver and caches in its parent's node
+    cache: trust the graph's classes in both.
+
+    Cheap when nothing changed: the serializers last widened are remembered.
     """
     types = graph.trusted_types
-    if not types or graph.checkpointer is False:
+    if not types:
         return
     from threadloom.pregel.options import parent_scope
 
     scope = parent_scope(config)
-    saver = scope.checkpointer if scope is not None else None
-    if saver is None:
+    if scope is None:
         return
-    serde = getattr(saver, "serde", None)
-    if serde is None or serde is graph.trusted_serde:
-        return
-    widen_in_place(saver, types, refresh=False)  # the parent's compile ordered the rest
-    graph.trusted_serde = getattr(saver, "serde", None)
+    if graph.checkpointer is not False:
+        graph.trusted_serde = _trust_in(scope.checkpointer, types, graph.trusted_serde)
+    graph.trusted_cache_serde = _trust_in(
+        getattr(scope, "cache", None), types, getattr(graph, "trusted_cache_serde", None)
+    )
+
+
+def _trust_in(holder: Any, types: tuple[type, ...], last: Any) -> Any:
+    """Widen ``holder`` (a saver or cache) unless ``last`` is its serializer already;
+    the serializer it holds afterwards."""
+    serde = getattr(holder, "serde", None)
+    if serde is None or serde is last:
+        return last
+    widen_in_place(holder, types, refresh=False)  # the parent's compile ordered the rest
+    return getattr(holder, "serde", None)
 
 
 def widen_in_place(saver: Any, types: tuple[type, ...], refresh: bool = True) -> None:

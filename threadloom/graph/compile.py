@@ -19,7 +19,12 @@ from typing import Any
 
 from threadloom.constants import END, START, TAG_HIDDEN, TASKS
 from threadloom.errors import InvalidUpdateError, ParentCommand
-from threadloom.graph.allowlist import apply_allowlist, graph_types, trust_at_run
+from threadloom.graph.allowlist import (
+    apply_allowlist,
+    apply_cache_allowlist,
+    graph_types,
+    trust_at_run,
+)
 from threadloom.graph.branch import (
     BranchWriter,
     check_destination,
@@ -56,6 +61,7 @@ class CompiledStateGraph(Pregel):
         # the classes of its schemas and its subgraphs' (see graph/allowlist.py)
         self.trusted_types: tuple[type, ...] = ()
         self.trusted_serde: Any = None  # the parent saver's serializer last widened
+        self.trusted_cache_serde: Any = None  # the parent node cache's, likewise
 
     def stream(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """As :meth:`Pregel.stream`; ``context=`` is handed to nodes as ``runtime.context``.
@@ -379,6 +385,7 @@ def compile_state_graph(
     builder.validate(interrupt=named)
     trusted = graph_types(builder)
     checkpointer = apply_allowlist(ensure_valid_checkpointer(checkpointer), trusted)
+    cache = apply_cache_allowlist(cache, trusted)  # cached writes hold the same classes
     channels = channels_for(builder.fields)
     from threadloom.channels import EphemeralValue
 
