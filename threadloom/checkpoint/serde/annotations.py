@@ -141,7 +141,7 @@ def _walk_value(value: Any, found: set[type], seen: set[int], budget: list[int])
         for item in value:
             _walk_value(item, found, seen, budget)
         return
-    if not is_structured(cls) or isinstance(value, BaseException):
+    if not is_structured(cls):
         return
     _walk(cls, found, seen)
     for item in _instance_values(value):
