@@ -18,18 +18,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from threadloom.checkpoint.serde.structs import (
+    is_namedtuple,
+    is_pydantic_model,
+    is_pydantic_v1_model,
+)
+
 __all__ = ["field_defaults"]
 
 
 def field_defaults(cls: type) -> tuple[list[Any], list[type]]:
     """``(default values, factory classes)`` of the fields of a pydantic model (v2 or
     v1), dataclass or NamedTuple ``cls``; both empty for other kinds."""
-    from threadloom.checkpoint.serde.structs import (
-        is_namedtuple,
-        is_pydantic_model,
-        is_pydantic_v1_model,
-    )
-
     if is_pydantic_model(cls):
         fields = cls.__pydantic_fields__.values()  # type: ignore[attr-defined]
         return _pairs((_v2_default(f), f.default_factory) for f in fields)
