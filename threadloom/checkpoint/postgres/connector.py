@@ -39,29 +39,6 @@ def in_caller_transaction(conn: Any) -> bool:
     return conn.pgconn.transaction_status != _IDLE
 
 
-def refuse_implicit_transaction(conn: Any, target: str) -> None:
-    """Refuse to write inside a transaction psycopg opened implicitly.
-
-    On a non-autocommit connection a query of the caller's (``conn.execute``
-    outside any ``with conn.transaction():``) leaves a transaction open. Joining
-    it, the saver's work would commit only if the caller commits later, and
-    vanish on their close or rollback: nothing says so. A ``transaction()``
-    block of the caller's is theirs on purpose and is joined (a savepoint);
-    an autocommit connection's open transaction is a BEGIN the caller sent.
-    """
-    if conn.autocommit or getattr(conn, "_num_transactions", 0):
-        return
-    status = pq.TransactionStatus(conn.pgconn.transaction_status)
-    if status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR):
-        raise StorageError(
-            f"the connection to {target} has a transaction open that the saver did not "
-            f"start ({status.name}: a query ran on this non-autocommit connection and was "
-            "not committed); the saver's writes would commit only with it. Call "
-            "conn.commit() or conn.rollback() first, write inside `with conn.transaction():` "
-            "to join it on purpose, or use an autocommit connection"
-        )
-
-
 _IDLE = pq.TransactionStatus.IDLE
 _can_pipeline: list[bool] = []
 
@@ -184,8 +161,6 @@ class ConnectorBase:
         statement, COMMIT with the Sync (elsewhere ``"psycopg"`` runs
         :data:`SNAPSHOT_SQL` first; a caller's open transaction is joined).
         """
-        if write:
-            refuse_implicit_transaction(conn, self.target)
         caller_tx = in_caller_transaction(conn)
         if snapshot and not write and not caller_tx:
             return use_pipeline(conn, True), "snapshot" if conn.autocommit else "psycopg"
