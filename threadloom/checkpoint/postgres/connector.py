@@ -16,6 +16,7 @@ import psycopg
 from psycopg import Pipeline, pq
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from threadloom.checkpoint.postgres.checkout import pass_dead_to_checkout
 from threadloom.checkpoint.postgres.health import (
     describe_target,
     is_connection_lost,
@@ -96,6 +97,8 @@ class ConnectorBase:
         self.pipeline = pipeline
         self.schema = schema
         self.is_pool = isinstance(conn, self._pool_type)
+        if self.is_pool:  # its own check must not sleep on dead connections (checkout)
+            pass_dead_to_checkout(conn)
         self.target = describe_target(url or (conn.conninfo if self.is_pool else conn))
         self.current: ContextVar[Tx | None] = ContextVar(
             f"threadloom_pg_tx_{id(self)}", default=None

@@ -103,8 +103,7 @@ def is_dead(conn: Any) -> bool:
 
     try:
         for _ in range(_MAX_READS):
-            readable, _, _ = select.select([pgconn.socket], [], [], 0)
-            if not readable:
+            if not _readable(pgconn.socket):
                 break
             conn.add_notice_handler(on_notice)
             try:
@@ -119,6 +118,23 @@ def is_dead(conn: Any) -> bool:
     return bool(fatal) or pgconn.status != pq.ConnStatus.OK
 
 
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has input (or a close) waiting, without blocking.
+
+    ``poll`` has no limit on the descriptor's number; ``select.select`` raises
+    ``ValueError`` for a descriptor >= 1024 (FD_SETSIZE), i.e. in any process
+    with more than ~1,000 files or sockets open. Windows has no ``poll``; its
+    ``select`` limits how many sockets are asked about, not their numbers.
+    """
+    if _poll is None:
+        readable, _, _ = select.select([fd], [], [], 0)
+        return bool(readable)
+    poller = _poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+_poll = getattr(select, "poll", None)
 _FATAL_SEVERITIES = {"FATAL", "PANIC"}
 _MAX_READS = 3  # FATAL, then the close; bounded so a chatty socket cannot spin
 
