@@ -13,8 +13,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver
+from threadloom.checkpoint.postgres.queries import MIGRATIONS
 from threadloom.errors import StorageError
 
 pytestmark = pytest.mark.postgres
@@ -72,3 +74,41 @@ def test_setup_in_a_read_only_transaction_on_a_migrated_schema(
         pg_url, autocommit=True, options="-c default_transaction_read_only=on"
     ) as conn:
         PostgresSaver(conn, schema=fresh_schema).setup()
+
+
+def test_setup_on_an_older_schema_by_a_dml_role_says_who_must_migrate(
+    pg_url: str, fresh_schema: str
+) -> None:
+    """A schema needing migrations is refused up front with what to do, not with
+    the server's "must be owner of table ..." from the middle of one (reviewpg)."""
+    latest = len(MIGRATIONS) - 1
+    schema_at(pg_url, fresh_schema, latest)  # one migration behind
+    role = f"tl_app_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f'GRANT USAGE, CREATE ON SCHEMA "{fresh_schema}" TO {role}')
+        admin.execute(
+            f'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "{fresh_schema}" TO {role}'
+        )
+        owner = admin.execute("SELECT current_user").fetchone()[0]
+    info = psycopg.conninfo.conninfo_to_dict(pg_url)
+    info["user"] = role
+    try:
+        with PostgresSaver.from_conn_string(
+            psycopg.conninfo.make_conninfo(**info), schema=fresh_schema
+        ) as saver:
+            with pytest.raises(StorageError) as caught:
+                saver.setup()
+            msg = str(caught.value)
+            assert f"needs migration {latest - 1} -> {latest}" in msg
+            assert f"role {role!r}" in msg and repr(owner) in msg and "checkpoint_blobs" in msg
+            assert "run saver.setup() once" in msg
+            with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as own:
+                own.setup()  # the owner migrates
+            saver.setup()  # then the app role's setup finds nothing to do
+            put_one(saver)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{fresh_schema}" CASCADE')
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")

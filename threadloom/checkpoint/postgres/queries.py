@@ -234,6 +234,19 @@ _LANGGRAPH_TABLES = """
     WHERE table_schema = %s AND table_name = 'checkpoints' AND column_name = 'checkpoint'"""
 
 
+# the tables the migrations create or alter ("{s}.name"; index names match no table)
+_OWN_TABLES = sorted(set(re.findall(r"\{s\}\.(\w+)", "\n".join(MIGRATIONS))))
+
+# threadloom's tables in the schema the current role cannot ALTER (it is not, and
+# does not act as, their owner): a migration would fail on them
+_NOT_OURS = """
+    SELECT c.relname, pg_get_userbyid(c.relowner), current_user FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %s AND c.relkind IN ('r', 'p') AND c.relname = ANY(%s)
+      AND NOT pg_has_role(c.relowner, 'USAGE')
+    ORDER BY c.relname"""
+
+
 def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     """Apply pending migrations; return the schema version now in place.
 
@@ -244,8 +257,14 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
     start). ``CREATE ... IF NOT EXISTS`` alone was not enough: Postgres checks the
     CREATE privilege before it finds the object exists.
 
+    A schema that needs migrations whose tables the current role does not own
+    (an app role with DML rights only) is refused up front with what to do,
+    rather than with the server's "must be owner of table ..." from the middle
+    of a migration.
+
     Raises:
-        StorageError: the database holds a newer schema than this threadloom knows.
+        StorageError: the database holds a newer schema than this threadloom
+            knows, or needs migrations the current role cannot run.
     """
     s = quote_ident(schema)
     first = [
@@ -265,14 +284,24 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
         second.append(Stmt(f"CREATE SCHEMA IF NOT EXISTS {s}"))
     if not has_versions:
         second.append(Stmt(MIGRATIONS[0].format(s=s)))
+    second.append(Stmt(_NOT_OURS, (schema, _OWN_TABLES), "all"))
     second.append(Stmt(f"SELECT coalesce(max(v), -1) FROM {s}.checkpoint_migrations", (), "one"))
     results = yield second
-    current = results[-1][0]
+    not_ours, current = results[-2], results[-1][0]
     latest = len(MIGRATIONS) - 1
     if current > latest:
         raise StorageError(
             f"schema {schema!r} is at migration {current} but this threadloom knows only "
             f"up to {latest}: upgrade threadloom"
+        )
+    if current < latest and not_ours:
+        owners = ", ".join(sorted({repr(owner) for _, owner, _ in not_ours}))
+        raise StorageError(
+            f"schema {schema!r} needs migration {current} -> {latest}, and role "
+            f"{not_ours[0][2]!r} cannot alter its tables (it does not own "
+            f"{', '.join(name for name, _, _ in not_ours)}): their owner ({owners}, or "
+            "another role with DDL rights on them) must run saver.setup() once with this "
+            "version of threadloom; after that, DML-only roles can call setup() at every start"
         )
     batch = []
     for v in range(current + 1, len(MIGRATIONS)):
