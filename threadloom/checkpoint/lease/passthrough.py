@@ -24,6 +24,7 @@ from typing import Any
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.lease import lease as _lease
 from threadloom.checkpoint.lease import ops as lo
+from threadloom.checkpoint.storage import batching
 from threadloom.checkpoint.storage.retention import id_list
 from threadloom.errors import LeaseLostError, StorageError
 
@@ -89,13 +90,31 @@ class FencedRetention:
         return flow() if self._writes_mine([thread_id]) else None
 
     def _prune_mine(
-        self, thread_ids: Sequence[str], dry_run: bool, args: dict[str, Any]
-    ) -> Flow | None:
-        """As :meth:`_mine` for ``prune``: a dry run writes nothing, so is forwarded."""
+        self, thread_ids: list[str], dry_run: bool, args: dict[str, Any]
+    ) -> batching.Plan | None:
+        """As :meth:`_mine` for ``prune``: a dry run writes nothing, so is forwarded.
+        Fenced, the prune still runs in steps of whole threads (storage/batching.py),
+        each step fenced in its own transaction."""
         self.lease.first = _lease.NOT_READ
         if dry_run or not self._writes_mine(thread_ids):
             return None
-        return self.inner._prune_flow(thread_ids, **args)
+        strategy, keep_last = args["strategy"], args["keep_last"]
+
+        def make(chunk: list[str], before: str | None) -> Flow:
+            return self.inner._prune_flow(chunk, strategy, keep_last, before)
+
+        return batching.prune_plan(
+            make, thread_ids, strategy, keep_last, args["before"], False, True
+        )
+
+    def _runs_plan(self, run_ids: Sequence[str]) -> batching.Plan:
+        """``delete_for_runs`` in steps of whole threads, each fenced (guarded here)."""
+        ids = id_list(run_ids, "run_ids")
+
+        def make(chunk: list[str]) -> Flow:
+            return self.inner._delete_for_runs_flow(ids, False, chunk)
+
+        return batching.delete_for_runs_plan(make, ids, True)
 
     # -- sync ---------------------------------------------------------------------
 
@@ -108,7 +127,7 @@ class FencedRetention:
 
     def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
         # which threads the runs wrote is only known inside the flow: always guarded here
-        self._retain(self.inner._delete_for_runs_flow(run_ids), force)
+        batching.run_plan(self._runs_plan(run_ids), lambda flow, _: self._retain(flow, force))
 
     def copy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
@@ -134,10 +153,10 @@ class FencedRetention:
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
         thread_ids = id_list(thread_ids, "thread_ids")  # read once: see _prune_mine
-        flow = self._prune_mine(thread_ids, dry_run, args)
-        if flow is None:
+        plan = self._prune_mine(thread_ids, dry_run, args)
+        if plan is None:
             return self.inner.prune(thread_ids, dry_run=dry_run, force=force, **args)
-        return self._retain(flow, force)
+        return batching.run_plan(plan, lambda flow, _: self._retain(flow, force))
 
     def stats(self, thread_id: str | None = None) -> dict[str, Any]:
         return self.inner.stats(thread_id)
@@ -157,7 +176,8 @@ class FencedRetention:
         return None
 
     async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        await self._aretain(self.inner._delete_for_runs_flow(run_ids), force)
+        plan = self._runs_plan(run_ids)
+        await batching.arun_plan(plan, lambda flow, _: self._aretain(flow, force))
 
     async def acopy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
@@ -183,10 +203,10 @@ class FencedRetention:
     ) -> PruneReport:
         args = {"strategy": strategy, "keep_last": keep_last, "before": before}
         thread_ids = id_list(thread_ids, "thread_ids")  # read once: see _prune_mine
-        flow = self._prune_mine(thread_ids, dry_run, args)
-        if flow is None:
+        plan = self._prune_mine(thread_ids, dry_run, args)
+        if plan is None:
             return await self.inner.aprune(thread_ids, dry_run=dry_run, force=force, **args)
-        return await self._aretain(flow, force)
+        return await batching.arun_plan(plan, lambda flow, _: self._aretain(flow, force))
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
         return await self.inner.astats(thread_id)

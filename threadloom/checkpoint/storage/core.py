@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from threadloom.checkpoint.saver import BaseCheckpointSaver
-from threadloom.checkpoint.storage import flows, puts, retention, step
+from threadloom.checkpoint.storage import batching, flows, puts, retention, step
 from threadloom.checkpoint.storage.drive import Flow
 from threadloom.checkpoint.storage.tuples import ReadCodec
 
@@ -83,9 +83,11 @@ class StorageSaver(BaseCheckpointSaver):
     def _delete_thread_flow(self, thread_id: str, force: bool = False) -> Flow:
         return retention.delete_thread_flow(self.codec, str(thread_id), force)
 
-    def _delete_for_runs_flow(self, run_ids: Sequence[str], force: bool = False) -> Flow:
+    def _delete_for_runs_flow(
+        self, run_ids: Sequence[str], force: bool = False, threads: Sequence[str] | None = None
+    ) -> Flow:
         return retention.delete_for_runs_flow(
-            self.codec, retention.id_list(run_ids, "run_ids"), force
+            self.codec, retention.id_list(run_ids, "run_ids"), force, threads
         )
 
     def _copy_thread_flow(self, source: str, target: str, force: bool = False) -> Flow:
@@ -106,6 +108,33 @@ class StorageSaver(BaseCheckpointSaver):
         return retention.prune_flow(
             self.codec, ids, strategy, keep_last, before, dry_run, per_thread, force
         )
+
+    # -- retention over many threads: one transaction per step of whole threads
+    # (storage/batching.py), so other writers get in between --------------------
+
+    def _prune_plan(
+        self,
+        thread_ids: Sequence[str],
+        strategy: str,
+        keep_last: int | None,
+        before: str | None,
+        dry_run: bool,
+        force: bool,
+    ) -> batching.Plan:
+        ids = retention.id_list(thread_ids, "thread_ids")
+
+        def make(chunk: list[str], checked: str | None) -> Flow:
+            return self._prune_flow(chunk, strategy, keep_last, checked, dry_run, force)
+
+        return batching.prune_plan(make, ids, strategy, keep_last, before, dry_run, not force)
+
+    def _delete_for_runs_plan(self, run_ids: Sequence[str], force: bool) -> batching.Plan:
+        ids = retention.id_list(run_ids, "run_ids")
+
+        def make(chunk: list[str]) -> Flow:
+            return self._delete_for_runs_flow(ids, force, chunk)
+
+        return batching.delete_for_runs_plan(make, ids, not force)
 
     # -- sync API ---------------------------------------------------------------
 
@@ -150,7 +179,7 @@ class StorageSaver(BaseCheckpointSaver):
         self._run(self._delete_thread_flow(thread_id, force), True)
 
     def delete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        self._run(self._delete_for_runs_flow(run_ids, force), True)
+        batching.run_plan(self._delete_for_runs_plan(run_ids, force), self._run)
 
     def copy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
@@ -167,8 +196,8 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
         force: bool = False,
     ) -> Any:
-        flow = self._prune_flow(thread_ids, strategy, keep_last, before, dry_run, force)
-        return self._run(flow, not dry_run)
+        plan = self._prune_plan(thread_ids, strategy, keep_last, before, dry_run, force)
+        return batching.run_plan(plan, self._run)
 
     def stats(self, thread_id: str | None = None) -> dict[str, Any]:
         return self._run(retention.stats_flow(thread_id))
@@ -212,7 +241,7 @@ class StorageSaver(BaseCheckpointSaver):
         await self._arun(self._delete_thread_flow(thread_id, force), True)
 
     async def adelete_for_runs(self, run_ids: Sequence[str], *, force: bool = False) -> None:
-        await self._arun(self._delete_for_runs_flow(run_ids, force), True)
+        await batching.arun_plan(self._delete_for_runs_plan(run_ids, force), self._arun)
 
     async def acopy_thread(
         self, source_thread_id: str, target_thread_id: str, *, force: bool = False
@@ -229,8 +258,8 @@ class StorageSaver(BaseCheckpointSaver):
         dry_run: bool = False,
         force: bool = False,
     ) -> Any:
-        flow = self._prune_flow(thread_ids, strategy, keep_last, before, dry_run, force)
-        return await self._arun(flow, not dry_run)
+        plan = self._prune_plan(thread_ids, strategy, keep_last, before, dry_run, force)
+        return await batching.arun_plan(plan, self._arun)
 
     async def astats(self, thread_id: str | None = None) -> dict[str, Any]:
         return await self._arun(retention.stats_flow(thread_id))

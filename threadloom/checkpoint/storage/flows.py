@@ -62,10 +62,15 @@ def _decode(row: CheckpointRow) -> dict[str, Any]:
     return rec
 
 
-def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
+def resolve_states(
+    codec: ValueCodec,
+    rows: Sequence[CheckpointRow],
+    known_rows: Sequence[CheckpointRow] = (),
+) -> Flow:
     """``{checkpoint_id: (State, core fields, extra)}`` for rows of ONE
     thread/namespace, fetching diff bases with :class:`LoadAncestors` only when
-    they are neither in the page nor cached."""
+    they are neither in the page, nor in ``known_rows`` (rows at hand that need
+    no state of their own: a prune resolves the kept rows only), nor cached."""
     out: dict[str, tuple[State, dict[str, Any], Any]] = {}
     todo = []
     for row in rows:  # a cached state of the very same record bytes is current
@@ -76,7 +81,8 @@ def resolve_states(codec: ValueCodec, rows: Sequence[CheckpointRow]) -> Flow:
             todo.append(row)
     if not todo:
         return out
-    known = {r.checkpoint_id: r for r in rows}
+    known = {r.checkpoint_id: r for r in known_rows}
+    known.update((r.checkpoint_id, r) for r in rows)
     recs = {r.checkpoint_id: _decode(r) for r in todo}
     states: dict[str, State] = {}
     for row in sorted(todo, key=lambda r: r.checkpoint_id):

@@ -38,7 +38,10 @@ from threadloom.checkpoint.storage.values import ValueCodec
 from threadloom.errors import ConfigError, IdListError, ThreadBusyError
 
 __all__ = [
+    "CheckedBefore",
     "IdListError",
+    "check_before_flow",
+    "check_strategy",
     "guard_flow",
     "copy_thread_flow",
     "delete_for_runs_flow",
@@ -97,28 +100,33 @@ def _remove(
     rows: list[CheckpointRow],
     doomed: set[str],
     dry: _DryRun | None = None,
+    writes: list[Any] | None = None,
 ) -> Flow:
     """Delete ``doomed`` checkpoints of one namespace (``rows`` = all of it):
     rebase survivors whose diff chain crosses a doomed row into keyframes,
     unlink survivors whose parent goes (or is already gone), drop the writes
     and the refs nothing names any more, release blobs.
+    Only the survivors' states are resolved (a ``keep_latest`` of a 20,000
+    checkpoint thread decoded all 20,000). ``writes``: the namespace's doomed
+    write rows when the caller has read them already.
     Returns (blobs dropped, bytes freed). With ``dry``, only reads and
     returns what the real run would report."""
     if not doomed:
         return 0, 0
-    resolved = yield from resolve_states(codec, rows)
-    if dry is None:
+    kept = [r for r in rows if r.checkpoint_id not in doomed]
+    resolved = (yield from resolve_states(codec, kept, rows)) if kept else {}
+    if dry is None and kept:
         rewritten = _survivors(codec, thread_id, ns, rows, resolved, doomed)
         if rewritten:
             yield InsertRows(rewritten)
     ids = tuple(doomed)
-    writes = yield LoadWrites(thread_id, ns, ids)
+    if writes is None:
+        writes = yield LoadWrites(thread_id, ns, ids)
     if dry is None:
         yield DeleteCheckpoints(thread_id, ns, ids)
     used = {
         (channel, version_key(record.unpack_version(version)))
-        for cid, (state, _, _) in resolved.items()
-        if cid not in doomed
+        for state, _, _ in resolved.values()
         for channel, version in state.cv.items()
     }
     refs = yield LoadThreadRefs(thread_id, ns)
@@ -217,12 +225,22 @@ def _crosses(row: CheckpointRow, resolved: dict, by_id: dict, doomed: set[str]) 
     return False
 
 
-def delete_for_runs_flow(codec: ValueCodec, run_ids: Sequence[str], force: bool = False) -> Flow:
-    """Checkpoints whose metadata ``run_id`` is listed, with their writes."""
+def delete_for_runs_flow(
+    codec: ValueCodec,
+    run_ids: Sequence[str],
+    force: bool = False,
+    threads: Sequence[str] | None = None,
+) -> Flow:
+    """Checkpoints whose metadata ``run_id`` is listed, with their writes; only
+    in ``threads`` when given (one step of a call cut into transactions,
+    :mod:`.batching`)."""
     if not run_ids:
         return
     codec.forget_thread(None)
     found = yield FindRunCheckpoints(tuple(str(r) for r in run_ids))
+    if threads is not None:
+        wanted = set(threads)
+        found = [row for row in found if row.thread_id in wanted]
     yield from guard_flow("delete_for_runs", [row.thread_id for row in found], force)
     groups: dict[tuple[str, str], set[str]] = defaultdict(set)
     for row in found:
@@ -277,6 +295,15 @@ def _write_key(w: Any) -> tuple[str, str, str]:
     return (w.checkpoint_ns, w.checkpoint_id, w.task_id)
 
 
+def check_strategy(strategy: str, keep_last: int | None) -> None:
+    """Refuse an unknown strategy or a ``keep_last_n`` without a count (before
+    anything runs, even for an empty list of threads)."""
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
+    if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
+        raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
+
+
 def prune_flow(
     codec: ValueCodec,
     thread_ids: Sequence[str],
@@ -293,12 +320,9 @@ def prune_flow(
     (blobs and bytes freed included), writing nothing. ``per_thread_blobs``:
     the backend stores blobs per thread (Redis), not shared by all threads.
     A real run refuses threads a run holds the lease of unless ``force``."""
-    if strategy not in STRATEGIES:
-        raise ConfigError(f"unknown prune strategy {strategy!r}; use one of {STRATEGIES}")
-    if strategy == "keep_last_n" and (keep_last is None or keep_last < 1):
-        raise ConfigError("prune(strategy='keep_last_n') needs keep_last >= 1")
-    if strategy == "before":
-        yield from _check_before(thread_ids, before)
+    check_strategy(strategy, keep_last)
+    if strategy == "before" and not isinstance(before, CheckedBefore):
+        yield from check_before_flow(thread_ids, before)
     if not dry_run:
         yield from guard_flow("prune", thread_ids, force)
     totals: Counter[str] = Counter()
@@ -316,14 +340,13 @@ def prune_flow(
         for ns, ns_rows in by_ns.items():
             doomed = {r.checkpoint_id for r in ns_rows if (ns, r.checkpoint_id) not in keep}
             gone = [r for r in ns_rows if r.checkpoint_id in doomed]
+            dropped = [w for w in writes if w.checkpoint_ns == ns and w.checkpoint_id in doomed]
             totals["checkpoints"] += len(gone)
-            totals["writes"] += sum(
-                1 for w in writes if w.checkpoint_ns == ns and w.checkpoint_id in doomed
-            )
+            totals["writes"] += len(dropped)
             totals["bytes"] += sum(len(r.data) + len(r.metadata) + 100 for r in gone)
             if not doomed:
                 continue
-            blobs, freed = yield from _remove(codec, thread_id, ns, ns_rows, doomed, dry)
+            blobs, freed = yield from _remove(codec, thread_id, ns, ns_rows, doomed, dry, dropped)
             totals["blobs"] += blobs
             totals["bytes"] += freed
     return PruneReport(
@@ -335,7 +358,16 @@ def prune_flow(
     )
 
 
-def _check_before(thread_ids: Sequence[str], before: Any) -> Flow:
+class CheckedBefore(str):
+    """A ``prune(strategy="before")`` checkpoint id already checked against all
+    the threads of the call (:mod:`.batching`): one transaction of the call
+    holds only some of them, so checking again there would refuse the ones
+    that do not hold that checkpoint."""
+
+    __slots__ = ()
+
+
+def check_before_flow(thread_ids: Sequence[str], before: Any) -> Flow:
     """``before`` must be the id of a checkpoint of one of the threads, exactly as
     stored. Ids are compared as text, so a typo, the short id ``threadloom tree``
     shows, another spelling of the same UUID (no hyphens, upper case) or a
