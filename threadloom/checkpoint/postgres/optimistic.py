@@ -349,8 +349,7 @@ def _checked_save_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
     if op.blobs:
         refs = refs.replace(
             "b.hash = ANY(%s::bytea[])",
-            "b.hash = ANY(%s::bytea[]) AND c.id <> ALL(string_to_array("
-            f"coalesce(current_setting('{NEW_COUNTS}', true), ''), ',')::bigint[])",
+            f"b.hash = ANY(%s::bytea[]) AND c.id NOT IN {generic.setting_ids(NEW_COUNTS)}",
         )
     cond = "(SELECT count(*) FROM l) + (SELECT count(*) FROM a WHERE mine) = %s"
     if _cached_base(op):
@@ -372,7 +371,6 @@ def _refs_text(sql: SQL, op: ops.SaveCheckpoint) -> str:
         bound = "b.hash = ANY(%s::bytea[])"
         stmt = stmt.replace(
             bound,
-            f"{bound} AND c.id <> ALL(string_to_array("
-            f"coalesce(current_setting('{NEW_COUNTS}', true), ''), ',')::bigint[])",
+            f"{bound} AND c.id NOT IN {generic.setting_ids(NEW_COUNTS)}",
         )
     return stmt

@@ -66,7 +66,7 @@ def _lock_others(sql: SQL) -> str:
     xid wraparound can equal an old frozen row's); ``l``: the others, locked in
     hash order."""
     return (
-        f"WITH a AS MATERIALIZED (SELECT hash, hash = ANY({generic.OWN}) AS mine"
+        f"WITH a AS MATERIALIZED (SELECT hash, hash IN {generic.OWN} AS mine"
         f" FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])),"
         f" l AS (SELECT hash FROM {sql.blobs}"
         " WHERE hash = ANY(ARRAY(SELECT hash FROM a WHERE NOT mine)) ORDER BY hash FOR UPDATE) "

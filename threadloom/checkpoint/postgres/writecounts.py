@@ -93,17 +93,15 @@ def text(sql: SQL, lock_slot: str, refuse: str) -> str:
     :func:`.optimistic.lock_first`); ``refuse``: the expression failing the
     transaction."""
     head = one_row(sql.upsert_writes.split("ON CONFLICT")[0])
-    new = (
-        f"string_to_array(coalesce(current_setting('{NEW_WRITE_COUNTS}', true), ''), ',')::bigint[]"
-    )
+    new = generic.setting_ids(NEW_WRITE_COUNTS)
     return (
-        f"WITH a AS MATERIALIZED (SELECT hash, id, hash = ANY({generic.OWN}) AS mine"
+        f"WITH a AS MATERIALIZED (SELECT hash, id, hash IN {generic.OWN} AS mine"
         f" FROM {sql.blobs} WHERE hash = ANY(%s::bytea[])),"
         f" l AS (SELECT hash FROM {sql.blobs}"
         " WHERE hash = ANY(ARRAY(SELECT hash FROM a WHERE NOT mine)) ORDER BY hash FOR UPDATE),"
         f" u AS (UPDATE {sql.counts} c SET refs = c.refs + d.n"
         " FROM unnest(%s::bytea[], %s::bigint[]) AS d(hash, n) JOIN a ON a.hash = d.hash"
-        f" WHERE (SELECT count(*) FROM l) >= 0 AND c.id = a.id AND c.id <> ALL({new})),"
+        f" WHERE (SELECT count(*) FROM l) >= 0 AND c.id = a.id AND c.id NOT IN {new}),"
         f" ins AS ({head} WHERE {lock_slot} ON CONFLICT DO NOTHING RETURNING 1)"
         " SELECT CASE WHEN (SELECT count(*) FROM ins) = %s"
         " AND (SELECT count(*) FROM l) + (SELECT count(*) FROM a WHERE mine) = %s"

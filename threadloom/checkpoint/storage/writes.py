@@ -187,12 +187,11 @@ def _first_writes(
     are already in index order."""
     blobs: list[BlobRow] = []
     ordered: list[list[Any]] = []
-    hashes = b""
     for idx, (channel, value) in enumerate(writes):
-        n = len(blobs)
         ordered.append(_entry(serde, inline_max, idx, channel, value, blobs, seen))
-        if len(blobs) > n:
-            hashes += blobs[n].hash  # in entry order
+    # each entry adds at most one blob, in entry order; joined once (``+=`` on
+    # bytes copied the hashes so far at every blob: W=40,000 writes, 1.3 s)
+    hashes = b"".join([b.hash for b in blobs]) if blobs else b""
     return _new(WriteRow, (*key, task_path or "", ormsgpack.packb(ordered), hashes)), blobs
 
 
