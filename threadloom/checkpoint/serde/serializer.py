@@ -45,8 +45,9 @@ class MsgpackSerializer:
             encryption was turned on).
         max_decompressed: refuse to inflate a stored value beyond this size.
         max_decoded_items: refuse a compressed value that decodes to more
-            msgpack items than this, over one per two inflated bytes (a
-            decompression bomb: see :mod:`~threadloom.checkpoint.serde.inflation`).
+            msgpack items than this (a decompression bomb: see
+            :mod:`~threadloom.checkpoint.serde.inflation`); a value holding
+            more is written uncompressed.
     """
 
     def __init__(
@@ -130,7 +131,13 @@ class MsgpackSerializer:
         else:
             tag, payload = "msgpack", self._packer.pack(obj)
             threshold = self.compress_threshold
-            if threshold is not None and len(payload) > threshold:
+            # a value with more items than a reader accepts compressed is stored
+            # as it is (serde/inflation.py): its size then bounds its decoding
+            if (
+                threshold is not None
+                and len(payload) > threshold
+                and inflation.compressible(payload, self.max_decoded_items)
+            ):
                 packed = codec.compress(payload, self.compression_level)
                 if len(packed) < len(payload):
                     tag, payload = "msgpack+zstd", packed
