@@ -8,6 +8,7 @@ Before, the first write of such a graph raised "Status is not registered"
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import typing
@@ -15,6 +16,7 @@ import warnings
 from typing import Any, TypedDict
 
 import pydantic
+import pydantic.dataclasses
 
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.serde import allowlist_from_annotations
@@ -132,3 +134,177 @@ def test_graph_stores_a_model_left_at_its_enum_defaults():
     assert values["t"].status is Status.PENDING
     assert values["s"].fill is Color.RED
     assert values["s"].sizes == [Size.S]
+
+
+# -- a class as a default value, pydantic dataclasses, deques, exceptions, budget --
+
+
+class Answer(pydantic.BaseModel):
+    text: str = ""
+
+
+class Mood(enum.Enum):
+    OK = "ok"
+
+
+class AgentConfig(pydantic.BaseModel):
+    response_format: Any = Answer  # a class as a default value (a structured-output schema)
+    allowed: tuple = (Mood,)
+
+
+class _AgentState(TypedDict):
+    config: AgentConfig
+    answer: Answer | None
+    mood: Mood | None
+
+
+def test_a_class_as_default_value_does_not_hide_it_from_the_annotations():
+    # the value walk once shared the type walk's seen set: walking the default
+    # ``Answer`` marked it seen, so the annotation ``Optional[Answer]`` skipped it
+    assert {AgentConfig, Answer, Mood} <= allowlist_from_annotations(_AgentState)
+
+
+def test_a_class_as_default_value_is_walked_like_type_of_it():
+    class OnlyDefault(pydantic.BaseModel):
+        schema_cls: Any = Answer
+        kinds: list = [Mood]
+
+    assert {Answer, Mood} <= allowlist_from_annotations(OnlyDefault)
+
+
+def test_graph_with_a_class_default_stores_the_class_annotated_elsewhere():
+    b = StateGraph(_AgentState)
+    b.add_node("a", lambda s: {"answer": Answer(text="x"), "mood": Mood.OK})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    app = b.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "1"}}
+    app.invoke({}, cfg)
+    values = app.get_state(cfg).values
+    assert values["answer"] == Answer(text="x")
+    assert values["mood"] is Mood.OK
+
+
+@pydantic.dataclasses.dataclass
+class _PD:
+    s: Any = pydantic.Field(default=Color.RED)  # stdlib field default: the FieldInfo
+    inner: Any = pydantic.Field(default_factory=Answer)
+
+
+class _PDState(TypedDict):
+    p: _PD
+
+
+def test_pydantic_dataclass_field_default_is_its_value_not_the_field_info():
+    assert {Color, Answer} <= allowlist_from_annotations(_PD)
+    b = StateGraph(_PDState)
+    b.add_node("a", lambda s: {"p": _PD()})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    app = b.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "1"}}
+    app.invoke({}, cfg)
+    assert app.get_state(cfg).values["p"].s is Color.RED
+
+
+def test_pydantic_v1_dataclass_field_default_is_unwrapped():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pydantic.v1 as v1
+        import pydantic.v1.dataclasses as v1dc
+
+        @v1dc.dataclass
+        class Old:
+            s: Any = v1.Field(default=Shade.DARK)
+
+    assert Shade in allowlist_from_annotations(Old)
+
+
+class MyError(Exception):
+    pass
+
+
+class _Errs(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    err: Any = MyError(Status.PENDING)  # the exception codec keeps str-enum args
+    plain: Any = MyError("x")
+
+
+class _Deq(pydantic.BaseModel):
+    d: Any = collections.deque([Color.RED])
+
+
+def test_deque_items_and_exception_args_are_trusted():
+    assert {MyError, Status} <= allowlist_from_annotations(_Errs)
+    assert Color in allowlist_from_annotations(_Deq)
+
+
+def test_graph_stores_exception_and_deque_defaults_as_their_classes():
+    class S(TypedDict):
+        e: _Errs
+        q: _Deq
+
+    b = StateGraph(S)
+    b.add_node("a", lambda s: {"e": _Errs(), "q": _Deq()})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    app = b.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "1"}}
+    app.invoke({}, cfg)
+    values = app.get_state(cfg).values
+    assert type(values["e"].plain) is MyError  # not a RevivedError
+    assert values["e"].err.args == (Status.PENDING,)
+    assert type(values["e"].err.args[0]) is Status
+    assert values["q"].d == collections.deque([Color.RED])
+
+
+def test_the_budget_stops_iterating_a_huge_default():
+    yielded = []
+
+    class CountingDict(dict):
+        def items(self):
+            for pair in super().items():
+                yielded.append(1)
+                yield pair
+
+    class Huge(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+        x: Any = CountingDict((str(i), i) for i in range(100_000))  # atomic items only
+
+    allowlist_from_annotations(Huge)
+    assert len(yielded) <= 10_000  # every item counts, atomic ones too, and the walk stops
+
+
+def test_a_deeply_nested_default_raises_no_recursion_error():
+    deep: Any = [Color.RED]
+    for _ in range(5_000):
+        deep = [deep]
+
+    class Deep(pydantic.BaseModel):
+        x: Any = deep
+
+    assert Color in allowlist_from_annotations(Deep)
+
+
+class _OneErr(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    err: Any = MyError("x")
+
+
+class _OneErrState(TypedDict):
+    t: _OneErr
+
+
+def test_an_exception_default_revives_as_its_class():
+    # an exception instance as a default trusts its class (1cf62eb): before, it came
+    # back as a RevivedError
+    b = StateGraph(_OneErrState)
+    b.add_node("a", lambda s: {"t": _OneErr()})
+    b.add_edge(START, "a")
+    b.add_edge("a", END)
+    app = b.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "1"}}
+    app.invoke({}, cfg)
+    err = app.get_state(cfg).values["t"].err
+    assert type(err) is MyError
+    assert err.args == ("x",)

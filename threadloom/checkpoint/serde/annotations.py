@@ -7,10 +7,13 @@ without a global ``register`` call.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
+import itertools
 import sys
 import typing
+from collections.abc import Iterator
 from typing import Any
 
 import typing_extensions
@@ -35,15 +38,20 @@ def allowlist_from_annotations(tp: Any) -> set[type]:
     containers (``list[...]``, ``dict[K, V]``...), TypedDicts and the fields of
     the classes found, and the classes of those fields' default values (a
     stored default is stored data: ``status: str = Status.PENDING`` stores a
-    ``Status``; see ``fielddefaults.py``). Unresolvable forward references are skipped.
+    ``Status``; see ``fielddefaults.py``; a class as a default is walked like
+    ``type[X]``). Unresolvable forward references are skipped.
     """
     found: set[type] = set()
     _walk(tp, found, set())
     return found
 
 
-# values looked at per default (a huge default container is not walked to the end)
+# items looked at per default value (every item counts, atomic ones too): a huge or
+# deeply nested default is walked only this far, so a compile stays fast
 _VALUE_BUDGET = 10_000
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.deque)
+_END = object()
 
 
 class _One:
@@ -118,44 +126,62 @@ def _walk(tp: Any, found: set[type], seen: set[int]) -> None:
     for factory in factories:
         _walk(factory, found, seen)
     for value in values:
-        _walk_value(value, found, seen, [_VALUE_BUDGET])
+        _walk_value(value, found, seen)
 
 
-def _walk_value(value: Any, found: set[type], seen: set[int], budget: list[int]) -> None:
-    """Trust the classes of a default value: enum members, structured instances (and
-    their field values), recursively through lists, tuples, sets and dicts."""
-    cls = type(value)
-    if isinstance(value, enum.Enum):  # before the atomic test: str and int enums are atomic too
-        found.add(cls)
-        return
-    if budget[0] <= 0 or cls in _ATOMIC or id(value) in seen:
-        return
-    budget[0] -= 1
-    seen.add(id(value))  # values are held by their class (or container): ids stay unique
-    if isinstance(value, dict):
-        for key, item in value.items():
-            _walk_value(key, found, seen, budget)
-            _walk_value(item, found, seen, budget)
-        return
-    if cls in (list, tuple, set, frozenset):
-        for item in value:
-            _walk_value(item, found, seen, budget)
-        return
-    if not is_structured(cls):
-        return
-    _walk(cls, found, seen)
-    for item in _instance_values(value):
-        _walk_value(item, found, seen, budget)
+def _walk_value(value: Any, found: set[type], seen: set[int]) -> None:
+    """Trust the classes of a default value: enum members, structured instances (their
+    field values, an exception's args), through lists, tuples, sets, deques and dicts.
+
+    A class as a value is walked as a type, as the annotation ``type[X]`` is. ``seen``
+    is the type walk's: the values' own ids go in a set of their own here, or a default
+    that *is* a class would mark it seen and hide it from the type walk. Iterative and
+    bounded by ``_VALUE_BUDGET`` (items, depth included): no RecursionError on a deep
+    default, no full pass over a huge one.
+    """
+    budget = _VALUE_BUDGET
+    visited: dict[int, Any] = {}  # id -> the value, held so a walked id is never reused
+    stack: list[Iterator[Any]] = [iter((value,))]
+    while stack and budget > 0:
+        item = next(stack[-1], _END)
+        if item is _END:
+            stack.pop()
+            continue
+        budget -= 1
+        if isinstance(item, type):
+            _walk(item, found, seen)
+            continue
+        cls = type(item)
+        if isinstance(item, enum.Enum):  # before the atomic test: str and int enums are atomic
+            found.add(cls)
+            continue
+        if cls in _ATOMIC or id(item) in visited:
+            continue
+        visited[id(item)] = item
+        if isinstance(item, dict):
+            stack.append(itertools.chain.from_iterable(item.items()))
+        elif cls in _SEQUENCES:
+            stack.append(iter(item))
+        elif is_structured(cls):
+            _walk(cls, found, seen)
+            stack.append(iter(_instance_values(item)))
 
 
 def _instance_values(obj: Any) -> list[Any]:
-    """The field values of a dataclass, NamedTuple or pydantic instance (extras included)."""
-    if is_namedtuple(type(obj)):
-        return list(obj)
-    if dataclasses.is_dataclass(obj):
-        return [getattr(obj, f.name, None) for f in dataclasses.fields(obj)]
-    values = list(getattr(obj, "__dict__", {}).values())
-    extra = getattr(obj, "__pydantic_extra__", None)
-    if extra:
-        values.extend(extra.values())
-    return values
+    """The field values of a dataclass, NamedTuple or pydantic instance (extras included),
+    or an exception's args and attributes (its codec stores plain ones, str-enums too);
+    empty when reading them raises (a property: the walk must not fail a compile)."""
+    try:
+        if is_namedtuple(type(obj)):
+            return list(obj)
+        if dataclasses.is_dataclass(obj):
+            return [getattr(obj, f.name, None) for f in dataclasses.fields(obj)]
+        values = list(getattr(obj, "__dict__", {}).values())
+        if isinstance(obj, BaseException):
+            values.extend(obj.args)
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if extra:
+            values.extend(extra.values())
+        return values
+    except Exception:
+        return []
