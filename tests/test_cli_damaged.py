@@ -46,6 +46,10 @@ def _damage(db: str, how: str) -> str:
     ).fetchone()
     if how == "record":
         conn.execute("UPDATE tl_checkpoints SET data = ? WHERE checkpoint_id = ?", (data[:3], cid))
+    elif how == "record without ts":  # valid parts, no v/ts: a KeyError('ts') traceback
+        conn.execute(
+            "UPDATE tl_checkpoints SET data = ? WHERE checkpoint_id = ?", (b"\x92\x01\x01", cid)
+        )
     else:
         conn.execute("UPDATE tl_checkpoints SET metadata = '{x' WHERE checkpoint_id = ?", (cid,))
     conn.commit()
@@ -53,7 +57,7 @@ def _damage(db: str, how: str) -> str:
     return str(uuid.UUID(bytes=cid))
 
 
-@pytest.mark.parametrize("how", ["record", "metadata"])
+@pytest.mark.parametrize("how", ["record", "record without ts", "metadata"])
 def test_threads_lists_the_healthy_threads_and_marks_the_damaged_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
 ) -> None:
@@ -90,3 +94,18 @@ def test_history_and_tree_end_with_a_one_line_error(
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and names[3] in err
     assert main(["history", db, "t1"]) == 0
+
+
+def test_threads_lists_a_checkpoint_stored_without_ts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from threadloom.checkpoint.base import empty_checkpoint
+
+    db = str(tmp_path / "db.sqlite")
+    with SqliteSaver.from_conn_string(db) as saver:
+        cp = empty_checkpoint()
+        cp["ts"] = None  # type: ignore[typeddict-item]
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {"step": 0}, {})
+    assert main(["threads", db]) == 0
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[1].split() == ["t", "1", "0", "?"]

@@ -212,7 +212,7 @@ def _thread_row(saver: Any, thread: str) -> str | None:
     for tup in saver.list(_thread_config(thread)):
         count += 1
         if count == 1 or (not root and not tup.config["configurable"].get("checkpoint_ns")):
-            step, ts = _meta(tup, "step"), tup.checkpoint["ts"]
+            step, ts = _meta(tup, "step"), tup.checkpoint.get("ts") or "?"
             root = not tup.config["configurable"].get("checkpoint_ns")
     if not count:
         return None

@@ -170,3 +170,40 @@ def test_a_class_not_allowlisted_is_a_refusal_not_corruption(tmp_path: Path) -> 
     assert not isinstance(err, CorruptBlobError)
     assert "not registered or allowlisted" in str(err) and "Point" in str(err)
     assert "thread 't1'" in str(err) and "channel 'p'" in str(err)
+
+
+@pytest.mark.parametrize("record", [[1, 1], [1, 0], [3, 1, 4], [5, 0, None]])
+def test_a_record_without_v_or_ts_is_corrupt(tmp_path: Path, record: list[Any]) -> None:
+    """Every record format writes ``v`` and ``ts`` (ts may be None); one without
+    them (``packb([1, 1])``: only k) was read by get_tuple and failed later, in
+    get_state/history, with a bare KeyError('ts')."""
+    from threadloom.graph import START, StateGraph
+
+    path = tmp_path / "nots.db"
+    _saved(path)
+    conn = sqlite3.connect(path)
+    (cid,) = conn.execute("select max(checkpoint_id) from tl_checkpoints").fetchone()
+    conn.execute(
+        "update tl_checkpoints set data=? where checkpoint_id=?", (ormsgpack.packb(record), cid)
+    )
+    conn.commit()
+    conn.close()
+    g = StateGraph(dict)
+    g.add_node("n", lambda s: {})
+    g.add_edge(START, "n")
+    with SqliteSaver.from_conn_string(str(path)) as saver:
+        with pytest.raises(CorruptBlobError, match="no 'v' or 'ts'") as info:
+            saver.get_tuple(CFG)
+        assert info.value.thread_id == "t1" and info.value.checkpoint_id is not None
+        with pytest.raises(CorruptBlobError, match="no 'v' or 'ts'"):
+            g.compile(checkpointer=saver).get_state(CFG)
+
+
+def test_a_checkpoint_put_with_ts_none_still_reads(tmp_path: Path) -> None:
+    from threadloom.checkpoint.base import empty_checkpoint
+
+    with SqliteSaver.from_conn_string(str(tmp_path / "tsnone.db")) as saver:
+        cp = empty_checkpoint()
+        cp["ts"] = None  # type: ignore[typeddict-item]
+        cfg = saver.put(CFG, cp, {"step": 0}, {})
+        assert saver.get_tuple(cfg) is not None

@@ -59,6 +59,8 @@ def _decode(row: CheckpointRow) -> dict[str, Any]:
         raise _corrupt(row, f"checkpoint record cannot be decoded ({exc})") from exc
     if type(rec) is not dict or type(rec.get("k")) is not int:
         raise _corrupt(row, "checkpoint record cannot be decoded (not a record)")
+    if "v" not in rec or "ts" not in rec:  # every record format writes both (ts may be None)
+        raise _corrupt(row, "checkpoint record cannot be decoded (no 'v' or 'ts' field)")
     return rec
 
 
