@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
+import threading
 import time
 from typing import Annotated, TypedDict
 
@@ -89,3 +90,24 @@ def test_thread_without_a_run_still_expires(redis_client, key_prefix) -> None:
     assert redis_client.exists(*saver.layout.thread_keys("long")) > 0
     time.sleep(TTL + 0.5)
     assert redis_client.exists(*saver.layout.thread_keys("long")) == 0
+
+
+@pytest.mark.parametrize("saver_ttl", [TTL, None])
+def test_set_thread_ttl_mid_run_keeps_the_thread_until_the_lease_ends(
+    redis_client, key_prefix, saver_ttl
+) -> None:
+    """set_thread_ttl(t, 1) from another thread while a run holds t's lease: the
+    keys take the longer of the new TTL and the lease's remaining life (it set
+    every key to 1 s, and the history lost its older checkpoints mid-run)."""
+    saver = RedisSaver(redis_client, key_prefix=key_prefix, ttl=saver_ttl)
+    app = graph(slow_node).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "long"}}
+    app.invoke({"n": ["x"]}, config)
+    timer = threading.Timer(0.5, lambda: saver.set_thread_ttl("long", 1))
+    timer.start()
+    try:
+        out = app.invoke({"n": ["slow"]}, config)
+    finally:
+        timer.join()
+    assert out["n"] == ["x", "a", "b", "slow", "a", "b"]
+    check_history(list(app.get_state_history(config)), redis_client, saver)

@@ -369,12 +369,19 @@ touch()
 return pre
 """
 
-# SET_TTL: ARGV ttl, own seconds (-1 = never): set_thread_ttl, from now on
+# SET_TTL: ARGV ttl, own seconds (-1 = never): set_thread_ttl, from now on. A
+# run holding the lease (KEYS[9]) keeps the thread at least as long, as touch()
+# does: a shorter TTL set mid-run must not expire the keys under the run
 _SET_TTL = """
 local own = tonumber(ARGV[2])
 redis.call('HSET', WI, OWN_TTL, own)
-for i = 1, 8 do
-    if own > 0 then redis.call('EXPIRE', KEYS[i], own) else redis.call('PERSIST', KEYS[i]) end
+if own > 0 then
+    local ms = own * 1000
+    local lease = KEYS[9] and redis.call('PTTL', KEYS[9]) or -2
+    if lease > ms then ms = lease end
+    for i = 1, 8 do redis.call('PEXPIRE', KEYS[i], ms) end
+else
+    for i = 1, 8 do redis.call('PERSIST', KEYS[i]) end
 end
 return 1
 """
