@@ -8,6 +8,13 @@ prefixing the tag with :data:`PACKED`; loading undoes both, so the storage core
 sees the exact bytes and tag it wrote (the hash still names the raw content).
 Rows written before this, or not worth compressing, have no prefix and are
 returned as they are. The usual tags are stored as one character (:data:`TAGS`).
+
+Inflated msgpack is held to the reading serializer's ``max_decoded_items``
+(passed with the lookup: :class:`~threadloom.checkpoint.storage.ops.LoadBlobs`),
+as a ``msgpack+zstd`` value is (serde/inflation.py). So that what this writes
+reads back, a value over :data:`MAX_PACKED` bytes (which could hold more items
+than the default bound) is stored raw: Postgres compresses such a row itself.
+A damaged row names the thread and checkpoint it was read for.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ MIN_SIZE = 96
 MIN_SAVING = 0.1
 """Keep the compressed form only when it is at least this much smaller."""
 
+MAX_PACKED = DEFAULT_MAX_DECODED_ITEMS
+"""Larger values are stored raw: at most this many bytes hold at most this many
+msgpack items, so a reader with the default bound never counts or refuses them."""
+
 
 TAGS = {
     "msgpack": "m",
@@ -47,7 +58,7 @@ _NAMES = {code: tag for tag, code in TAGS.items()}
 def pack(tag: str, data: bytes) -> tuple[str, bytes]:
     """(tag, data) as stored: compressed and marked when that saves enough."""
     code = TAGS.get(tag)
-    if len(data) < MIN_SIZE or "zstd" in tag:  # already compressed by the serializer
+    if len(data) < MIN_SIZE or len(data) > MAX_PACKED or "zstd" in tag:  # (zstd: by the serializer)
         return (tag, data) if code is None else ("~" + code, data)
     packed = compress(bytes(data))
     if len(packed) > len(data) * (1 - MIN_SAVING):
@@ -55,24 +66,39 @@ def pack(tag: str, data: bytes) -> tuple[str, bytes]:
     return (PACKED + tag if code is None else "~z" + code), packed
 
 
-def unpack(row: BlobRow) -> BlobRow:
-    """A stored row back as the storage core wrote it."""
+def unpack(
+    row: BlobRow,
+    max_items: int | None = None,
+    thread_id: str | None = None,
+    checkpoint_id: str | None = None,
+) -> BlobRow:
+    """A stored row back as the storage core wrote it; inflated msgpack holds at
+    most ``max_items`` items (the serializer's ``max_decoded_items``; None: the
+    default). A damaged row raises CorruptBlobError naming the blob and where
+    it was read for (``thread_id``, ``checkpoint_id``)."""
     tag = row.tag
     if tag[:1] != "~":
         return row
-    if tag.startswith(PACKED):
-        return _inflated(row, tag[len(PACKED) :])
-    if len(tag) == 3:  # "~z" + code
-        return _inflated(row, _name(tag, 2))
-    return BlobRow(row.hash, _name(tag, 1), row.data, row.children)
+    try:
+        if tag.startswith(PACKED):
+            return _inflated(row, tag[len(PACKED) :], max_items)
+        if len(tag) == 3:  # "~z" + code
+            return _inflated(row, _name(tag, 2), max_items)
+        return BlobRow(row.hash, _name(tag, 1), row.data, row.children)
+    except CorruptBlobError as exc:
+        if thread_id is None and checkpoint_id is None:
+            raise
+        raise CorruptBlobError(
+            f"blob {row.hash.hex()}: {exc}", thread_id=thread_id, checkpoint_id=checkpoint_id
+        ) from None
 
 
-def _inflated(row: BlobRow, tag: str) -> BlobRow:
-    """A compressed row's own bytes; msgpack held to the serializer's default
-    item bound, as a ``msgpack+zstd`` value is (serde/inflation.py)."""
+def _inflated(row: BlobRow, tag: str, max_items: int | None) -> BlobRow:
+    """A compressed row's own bytes (msgpack: bounded in items, see the module doc)."""
     data = decompress(row.data)
     if tag == "msgpack":
-        check_items(data, len(row.data), DEFAULT_MAX_DECODED_ITEMS)
+        bound = DEFAULT_MAX_DECODED_ITEMS if max_items is None else max_items
+        check_items(data, len(row.data), bound)
     return BlobRow(row.hash, tag, data, row.children)
 
 

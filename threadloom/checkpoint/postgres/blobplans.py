@@ -26,13 +26,14 @@ Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
 def load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: {}
+    where = (op.max_items, op.thread_id, op.checkpoint_id)  # the reader's bound, for errors
     if op.refcounts:
         stmt = Stmt(sql.load_blob_counts, (list(set(op.hashes)),), "all")
         return [stmt], lambda r: {
-            bytes(row[0]): (unpack(BlobRow(*map(_b, row[:4]))), int(row[4])) for row in r[0]
+            bytes(row[0]): (unpack(BlobRow(*map(_b, row[:4])), *where), int(row[4])) for row in r[0]
         }
     stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
-    return [stmt], lambda r: {bytes(row[0]): unpack(BlobRow(*map(_b, row))) for row in r[0]}
+    return [stmt], lambda r: {bytes(row[0]): unpack(BlobRow(*map(_b, row)), *where) for row in r[0]}
 
 
 def _b(value: Any) -> Any:

@@ -23,6 +23,7 @@ from threadloom.checkpoint.storage.ops import (
     LoadWrites,
     WriteRow,
 )
+from threadloom.checkpoint.storage.reading import max_items
 from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import filter_pairs, metadata_matches
 from threadloom.checkpoint.storage.values import ValueCodec
@@ -265,7 +266,7 @@ def _prepare(
         values = yield from codec.load(thread_id, first, refs, remember, wanted, blobs, raw=True)
     late = tuples.uncached(codec, decoded, blobs)  # evicted while the values loaded
     if late:
-        blobs.update((yield LoadBlobs(late)))
+        blobs.update((yield LoadBlobs(late, False, thread_id, first, max_items(codec.serde))))
     pending = tuples.write_sources(codec, thread_id, decoded, blobs)
     lists = tuples.list_states(codec, thread_id, ns, refs) if remember and len(rows) == 1 else None
     made = {}

@@ -284,10 +284,18 @@ class LoadThreadRefs(Op):
 class LoadBlobs(Op):
     """-> ``dict[bytes, BlobRow]`` for the hashes that exist; with ``refcounts``,
     ``dict[bytes, tuple[BlobRow, int]]`` (the row and its reference count: a
-    dry-run prune computes what a real one would free)."""
+    dry-run prune computes what a real one would free).
+
+    For a backend that compresses blobs itself (Postgres): ``max_items`` is the
+    reading serializer's ``max_decoded_items`` (None: the default), which the
+    msgpack it inflates is held to; ``thread_id``/``checkpoint_id`` say where
+    the blobs are read for, named by the error of a damaged one."""
 
     hashes: tuple[bytes, ...]
     refcounts: bool = False
+    thread_id: str | None = None
+    checkpoint_id: str | None = None
+    max_items: int | None = None
 
 
 @dataclass(slots=True)

@@ -103,6 +103,15 @@ def undecodable(
     )
 
 
+def max_items(serde: Any) -> int | None:
+    """The serializer's ``max_decoded_items`` (None: it has none, the default
+    applies), for a backend inflating blobs it compressed itself."""
+    bound = getattr(serde, "max_decoded_items", None)
+    if bound is None:  # e.g. EncryptedSerializer: its inner serializer's
+        bound = getattr(getattr(serde, "serde", None), "max_decoded_items", None)
+    return bound if type(bound) is int else None
+
+
 _KINDS = frozenset({KIND_INLINE, KIND_BLOB, KIND_LIST, KIND_DICT})
 
 
@@ -188,7 +197,9 @@ class ValueReader:
                         missing.add(h)
             if not missing:
                 break
-            found = yield LoadBlobs(tuple(missing))
+            found = yield LoadBlobs(
+                tuple(missing), False, thread_id, checkpoint_id, max_items(self.serde)
+            )
             if not found:
                 break  # truly missing: reported with its location below
             for h, blob in found.items():
