@@ -103,8 +103,9 @@ class FencedRetention:
         def make(chunk: list[str], before: str | None) -> Flow:
             return self.inner._prune_flow(chunk, strategy, keep_last, before)
 
+        pause = getattr(self.inner, "retention_pause", 0.0)
         return batching.prune_plan(
-            make, thread_ids, strategy, keep_last, args["before"], False, True
+            make, thread_ids, strategy, keep_last, args["before"], False, True, pause
         )
 
     def _runs_plan(self, run_ids: Sequence[str]) -> batching.Plan:
@@ -114,7 +115,8 @@ class FencedRetention:
         def make(chunk: list[str]) -> Flow:
             return self.inner._delete_for_runs_flow(ids, False, chunk)
 
-        return batching.delete_for_runs_plan(make, ids, True)
+        pause = getattr(self.inner, "retention_pause", 0.0)
+        return batching.delete_for_runs_plan(make, ids, True, pause)
 
     # -- sync ---------------------------------------------------------------------
 

@@ -38,6 +38,8 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     Same arguments as ``SqliteSaver`` but with an ``aiosqlite.Connection``.
     """
 
+    retention_pause = 1.0  # lock waiters poll: let them in between prune steps
+
     def __init__(
         self,
         conn: aiosqlite.Connection,

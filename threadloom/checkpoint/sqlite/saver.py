@@ -52,6 +52,8 @@ class SqliteSaver(ThreadTTL, StorageSaver):
         StorageError: the file is not a SQLite database, or its schema is newer.
     """
 
+    retention_pause = 1.0  # lock waiters poll: let them in between prune steps
+
     def __init__(
         self,
         conn: sqlite3.Connection,

@@ -17,13 +17,23 @@ that thread's step (ThreadBusyError), with the steps before it committed.
 Step size adapts to a time budget (``TARGET_SECONDS`` per write transaction),
 so other writers get in between steps, and is capped at ``MAX_THREADS``
 threads, which bounds the locks one Postgres transaction holds.
+
+A lock that does not queue its waiters needs more than a gap: SQLite's busy
+handler polls (every 100 ms once it has waited a while), so a writer of
+another process hardly ever hit the microseconds between two steps and still
+waited 2-10 s behind a 20 s prune. A saver whose ``retention_pause`` is above
+0 (SQLite: 1.0) rests that many times each write step's duration before the
+next (:class:`Pause`): the prune takes about twice as long, and a waiting
+writer gets the lock within about one poll. Postgres queues lock waiters and
+needs no rest.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from threadloom.checkpoint.base import PruneReport
 from threadloom.checkpoint.storage.ops import FindRunCheckpoints
@@ -36,6 +46,7 @@ from threadloom.checkpoint.storage.retention import (
 
 __all__ = [
     "CheckedBefore",
+    "Pause",
     "Steps",
     "arun_plan",
     "delete_for_runs_plan",
@@ -52,12 +63,20 @@ MAX_THREADS = 100
 """Threads per write transaction at most (Postgres: one advisory lock each)."""
 
 
-class Steps:
-    """Cuts ids into steps whose size follows how long the last one took."""
+class Pause(NamedTuple):
+    """Yielded by a plan between two write steps: rest ``seconds`` (no lock held)."""
 
-    def __init__(self, first: int = 8, cap: int | None = None) -> None:
+    seconds: float
+
+
+class Steps:
+    """Cuts ids into steps whose size follows how long the last one took;
+    ``pause``: rest this many times a write step's duration after it."""
+
+    def __init__(self, first: int = 8, cap: int | None = None, pause: float = 0.0) -> None:
         self.cap = MAX_THREADS if cap is None else cap  # read now: tests lower it
         self.size = max(1, min(first, self.cap))
+        self.pause = pause
 
     def take(self, ids: Sequence[str], start: int) -> list[str]:
         return list(ids[start : start + self.size])
@@ -73,12 +92,15 @@ def _write_steps(ids: Sequence[str], make: Callable[[list[str]], Flow], steps: S
     """``make(chunk)`` for consecutive chunks of ``ids``, each a write step;
     returns their results in order."""
     results = []
-    start = 0
+    start, took = 0, 0.0
     while start < len(ids):
+        if start and steps.pause > 0:
+            yield Pause(min(steps.pause * took, 1.0))
         chunk = steps.take(ids, start)
         began = time.monotonic()
         results.append((yield make(chunk), True))
-        steps.took(time.monotonic() - began)
+        took = time.monotonic() - began
+        steps.took(took)
         start += len(chunk)
     return results
 
@@ -91,14 +113,15 @@ def prune_plan(
     before: str | None,
     dry_run: bool,
     guard: bool,
-    steps: Steps | None = None,
+    pause: float = 0.0,
 ) -> Plan:
     """``prune`` as steps. ``make(ids, before)`` builds the prune flow of some
     threads. A dry run is ONE read transaction: it writes and locks nothing,
     and counts shared blobs across all threads the way the chunked real run
     leaves them. ``before`` is checked once for all threads. ``guard``: refuse
     up front, before any step writes, when a run holds a lease of one of the
-    threads (each step checks its own threads again, in its transaction)."""
+    threads (each step checks its own threads again, in its transaction).
+    ``pause``: the saver's ``retention_pause`` (module docstring)."""
     check_strategy(strategy, keep_last)
     if dry_run:
         return (yield make(thread_ids, before), False)
@@ -108,7 +131,7 @@ def prune_plan(
         before = CheckedBefore(before)
     if guard:
         yield guard_flow("prune", ids, False), False
-    reports = yield from _write_steps(ids, lambda chunk: make(chunk, before), steps or Steps())
+    reports = yield from _write_steps(ids, lambda chunk: make(chunk, before), Steps(pause=pause))
     return add_reports(reports)
 
 
@@ -133,7 +156,7 @@ def delete_for_runs_plan(
     make: Callable[[list[str]], Flow],
     run_ids: list[str],
     guard: bool,
-    steps: Steps | None = None,
+    pause: float = 0.0,
 ) -> Plan:
     """``delete_for_runs`` as steps of whole threads. The threads are found
     first (a read), then found again after the steps: a thread the runs wrote
@@ -141,7 +164,7 @@ def delete_for_runs_plan(
     if not run_ids:
         return None
     key = tuple(str(r) for r in run_ids)
-    steps = steps or Steps()
+    steps = Steps(pause=pause)
     done: set[str] = set()
     threads = yield run_threads_flow(key), False
     if guard:
@@ -158,10 +181,14 @@ def run_plan(plan: Plan, run: Callable[[Flow, bool], Any]) -> Any:
     result = None
     while True:
         try:
-            flow, write = plan.send(result)
+            step = plan.send(result)
         except StopIteration as stop:
             return stop.value
-        result = run(flow, write)
+        if type(step) is Pause:
+            time.sleep(step.seconds)
+            result = None
+        else:
+            result = run(*step)
 
 
 async def arun_plan(plan: Plan, run: Callable[[Flow, bool], Any]) -> Any:
@@ -169,7 +196,11 @@ async def arun_plan(plan: Plan, run: Callable[[Flow, bool], Any]) -> Any:
     result = None
     while True:
         try:
-            flow, write = plan.send(result)
+            step = plan.send(result)
         except StopIteration as stop:
             return stop.value
-        result = await run(flow, write)
+        if type(step) is Pause:
+            await asyncio.sleep(step.seconds)
+            result = None
+        else:
+            result = await run(*step)

@@ -32,6 +32,11 @@ class StorageSaver(BaseCheckpointSaver):
         cache_bytes: budget of the decoded-chunk cache (default 64 MiB).
     """
 
+    retention_pause = 0.0
+    """Rest between two write steps of a big prune, in multiples of the step's
+    time: 1.0 on SQLite, whose lock waiters poll instead of queueing
+    (storage/batching.py)."""
+
     shares_blobs_across_threads = True
     """Identical large values of different threads are stored once (False on
     Redis, whose blobs live with their thread for cluster slot locality)."""
@@ -126,7 +131,10 @@ class StorageSaver(BaseCheckpointSaver):
         def make(chunk: list[str], checked: str | None) -> Flow:
             return self._prune_flow(chunk, strategy, keep_last, checked, dry_run, force)
 
-        return batching.prune_plan(make, ids, strategy, keep_last, before, dry_run, not force)
+        pause = self.retention_pause
+        return batching.prune_plan(
+            make, ids, strategy, keep_last, before, dry_run, not force, pause
+        )
 
     def _delete_for_runs_plan(self, run_ids: Sequence[str], force: bool) -> batching.Plan:
         ids = retention.id_list(run_ids, "run_ids")
@@ -134,7 +142,7 @@ class StorageSaver(BaseCheckpointSaver):
         def make(chunk: list[str]) -> Flow:
             return self._delete_for_runs_flow(ids, force, chunk)
 
-        return batching.delete_for_runs_plan(make, ids, not force)
+        return batching.delete_for_runs_plan(make, ids, not force, self.retention_pause)
 
     # -- sync API ---------------------------------------------------------------
 
