@@ -107,3 +107,14 @@ def test_indexed_checkpoint_whose_row_is_gone_is_not_read_as_an_older_one(
         # an id the thread never had is still just absent
         other = {"configurable": {**CFG["configurable"], "checkpoint_id": "nope"}}
         assert saver.get_tuple(other) is None
+
+
+def test_a_damaged_write_row_says_the_stored_value_is_damaged(
+    redis_url: str, redis_client: Any, key_prefix: str
+) -> None:
+    """It said 'cannot be decoded (Input must be bytes, bytearray, memoryview)'."""
+    _fill(redis_url, key_prefix)
+    _set_all(redis_client, f"{{{key_prefix}:t1}}:w", CASES["write packed int"][1])
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix) as saver:
+        with pytest.raises(CorruptBlobError, match="task 'task-1'.*stored value is damaged"):
+            saver.get_tuple(CFG).pending_writes  # noqa: B018

@@ -50,10 +50,15 @@ _BRANCH = "branch:to:"
 _CUT = len(_BRANCH)
 
 
+_BYTES = (bytes, bytearray, memoryview)
+
+
 def decode_entries(row: WriteRow) -> list[list[Any]]:
     """The ``[idx, channel, tag, payload]`` entries of a task row (either
     layout): ``tag`` is the serializer's tag, or None with the blob's hash as
     ``payload``."""
+    if not isinstance(row.data, _BYTES):  # a backend's damaged row (Redis: redis/fields.py)
+        raise _corrupt(row, "stored value is damaged (not a pending-writes row)")
     try:
         entries = ormsgpack.unpackb(row.data)
     except Exception as exc:
