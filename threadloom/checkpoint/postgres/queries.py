@@ -299,9 +299,10 @@ def setup_flow(schema: str) -> Generator[list[Stmt], list[Any], int]:
         raise StorageError(
             f"schema {schema!r} needs migration {current} -> {latest}, and role "
             f"{not_ours[0][2]!r} cannot alter its tables (it does not own "
-            f"{', '.join(name for name, _, _ in not_ours)}): their owner ({owners}, or "
-            "another role with DDL rights on them) must run saver.setup() once with this "
-            "version of threadloom; after that, DML-only roles can call setup() at every start"
+            f"{', '.join(name for name, _, _ in not_ours)}): their owner ({owners}), a "
+            "member of the owning role, or a superuser must run saver.setup() once with this "
+            "version of threadloom (Postgres grants no right to alter another role's table); "
+            "after that, DML-only roles can call setup() at every start"
         )
     batch = []
     for v in range(current + 1, len(MIGRATIONS)):
