@@ -93,14 +93,26 @@ class Lease:
         """
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
         try:
-            info = self.saver._run(self._acquire_flow(op), True)
+            info = self._take(op)
             if info is not None and holder_is_dead(info.token):
-                info = self.saver._run(self._acquire_flow(op._replace_steal(info.token)), True)
+                info = self._take(op._replace_steal(info.token))
             return self._acquired(info)
         except BaseException as exc:
+            _ttl_unclocked(self.saver, self.thread_id)
             if not isinstance(exc, Exception):  # Ctrl-C once the acquire may have committed
                 self._give_back_now()
             raise
+
+    def _take(self, op: lo.AcquireLease) -> lo.LeaseInfo | None:
+        """One acquire transaction; its TTL clock stamp is cached once it committed."""
+        info, stamp = self.saver._run(self._acquire_flow(op), True)
+        _ttl_clocked(self.saver, self.thread_id, stamp)
+        return info
+
+    async def _atake(self, op: lo.AcquireLease) -> lo.LeaseInfo | None:
+        info, stamp = await self.saver._arun(self._acquire_flow(op), True)
+        _ttl_clocked(self.saver, self.thread_id, stamp)
+        return info
 
     def _give_back_now(self) -> None:
         """Sync twin of :meth:`_give_back` (a KeyboardInterrupt, not a cancel)."""
@@ -112,12 +124,13 @@ class Lease:
     async def atry_acquire(self) -> lo.LeaseInfo | None:
         op = lo.AcquireLease(self.thread_id, self.holder, self.token, self.ttl_ms)
         try:
-            info = await self.saver._arun(self._acquire_flow(op), True)
+            info = await self._atake(op)
             if info is not None and holder_is_dead(info.token):
-                steal = op._replace_steal(info.token)
-                info = await self.saver._arun(self._acquire_flow(steal), True)
-        except asyncio.CancelledError:
-            await self._give_back()
+                info = await self._atake(op._replace_steal(info.token))
+        except BaseException as exc:
+            _ttl_unclocked(self.saver, self.thread_id)
+            if isinstance(exc, asyncio.CancelledError):
+                await self._give_back()
             raise
         return self._acquired(info)
 
@@ -135,7 +148,9 @@ class Lease:
         """Take the lease and, once taken, read the thread's latest checkpoint in
         the same transaction: the run reads it next anyway, and on SQLite a
         transaction of its own costs a BEGIN and a COMMIT more (the read is
-        consistent with the lease: the write lock is held)."""
+        consistent with the lease: the write lock is held). The flow returns
+        ``(info, stamp)``: ``stamp`` is what a per-thread TTL clock check found,
+        for ``ThreadTTL._lease_clocked`` once the transaction committed."""
         if self.prefetch == "postgres":
             return _pg_acquire_flow(self, op)
         return self._sqlite_acquire_flow(op)
@@ -145,13 +160,12 @@ class Lease:
         # lease keeps it alive (storage/expiry.py); TTL savers never prefetch,
         # so _pg_acquire_flow needs none
         clock = _ttl_clock(self.saver, self.thread_id, True)
-        if clock is not None:
-            yield from clock
+        stamp = None if clock is None else (yield from clock)
         info = yield op
         if info is None and self.prefetch:
             latest = {"configurable": {"thread_id": self.thread_id, "checkpoint_ns": ""}}
             self.first = yield from get_tuple_flow(self.saver.codec, latest)
-        return info
+        return info, stamp
 
     def take_first(self, config: Any) -> Any:
         """The latest checkpoint read when the lease was taken, if ``config``
@@ -193,22 +207,36 @@ class Lease:
 
     def release_flow(self) -> Generator[Any, Any, Any]:
         """The release; under a per-thread TTL the thread's clock restarts first,
-        while the lease still keeps it alive: its TTL counts from the run's end."""
+        while the lease still keeps it alive: its TTL counts from the run's end.
+        Returns the clock's stamp (``ThreadTTL._lease_clocked``; None: none ran)."""
         clock = _ttl_clock(self.saver, self.thread_id, False)
-        if clock is not None:
-            yield from clock
-        return (yield from lo.release_flow(self.thread_id, self.token))
+        stamp = None if clock is None else (yield from clock)
+        yield from lo.release_flow(self.thread_id, self.token)
+        return stamp
 
     def release(self) -> None:
         self.halt()
-        self.saver._run(self.release_flow(), True)
+        try:
+            stamp = self.saver._run(self.release_flow(), True)
+        except BaseException:
+            _ttl_unclocked(self.saver, self.thread_id)
+            raise
+        _ttl_clocked(self.saver, self.thread_id, stamp)
 
     async def arelease(self) -> None:
         """Release; a cancel of the caller meanwhile does not cut the release
         off (:func:`_uncut`): the run's ``finally`` would not send another, and
         the thread would stay busy for the TTL. A failed release raises."""
         await self.ahalt()
-        await _uncut(self.saver._arun(self.release_flow(), True))
+        await _uncut(self._arelease())
+
+    async def _arelease(self) -> None:
+        try:
+            stamp = await self.saver._arun(self.release_flow(), True)
+        except BaseException:
+            _ttl_unclocked(self.saver, self.thread_id)
+            raise
+        _ttl_clocked(self.saver, self.thread_id, stamp)
 
     def seen(self, stop: str | None) -> None:
         """The stop request the store holds now: one that the run which asked
@@ -297,7 +325,7 @@ def _pg_acquire_flow(lease: Lease, op: lo.AcquireLease) -> Generator[Any, Any, A
 
     info, row = yield AcquireRead(op, GetCheckpoint(lease.thread_id, "", None))
     if info is not None:
-        return info
+        return info, None
     first: Any = None
     if row is not None:
         try:
@@ -307,7 +335,7 @@ def _pg_acquire_flow(lease: Lease, op: lo.AcquireLease) -> Generator[Any, Any, A
         except ThreadloomError:
             first = NOT_READ
     lease.first = first
-    return info
+    return info, None  # (no TTL clock: a TTL saver never prefetches)
 
 
 async def _uncut(work: Any, warn: Lease | None = None) -> None:
@@ -354,6 +382,20 @@ def _ttl_clock(saver: Any, thread_id: str, taking: bool) -> Generator[Any, Any, 
     ._lease_clock``); None for savers without one (Redis: lease/redis.py)."""
     clock = getattr(saver, "_lease_clock", None)
     return None if clock is None else clock(thread_id, taking)
+
+
+def _ttl_clocked(saver: Any, thread_id: str, stamp: Any) -> None:
+    """The acquire/release transaction committed: cache what its clock found."""
+    if stamp is not None:
+        saver._lease_clocked(thread_id, stamp)
+
+
+def _ttl_unclocked(saver: Any, thread_id: str) -> None:
+    """The acquire/release failed or was cancelled: its clock check may have
+    rolled back, so the thread's cached deadline is dropped."""
+    drop = getattr(saver, "_lease_unclocked", None)
+    if drop is not None:
+        drop(thread_id)
 
 
 def _prefetches(saver: Any) -> str | None:

@@ -156,7 +156,9 @@ class ThreadTTL:
     def _lease_clock(self, thread_id: str, taking: bool) -> Flow | None:
         """The clock flow a run's lease acquire (``taking``) or release runs in its
         own transaction, before the lease op (``lease/lease.py``); None when due
-        for nothing (no TTL, or touched within the refresh interval).
+        for nothing (no TTL, or touched within the refresh interval). The flow
+        returns a *stamp* for :meth:`_lease_clocked`, which the caller hands over
+        once that transaction has committed.
 
         Taking: a thread that expired before the run is erased first, as by a
         write, so the lease (which keeps its thread alive, :func:`.ttl.held`)
@@ -171,8 +173,25 @@ class ThreadTTL:
         return self._lease_clock_flow(thread_id, now, taking)
 
     def _lease_clock_flow(self, thread_id: str, now: float, taking: bool) -> Flow:
+        # no _remember here: the transaction may still fail, be cancelled, or
+        # (Postgres) be refused and run again; see _lease_clocked
         until = yield from self._clock_flow(thread_id, now, taking)
-        self._remember(thread_id, now, until)
+        return now, until
+
+    def _lease_clocked(self, thread_id: str, stamp: tuple[float, Any] | None) -> None:
+        """Cache the deadline a lease acquire/release's clock flow found
+        (``stamp``: its return, None when none ran), *after* its transaction
+        committed. Cached before, a rolled back purge (an acquire failing or
+        cancelled after the clock check) read as fresh: the next run within
+        ``ttl_touch_every`` skipped the check and read and extended the expired
+        history."""
+        if stamp is not None:
+            self._remember(thread_id, *stamp)
+
+    def _lease_unclocked(self, thread_id: str) -> None:
+        """A lease acquire/release failed or was cancelled: whether its clock
+        flow committed is unknown, so the next access checks the clock row."""
+        self._deadlines.pop(thread_id, None)
 
     def _peek(self, thread_id: str, now: float) -> Any:
         entry = self._deadlines.get(thread_id)
