@@ -244,3 +244,26 @@ def test_update_state_and_a_fork_through_the_graph_read_back_exactly(monkeypatch
     cold.executor = saver.executor
     assert _stored_ts(cold, "g") == given
     assert _deltas(saver) == len(given)
+
+
+def test_a_read_formats_ts_once(tmp_path, monkeypatch) -> None:
+    """The read checked ts by formatting it, threw the result away and formatted
+    it again when serving the checkpoint."""
+    from threadloom.checkpoint.base import empty_checkpoint
+    from threadloom.checkpoint.sqlite import SqliteSaver
+    from threadloom.checkpoint.storage import record, state
+
+    path = str(tmp_path / "ts.db")
+    cfg = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with SqliteSaver.from_conn_string(path) as saver:
+        cfg = saver.put(cfg, empty_checkpoint(), {"step": 0}, {})
+    calls = []
+    for module in (record, state):
+        real = module.unpack_ts_for
+        monkeypatch.setattr(
+            module, "unpack_ts_for", lambda p, c, real=real: calls.append(c) or real(p, c)
+        )
+    with SqliteSaver.from_conn_string(path) as saver:  # nothing cached
+        ts = saver.get_tuple(cfg).checkpoint["ts"]
+        assert saver.get_tuple(cfg).checkpoint["ts"] == ts
+    assert len(calls) == 1

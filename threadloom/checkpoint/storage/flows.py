@@ -115,7 +115,7 @@ def resolve_states(
                 # form that cannot be formatted is this record's corruption
                 record.raw_versions(base)
                 if "ts" in core:  # (a delta needs a uuid6 id; a huge int overflows)
-                    record.unpack_ts_for(core["ts"], link.checkpoint_id)
+                    base.ts = record.unpack_ts_for(core["ts"], link.checkpoint_id)
             except (KeyError, IndexError, ValueError, TypeError, OverflowError) as exc:
                 raise _corrupt(link, f"checkpoint record is inconsistent ({exc!r})") from exc
             base.data, base.core, base.extra = link.data, core, extra

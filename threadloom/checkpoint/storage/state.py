@@ -61,6 +61,7 @@ class State:
     core: dict[str, Any] | None = None
     extra: Any = None
     keys: dict[str, str] | None = None  # channel -> version key, for ref'd values
+    ts: str | None = None  # core["ts"] formatted (a read checks it so, once: flows.py)
 
 
 def raw_versions(state: State) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
@@ -166,7 +167,10 @@ def to_checkpoint(
     """A Checkpoint dict (without channel values) from a record's parts and state."""
     checkpoint: dict[str, Any] = {"v": core.get("v", 1), "id": checkpoint_id}
     if "ts" in core:
-        checkpoint["ts"] = unpack_ts_for(core["ts"], checkpoint_id)
+        ts = state.ts
+        if ts is None:
+            ts = state.ts = unpack_ts_for(core["ts"], checkpoint_id)
+        checkpoint["ts"] = ts
     checkpoint["channel_values"] = {}
     raw_cv, raw_vs = raw_versions(state)
     checkpoint["channel_versions"] = dict(raw_cv)
