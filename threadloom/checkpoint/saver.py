@@ -25,7 +25,9 @@ from collections.abc import (
 )
 from typing import TYPE_CHECKING, Any
 
+from threadloom.checkpoint import close_once
 from threadloom.checkpoint.ids import next_version
+from threadloom.errors import SaverClosedError
 
 if TYPE_CHECKING:
     from threadloom.checkpoint.base import (
@@ -68,8 +70,6 @@ class BaseCheckpointSaver:
     def _refuse_closed(self) -> None:
         """Raise :class:`~threadloom.errors.SaverClosedError` naming the saver
         (backends call it where a flow starts, when ``_closed`` is set)."""
-        from threadloom.errors import SaverClosedError
-
         raise SaverClosedError(type(self).__name__)
 
     def _close_runs(self) -> None:
@@ -121,8 +121,6 @@ class BaseCheckpointSaver:
         own, it found the runs already marked released and shut the connection
         under the first close's lease releases, leaving those threads locked for
         the lease's TTL."""
-        from threadloom.checkpoint import close_once
-
         done = close_once.claim(self, threading.get_ident())
         if done is not None:
             done.result()
@@ -135,8 +133,6 @@ class BaseCheckpointSaver:
     async def _aclose_once(self, body: Callable[[], Awaitable[None]]) -> None:
         """Async twin of :meth:`_close_once` (a second ``aclose()`` on any loop
         waits for the first; cancelling the waiter leaves the first running)."""
-        from threadloom.checkpoint import close_once
-
         done = close_once.claim(self, asyncio.current_task())
         if done is not None:
             await asyncio.shield(asyncio.wrap_future(done))

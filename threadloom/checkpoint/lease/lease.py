@@ -20,6 +20,7 @@ from typing import Any
 
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.install import backend_of
+from threadloom.checkpoint.lease.renewer import RENEWER
 from threadloom.checkpoint.lease.tokens import holder_is_dead, new_token
 from threadloom.checkpoint.storage.flows import get_tuple_flow
 from threadloom.checkpoint.storage.rereads import run_once
@@ -253,14 +254,10 @@ class Lease:
 
     def start_renewal(self) -> None:
         """Have the shared renewer thread extend the lease through long steps."""
-        from threadloom.checkpoint.lease.renewer import RENEWER
-
         self.touch()
         RENEWER.add(self)
 
     def halt(self) -> None:
-        from threadloom.checkpoint.lease.renewer import RENEWER
-
         self.halted = True
         RENEWER.remove(self)
 
