@@ -8,8 +8,6 @@ the count of items matches what the decoder builds (extensions counted inside)."
 
 from __future__ import annotations
 
-import time
-
 import ormsgpack
 import pytest
 import zstandard
@@ -117,12 +115,11 @@ def test_runs_of_same_size_items_are_counted_exactly() -> None:
             assert n >= 1 and n == count_items(bytes(raw[:cut]), 1 << 30)
 
 
-def test_counting_runs_of_short_strings_is_cheap() -> None:
-    """5M 3-letter strings: ~0.7 s item by item in Python, ~0.01 s by runs."""
+def test_counting_long_runs_of_short_strings_is_exact() -> None:
+    """5M 3-letter strings are counted by runs (~0.01 s, against ~0.7 s item by
+    item in Python; no timing is asserted here: the suite has no timing tests)."""
     raw = MsgpackSerializer(compress_threshold=None).dumps_typed(["abc"] * 5_000_000)[1]
-    start = time.process_time()
     assert count_items(raw, 1 << 30) == 5_000_001
-    assert time.process_time() - start < 0.25
 
 
 def test_large_legitimate_values_round_trip() -> None:
