@@ -27,7 +27,31 @@ from threadloom.graph import END, START, StateGraph
 
 pytestmark = pytest.mark.postgres
 
-FAST = 3.0  # seconds; the backoff alone was 1 + 2 + 4 for four dead connections
+# psycopg_pool sleeps 1, 2, 4... s after each connection its check rejects: the
+# tests assert that no check rejected one on the saver's checkouts (no timing)
+
+
+def spying(check: Any, failed: list[BaseException]) -> Any:
+    """``check``, recording what it raised (a rejection psycopg_pool sleeps after)."""
+    if asyncio.iscoroutinefunction(check):
+
+        async def acheck(conn: Any) -> None:
+            try:
+                await check(conn)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
+
+        return acheck
+
+    def scheck(conn: Any) -> None:
+        try:
+            check(conn)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
+
+    return scheck
 
 
 class State(TypedDict):
@@ -63,7 +87,8 @@ def app_url(pg_url: str) -> tuple[str, str]:
 
 def test_documented_check_on_a_saver_pool(pg_url: str, pg_schema: str) -> None:
     url, app = app_url(pg_url)
-    pool = {"min_size": 4, "check": ConnectionPool.check_connection}
+    failed: list[BaseException] = []
+    pool = {"min_size": 4, "check": spying(ConnectionPool.check_connection, failed)}
     with PostgresSaver.from_conn_string(url, schema=pg_schema, pool=pool) as saver:
         saver.setup()
         saver.connector.conn.wait()
@@ -71,9 +96,8 @@ def test_documented_check_on_a_saver_pool(pg_url: str, pg_schema: str) -> None:
         config = {"configurable": {"thread_id": "doc-check"}}
         app_graph.invoke({"n": []}, config)
         assert terminate(pg_url, app) >= 4
-        started = time.monotonic()
         assert app_graph.invoke({"n": []}, config)["n"] == ["a", "a"]
-        assert time.monotonic() - started < FAST
+        assert failed == []  # no dead connection reached the pool's check
 
 
 def test_a_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) -> None:
@@ -84,6 +108,8 @@ def test_a_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) -> None
         checked.append(conn)
         conn.execute("SELECT 1")
 
+    failed: list[BaseException] = []
+    check = spying(check, failed)
     with ConnectionPool(
         url, min_size=4, max_size=4, timeout=20, check=check, kwargs={"autocommit": True}
     ) as pool:
@@ -95,9 +121,8 @@ def test_a_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) -> None
         app_graph.invoke({"n": []}, config)
         assert terminate(pg_url, app) == 4
         checked.clear()
-        started = time.monotonic()
         assert app_graph.invoke({"n": []}, config)["n"] == ["a", "a"]
-        assert time.monotonic() - started < FAST
+        assert failed == []  # no dead connection reached the pool's check
         assert checked  # the live replacements still got the pool's check
         # the pool's other users: a dead connection gets the check as before
         assert terminate(pg_url, app) == 4
@@ -117,6 +142,9 @@ def test_an_async_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) 
         checked.append(conn)
         await conn.execute("SELECT 1")
 
+    failed: list[BaseException] = []
+    check = spying(check, failed)
+
     async def main() -> None:
         async with AsyncConnectionPool(
             url, min_size=4, max_size=4, timeout=20, check=check, kwargs={"autocommit": True}
@@ -129,9 +157,8 @@ def test_an_async_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) 
             await app_graph.ainvoke({"n": []}, config)
             assert await asyncio.to_thread(terminate, pg_url, app) == 4
             checked.clear()
-            started = time.monotonic()
             assert (await app_graph.ainvoke({"n": []}, config))["n"] == ["a", "a"]
-            assert time.monotonic() - started < FAST
+            assert failed == []
             assert checked
 
     asyncio.run(main())
@@ -139,7 +166,8 @@ def test_an_async_pool_of_yours_with_its_own_check(pg_url: str, pg_schema: str) 
 
 def test_async_documented_check(pg_url: str, pg_schema: str) -> None:
     url, app = app_url(pg_url)
-    pool = {"min_size": 4, "check": AsyncConnectionPool.check_connection}
+    failed: list[BaseException] = []
+    pool = {"min_size": 4, "check": spying(AsyncConnectionPool.check_connection, failed)}
 
     async def main() -> None:
         async with AsyncPostgresSaver.from_conn_string(url, schema=pg_schema, pool=pool) as saver:
@@ -149,8 +177,7 @@ def test_async_documented_check(pg_url: str, pg_schema: str) -> None:
             config = {"configurable": {"thread_id": "adoc-check"}}
             await app_graph.ainvoke({"n": []}, config)
             assert await asyncio.to_thread(terminate, pg_url, app) >= 4
-            started = time.monotonic()
             assert (await app_graph.ainvoke({"n": []}, config))["n"] == ["a", "a"]
-            assert time.monotonic() - started < FAST
+            assert failed == []
 
     asyncio.run(main())
