@@ -10,11 +10,34 @@ from __future__ import annotations
 
 __all__ = ["DELETE", "DELETE_REFS", "DROP"]
 
-# DROP: ARGV ttl, hash* -> {hash, packed, ...} of the blobs deleted. A blob whose
-# count is missing (its RC key was evicted: docs/redis.md, "Sizing") is kept:
-# leaked, not deleted under a checkpoint that may still need it. (Blobs stored
-# before counts started at 0 and never referenced stay too.)
+# DROP: ARGV ttl, hash* -> {hash, children, data size, ...} of the blobs deleted
+# (release() reads nothing else). Not the payload: the reply is stored in the
+# call's op key for minutes (once.py), so a prune would have kept every byte it
+# freed in Redis (more memory, not less) and readable after delete_thread.
+# A blob whose count is missing (its RC key was evicted: docs/redis.md,
+# "Sizing") is kept: leaked, not deleted under a checkpoint that may still need
+# it. (Blobs stored before counts started at 0 and never referenced stay too.)
 DROP = """
+-- a packed blob is a msgpack array (tag str, data bin, children bin), read here
+-- by hand (Redis' cmsgpack cannot read bin); another shape: no children, its length
+local function parts(p)
+    if string.byte(p, 1) ~= 0x93 then return '', #p end
+    local at, span = 2, {}
+    for i = 1, 3 do
+        local b, n, w = string.byte(p, at), 0, 0
+        if b == nil then return '', #p end
+        if b >= 0xa0 and b <= 0xbf then n = b - 0xa0
+        elseif b == 0xc4 or b == 0xd9 then w = 1
+        elseif b == 0xc5 or b == 0xda then w = 2
+        elseif b == 0xc6 or b == 0xdb then w = 4
+        else return '', #p end
+        for j = 1, w do n = n * 256 + (string.byte(p, at + j) or 0) end
+        span[i] = {at + 1 + w, n}
+        at = at + 1 + w + n
+    end
+    if at - 1 ~= #p then return '', #p end
+    return string.sub(p, span[3][1], span[3][1] + span[3][2] - 1), span[2][2]
+end
 local out = {}
 for i = 2, #ARGV do
     local p = redis.call('HGET', BLOB, ARGV[i])
@@ -22,8 +45,10 @@ for i = 2, #ARGV do
     if p and c and tonumber(c) <= 0 then
         redis.call('HDEL', BLOB, ARGV[i])
         redis.call('HDEL', RC, ARGV[i])
+        local children, size = parts(p)
         out[#out + 1] = ARGV[i]
-        out[#out + 1] = p
+        out[#out + 1] = children
+        out[#out + 1] = size
     end
 end
 return out

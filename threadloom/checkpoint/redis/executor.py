@@ -347,7 +347,10 @@ class RedisPlanner:
             return []
         thread_id = _scoped(scope, op)
         (flat,) = yield [self.lua("drop", thread_id, *dict.fromkeys(op.hashes))]
-        return [blob_row(h, p) for h, p in zip(flat[::2], flat[1::2])]
+        # the script answers (hash, children, size), not the bytes (deletes.py):
+        # release() reads only children and len(data); bytes(n) is calloc'd, so
+        # a dropped blob's size costs no memory here
+        return [BlobRow(h, "", bytes(n), c) for h, c, n in zip(flat[::3], flat[1::3], flat[2::3])]
 
     def _DeleteCheckpoints(self, op: ops.DeleteCheckpoints, scope: Scope) -> Plan:
         scope.thread = thread_id = op.thread_id
