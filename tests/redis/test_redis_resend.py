@@ -231,3 +231,21 @@ def test_op_keys_share_the_threads_slot_and_expire(
         slot = key_slot(saver.layout.thread_keys("user:{1}")[0])
         assert {key_slot(k) for k in ops} == {slot}
         assert all(0 < redis_client.pttl(k) <= OP_TTL_MS for k in ops)
+
+
+def test_set_ttl_resent_after_delete_thread_recreates_nothing(
+    redis_url: str, redis_client: redis.Redis, key_prefix: str, scan_keys
+) -> None:
+    """set_thread_ttl(t, None) ran, another client deleted t, then the re-sent
+    set_ttl arrived: it used to recreate t's ``wi`` key with no expiry, and a new
+    thread reusing the id then never expired, whatever the saver's ttl."""
+    with RedisSaver.from_conn_string(redis_url, key_prefix=key_prefix, ttl=60) as saver:
+        put_steps(saver, "t", 2)
+        call = saver.planner.lua("set_ttl", "t", -1)
+        saver._send([call])
+        saver.delete_thread("t")
+        saver._send([call])  # the retry of the first call
+        assert scan_keys(redis_client, key_prefix) == []
+        put_steps(saver, "t", 1)  # a new conversation reusing the id
+        ttls = [redis_client.pttl(k) for k in saver.layout.thread_keys("t")]
+        assert all(0 < t <= 60_000 for t in ttls if t != -2)
