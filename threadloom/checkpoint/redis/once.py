@@ -34,9 +34,7 @@ from threadloom.checkpoint.lease.redis import FENCE_CHECK, FENCE_TAKE, FENCED
 
 __all__ = ["ONCE", "OP_TTL_MS", "once", "once_scripts"]
 
-ONCE = frozenset(
-    {"save", "writes", "insert", "adjust", "drop", "delete", "delete_refs", "set_ttl"}
-)
+ONCE = frozenset({"save", "writes", "insert", "adjust", "drop", "delete", "delete_refs", "set_ttl"})
 """The scripts whose second run is not a no-op. ``set_ttl`` re-applies the same
 value, but re-sent after another client's ``delete_thread`` it would recreate the
 deleted thread's ``wi`` key (with ``None``, one that never expires, and a new
