@@ -191,6 +191,19 @@ def test_move_prefix_refuses_a_prefix_in_use(redis_client, key_prefix) -> None:
         move_prefix(redis_client, old, new)
 
 
+def test_move_prefix_to_a_prefix_whose_threads_were_deleted(redis_client, key_prefix) -> None:
+    """Only op keys of deleted threads left under the target (they expire within
+    minutes): not data, so the move goes ahead (it was refused as in use)."""
+    old, new = f"{key_prefix}:tenant", f"{key_prefix}-tenant"
+    history(old_saver(redis_client, old, ttl=600), "a", n=1)
+    target = RedisSaver(redis_client, key_prefix=new)
+    history(target, "gone", n=2)
+    target.delete_thread("gone")
+    assert any(b"}:op:" in k for k in redis_client.scan_iter(match=f"{{{new}:*"))
+    assert move_prefix(redis_client, old, new) > 0
+    assert RedisSaver(redis_client, key_prefix=new).get_tuple(cfg("a")) is not None
+
+
 # -- 5. set_thread_ttl(inf) ----------------------------------------------------------
 
 
