@@ -20,6 +20,7 @@ import redis
 
 from tests.redis.test_redis_saver import blob_accounting, cfg, put_steps
 from threadloom.checkpoint.redis import RedisSaver
+from threadloom.checkpoint.redis.fields import blob_row
 from threadloom.checkpoint.redis.saver import SHAS
 from threadloom.graph import START, StateGraph
 
@@ -124,7 +125,9 @@ def test_drop_resent_after_the_same_blob_came_back_keeps_it(
         saver._send([saver.planner.lua("adjust", "t", h, -1)])
         drop = saver.planner.lua("drop", "t", h)
         (first,) = saver._send([drop])
-        assert first == [h, packed] and not redis_client.hexists(blob, h)
+        row = blob_row(h, packed)  # drop answers hash, children, size (not the bytes)
+        assert first == [h, row.children, len(row.data)]
+        assert not redis_client.hexists(blob, h)
         redis_client.hset(blob, h, packed)  # another client's save of the same value
         redis_client.hset(rc, h, 0)
         (again,) = saver._send([drop])  # the retry of the first drop
