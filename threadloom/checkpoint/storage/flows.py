@@ -95,6 +95,8 @@ def resolve_states(
         chain, cur, base = [], row, None
         while True:
             rec = recs.get(cur.checkpoint_id) or recs.setdefault(cur.checkpoint_id, _decode(cur))
+            if any(link.checkpoint_id == cur.checkpoint_id for link in chain):
+                raise _corrupt(row, f"diff chain loops back to {cur.checkpoint_id!r}")
             chain.append(cur)
             if rec["k"] == 0:
                 break

@@ -154,6 +154,13 @@ def put_flow(
     refs and blobs for changed large values only. ``seen``: what the writes
     before it in the same flow serialized, by object (``step.put_step_flow``)."""
     thread_id, ns, parent_id = target(config)
+    if parent_id is not None and parent_id == checkpoint["id"]:
+        # a checkpoint cannot be its own parent: every walk up the history
+        # (diff chains, prune's ancestors) would loop on it
+        raise ConfigError(
+            f"checkpoint {parent_id!r} is put with itself as parent: the config's"
+            " checkpoint_id names the parent, the checkpoint's id must be a new one"
+        )
     prev: State | None = codec.states.get((thread_id, ns, parent_id)) if parent_id else None
     if prev is None and parent_id is not None:  # not the process's last put: read it
         prev = yield from _parent_state(codec, thread_id, ns, parent_id)
