@@ -10,31 +10,16 @@ rollback discards them with the caller's own work.
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, TypedDict
-
 import psycopg
 import pytest
 from psycopg.pq import TransactionStatus
 
+from tests.appending import appending
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.aio import AsyncPostgresSaver
-from threadloom.graph import END, START, StateGraph
 
 pytestmark = pytest.mark.postgres
-
-
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
-def graph():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_edge(START, "a")
-    g.add_edge("a", END)
-    return g
 
 
 def cfg(thread: str) -> dict:
@@ -51,6 +36,10 @@ def schema(pg_url: str, fresh_schema: str) -> str:
     with PostgresSaver.from_conn_string(pg_url, schema=fresh_schema) as own:
         own.setup()
     return fresh_schema
+
+
+def graph():
+    return appending("a")
 
 
 def test_the_with_connect_idiom_stores_the_run(pg_url: str, schema: str) -> None:

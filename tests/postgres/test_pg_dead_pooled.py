@@ -8,48 +8,22 @@ dead pooled connections a call failed with StorageError (probeprod).
 from __future__ import annotations
 
 import asyncio
-import operator
 import time
-from typing import Annotated, TypedDict
 
 import psycopg
 import pytest
 
+from tests.appending import appending
+from tests.postgres.sessions import terminate
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.aio import AsyncPostgresSaver
 from threadloom.checkpoint.postgres.health import is_dead
-from threadloom.graph import END, START, StateGraph
 
 pytestmark = pytest.mark.postgres
 
 
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
 def graph():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_node("b", lambda s: {"n": ["b"]})
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", END)
-    return g
-
-
-def terminate(pg_url: str, app: str) -> int:
-    """pg_terminate_backend every session named ``app`` and wait until they are gone."""
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        pids = [
-            r[0]
-            for r in admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
-            )
-        ]
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-    time.sleep(0.3)  # the FATAL and the close reach our sockets
-    return len(pids)
+    return appending("a", "b")
 
 
 def test_killed_connection_is_dead_on_first_look(pg_url: str) -> None:

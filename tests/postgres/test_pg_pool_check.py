@@ -12,18 +12,17 @@ see the check unchanged.
 from __future__ import annotations
 
 import asyncio
-import operator
-import time
 import uuid
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from tests.appending import appending
+from tests.postgres.sessions import terminate
 from threadloom.checkpoint.postgres import PostgresSaver
 from threadloom.checkpoint.postgres.aio import AsyncPostgresSaver
-from threadloom.graph import END, START, StateGraph
 
 pytestmark = pytest.mark.postgres
 
@@ -54,35 +53,13 @@ def spying(check: Any, failed: list[BaseException]) -> Any:
     return scheck
 
 
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
-def graph():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_edge(START, "a")
-    g.add_edge("a", END)
-    return g
-
-
-def terminate(pg_url: str, app: str) -> int:
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        pids = [
-            r[0]
-            for r in admin.execute(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (app,)
-            )
-        ]
-        for pid in pids:
-            admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-    time.sleep(0.3)  # the FATAL and the close reach our sockets
-    return len(pids)
-
-
 def app_url(pg_url: str) -> tuple[str, str]:
     app = f"tl-pool-check-{uuid.uuid4().hex[:10]}"
     return f"{pg_url}?application_name={app}", app
+
+
+def graph():
+    return appending("a")
 
 
 def test_documented_check_on_a_saver_pool(pg_url: str, pg_schema: str) -> None:

@@ -9,29 +9,16 @@ with ``PYTHONPATH`` naming a redis 5.0.8 copy these tests pass too).
 from __future__ import annotations
 
 import asyncio
-import operator
 import uuid
-from typing import Annotated, TypedDict
 
 import pytest
 import redis
 from redis.backoff import NoBackoff
 
+from tests.appending import appending
 from threadloom.checkpoint.redis import AsyncRedisSaver, RedisSaver
-from threadloom.graph import START, StateGraph
 
 pytestmark = pytest.mark.redis
-
-
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
-def graph():
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_edge(START, "a")
-    return g
 
 
 def kill(admin: redis.Redis, name: str) -> int:
@@ -39,6 +26,10 @@ def kill(admin: redis.Redis, name: str) -> int:
     for client_id in ids:
         admin.client_kill_filter(_id=client_id)
     return len(ids)
+
+
+def graph():
+    return appending("a", end=False)
 
 
 def test_async_saver_from_url_survives_client_kill(redis_url, redis_client, key_prefix) -> None:
