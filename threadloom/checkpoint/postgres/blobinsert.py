@@ -19,6 +19,7 @@ def insert_blobs(
     holds: dict[bytes, int] | None = None,
     setting: str | None = None,
     lock_existing: bool = False,
+    max_items: int | None = None,
 ) -> list[Stmt]:
     """Insert the blobs that are new with their count rows, then count each new
     manifest's hold on its children (its segments): the flow cannot, not
@@ -41,11 +42,12 @@ def insert_blobs(
     blob instead of an insert and an update. ``setting``: the one that
     receives those ids instead (a put_writes': :data:`.writecounts.NEW_WRITE_COUNTS`).
     ``lock_existing``: then lock the blobs there, inserting afresh those a
-    delete removed meanwhile (:func:`relocking`)."""
+    delete removed meanwhile (:func:`relocking`). ``max_items``: the writing
+    serializer's bound (:func:`.blobpack.pack`)."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
-    rows = columns([(b.hash, *pack(b.tag, b.data), b.children) for b in unique], 4)
+    rows = columns([(b.hash, *pack(b.tag, b.data, max_items), b.children) for b in unique], 4)
     src = "al" if lock_existing else "ins"
     count = f"INSERT INTO {sql.counts} (id) SELECT id FROM {src} ON CONFLICT (id) DO NOTHING"
     kept = [_OWN_KEPT.replace("FROM ins", f"FROM {src}")]

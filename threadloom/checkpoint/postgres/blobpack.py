@@ -12,9 +12,14 @@ returned as they are. The usual tags are stored as one character (:data:`TAGS`).
 Inflated msgpack is held to the reading serializer's ``max_decoded_items``
 (passed with the lookup: :class:`~threadloom.checkpoint.storage.ops.LoadBlobs`),
 as a ``msgpack+zstd`` value is (serde/inflation.py). So that what this writes
-reads back, a value over :data:`MAX_PACKED` bytes (which could hold more items
-than the default bound) is stored raw: Postgres compresses such a row itself.
-A damaged row names the thread and checkpoint it was read for.
+reads back, msgpack over the writing serializer's ``max_decoded_items`` bytes
+(passed with the write: ``SaveCheckpoint``/``SaveWrites.max_items``) or over
+:data:`MAX_PACKED` bytes is stored raw, since it could hold more items than
+that serializer's or the default bound accepts (a bound of 100,000 refused
+its own ``[0] * 150_000``, compressed here); Postgres compresses such a row
+itself. A damaged row names the thread and checkpoint it was read for.
+Deleting a row never inflates it (the reference counting reads only its
+``children`` and size: :mod:`.blobplans`).
 """
 
 from __future__ import annotations
@@ -55,10 +60,13 @@ stored whole (``~z:`` + tag when compressed), as before this."""
 _NAMES = {code: tag for tag, code in TAGS.items()}
 
 
-def pack(tag: str, data: bytes) -> tuple[str, bytes]:
-    """(tag, data) as stored: compressed and marked when that saves enough."""
+def pack(tag: str, data: bytes, max_items: int | None = None) -> tuple[str, bytes]:
+    """(tag, data) as stored: compressed and marked when that saves enough.
+    ``max_items``: the writing serializer's ``max_decoded_items`` (None: the
+    default); msgpack of more bytes than it is stored raw (see the module doc)."""
     code = TAGS.get(tag)
-    if len(data) < MIN_SIZE or len(data) > MAX_PACKED or "zstd" in tag:  # (zstd: by the serializer)
+    limit = MAX_PACKED if max_items is None or tag != "msgpack" else min(MAX_PACKED, max_items)
+    if len(data) < MIN_SIZE or len(data) > limit or "zstd" in tag:  # (zstd: by the serializer)
         return (tag, data) if code is None else ("~" + code, data)
     packed = compress(bytes(data))
     if len(packed) > len(data) * (1 - MIN_SAVING):

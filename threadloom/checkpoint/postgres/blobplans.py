@@ -2,7 +2,11 @@
 their counts in ``checkpoint_blob_refs``), split from :mod:`.executor`.
 
 Values go through :mod:`.blobpack` on the way in and out, so the storage core
-sees exactly the bytes it wrote.
+sees exactly the bytes it wrote; except the rows read to count references (a
+dry-run prune's ``LoadBlobs(refcounts=True)``) and those ``DropUnreferenced``
+deletes, returned as stored: their caller reads only ``children`` and the size,
+and deleting data must never depend on decoding it (an older row compressed
+past the reader's ``max_decoded_items`` could not be pruned or deleted).
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ Plan = tuple[list[Stmt], Callable[[list[Any]], Any]]
 def load_blobs(op: ops.LoadBlobs, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: {}
-    where = (op.max_items, op.thread_id, op.checkpoint_id)  # the reader's bound, for errors
-    if op.refcounts:
+    if op.refcounts:  # as stored: only children and size are read (see the module doc)
         stmt = Stmt(sql.load_blob_counts, (list(set(op.hashes)),), "all")
         return [stmt], lambda r: {
-            bytes(row[0]): (unpack(BlobRow(*map(_b, row[:4])), *where), int(row[4])) for row in r[0]
+            bytes(row[0]): (BlobRow(*map(_b, row[:4])), int(row[4])) for row in r[0]
         }
+    where = (op.max_items, op.thread_id, op.checkpoint_id)  # the reader's bound, for errors
     stmt = Stmt(sql.load_blobs, (list(set(op.hashes)),), "all")
     return [stmt], lambda r: {bytes(row[0]): unpack(BlobRow(*map(_b, row)), *where) for row in r[0]}
 
@@ -60,10 +64,12 @@ def insert_blobs(
     guard: str = "",
     gparams: tuple[Any, ...] = (),
     lock_existing: bool = False,
+    max_items: int | None = None,
 ) -> list[Stmt]:
     """Insert the new blobs (count rows at 0); ``lock_existing`` (unguarded):
     and lock the blobs there, inserting afresh those a delete removed
-    meanwhile (:func:`.blobinsert.relocking`). Returns the hashes inserted."""
+    meanwhile (:func:`.blobinsert.relocking`). ``max_items``: the writing
+    serializer's bound (:func:`.blobpack.pack`). Returns the hashes inserted."""
     unique = sorted({b.hash: b for b in blobs}.values(), key=lambda b: b.hash)
     if not unique:
         return []
@@ -71,7 +77,7 @@ def insert_blobs(
     if lock_existing:
         count = f"INSERT INTO {sql.counts} (id) SELECT id FROM al ON CONFLICT (id) DO NOTHING"
         stmt = f"{relocking(sql, 'hash, id')}, cnt AS ({count}) SELECT hash FROM al"
-    rows = [(b.hash, *pack(b.tag, b.data), b.children) for b in unique]
+    rows = [(b.hash, *pack(b.tag, b.data, max_items), b.children) for b in unique]
     return [Stmt(stmt, (*columns(rows, 4), *gparams), "all")]
 
 
@@ -94,6 +100,5 @@ def drop(op: ops.DropUnreferenced, sql: SQL) -> Plan:
     if not op.hashes:
         return [], lambda r: []
     stmt = Stmt(sql.drop_unreferenced, (sorted(set(op.hashes)),), "all")
-    return [*lock_blobs(op.hashes, sql), stmt], lambda r: [
-        unpack(BlobRow(*map(_b, x))) for x in r[-1]
-    ]
+    # as stored, never inflated: the flow reads their children and size only
+    return [*lock_blobs(op.hashes, sql), stmt], lambda r: [BlobRow(*map(_b, x)) for x in r[-1]]

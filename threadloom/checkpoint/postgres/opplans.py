@@ -219,7 +219,7 @@ def _save_writes(op: ops.SaveWrites, sql: SQL) -> Plan:
     """Blobs (those there locked, those deleted meanwhile inserted afresh: the
     flow's AdjustRefcounts after ignores a missing blob, and the row would
     hold it)."""
-    batch = insert_blobs(op.blobs, sql, lock_existing=True)
+    batch = insert_blobs(op.blobs, sql, lock_existing=True, max_items=op.max_items)
     if op.rows:
         unique = list({_write_key(w): w for w in op.rows}.values())  # last one wins
         batch.append(Stmt(sql.upsert_writes, columns(map(packed_write, unique), 7)))

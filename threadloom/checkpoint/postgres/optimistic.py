@@ -211,7 +211,9 @@ def _save_writes(op: ops.SaveWrites, sql: SQL, tx: Tx, pessimistic: Planner) -> 
     held = writecounts.held(op, unique)
     batch = flush(tx, pessimistic, sql) if tx.pending is not None else []
     if op.blobs:
-        batch += insert_blobs(op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS)
+        batch += insert_blobs(
+            op.blobs, sql, held, writecounts.NEW_WRITE_COUNTS, max_items=op.max_items
+        )
     one = len(unique) == 1
     if one:
         params = (*packed_write(unique[0]), 1)
@@ -297,7 +299,7 @@ def _save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> tuple[list[Stmt], ops.
             h = ref.hashes
             holds.update(h[i : i + HASH_SIZE] for i in range(0, len(h), HASH_SIZE))
         seen.add(key)
-    batch = insert_blobs(op.blobs, sql, holds if op.refs else None)
+    batch = insert_blobs(op.blobs, sql, holds if op.refs else None, max_items=op.max_items)
     held = sorted(holds)
     locking = sorted(set(held) | set(op.needs))
     if locking and op.refs and op.row is not None:  # the usual put: one statement after

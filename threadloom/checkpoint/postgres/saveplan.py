@@ -42,7 +42,9 @@ _CKPT_VALUES = "VALUES (%s, %s, %s, %s::bytea, %s, %s, %s, %s)"
 
 def save_checkpoint(op: ops.SaveCheckpoint, sql: SQL) -> Plan:
     guard, gparams = "", ()
-    batch = insert_blobs(op.blobs, sql)  # unguarded: a stale put's check takes them back
+    batch = insert_blobs(
+        op.blobs, sql, max_items=op.max_items
+    )  # unguarded: a stale put's check takes them back
     blobs = bool(batch)
     held: list[bytes] = []
     if op.refs:  # includes the reused blobs (op.needs)

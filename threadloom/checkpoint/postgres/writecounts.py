@@ -141,7 +141,9 @@ def pessimistic(op: ops.Op, sql: SQL, tx: Tx, adjust: Any) -> tuple[list[Stmt], 
     if counts is None:
         return None
     hashes = sorted(counts)
-    batch = insert_blobs(op.blobs, sql, counts, NEW_WRITE_COUNTS, lock_existing=True)
+    batch = insert_blobs(
+        op.blobs, sql, counts, NEW_WRITE_COUNTS, lock_existing=True, max_items=op.max_items
+    )
     params = (
         hashes,
         hashes,

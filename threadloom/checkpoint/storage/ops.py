@@ -284,7 +284,10 @@ class LoadThreadRefs(Op):
 class LoadBlobs(Op):
     """-> ``dict[bytes, BlobRow]`` for the hashes that exist; with ``refcounts``,
     ``dict[bytes, tuple[BlobRow, int]]`` (the row and its reference count: a
-    dry-run prune computes what a real one would free).
+    dry-run prune computes what a real one would free). Rows read with
+    ``refcounts`` may come back as the backend stores them (Postgres: tag and
+    data still packed, never inflated): only their ``children`` and the size
+    of their ``data`` are meaningful, as for :class:`DropUnreferenced`.
 
     For a backend that compresses blobs itself (Postgres): ``max_items`` is the
     reading serializer's ``max_decoded_items`` (None: the default), which the
@@ -327,6 +330,10 @@ class SaveCheckpoint(Op):
     2. insert each ref row unless its key exists; for each inserted row add one
        reference per hash occurrence in ``row.hashes``;
     3. insert or replace the checkpoint row (``row`` may be None: refs only).
+
+    ``max_items``: the writing serializer's ``max_decoded_items`` (None: the
+    default), for a backend compressing blobs itself (Postgres), which must
+    not compress what a reader with that bound would refuse.
     """
 
     row: CheckpointRow | None
@@ -334,6 +341,7 @@ class SaveCheckpoint(Op):
     blobs: tuple[BlobRow, ...]
     base: str | None = None
     needs: tuple[bytes, ...] = ()
+    max_items: int | None = None
 
 
 ANY_ROW: Any = object()
@@ -358,13 +366,15 @@ class SaveWrites(Op):
     a row differs (the flow then reads and merges). ``add_refs`` (only with
     ``strict``: no replaced row to release): add one reference per hash
     occurrence in each row's ``hashes``. Sent only to executors declaring them
-    (``ValueCodec.strict_writes`` / ``writes_add_refs``)."""
+    (``ValueCodec.strict_writes`` / ``writes_add_refs``). ``max_items``: as
+    :class:`SaveCheckpoint`'s."""
 
     rows: tuple[WriteRow, ...]
     blobs: tuple[BlobRow, ...] = ()
     expected: tuple[Any, ...] | None = None
     strict: bool = False
     add_refs: bool = False
+    max_items: int | None = None
 
 
 @dataclass(slots=True)
@@ -388,7 +398,10 @@ class AdjustRefcounts(Op):
 @dataclass(slots=True)
 class DropUnreferenced(Op):
     """-> ``list[BlobRow]``: deletes the blobs among ``hashes`` whose ``refs``
-    is <= 0 and returns them (the flow then releases their ``children``)."""
+    is <= 0 and returns them (the flow then releases their ``children`` and
+    counts the size of their ``data``). A backend may return them as it stores
+    them, never decoding them (Postgres: still packed): deleting a value must
+    not depend on reading it."""
 
     hashes: tuple[bytes, ...]
 

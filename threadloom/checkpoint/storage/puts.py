@@ -21,6 +21,7 @@ from threadloom.checkpoint.storage.ops import (
     SaveCheckpoint,
     SaveWrites,
 )
+from threadloom.checkpoint.storage.reading import max_items
 from threadloom.checkpoint.storage.record import State
 from threadloom.checkpoint.storage.rows import dump_metadata, unpack, version_key
 from threadloom.checkpoint.storage.values import ListState, ValueCodec, holds_list, whole_blob
@@ -190,7 +191,9 @@ def put_flow(
     row = _new(CheckpointRow, (thread_id, ns, cid, parent_id, _TAG, data, md_text, run_id))
     needs = _needs(refs, blobs) if split else ()  # a plain value's ref holds its own blob
     base = parent_id if depth else None
-    result = yield SaveCheckpoint(row, tuple(refs), tuple(blobs.values()), base, needs)
+    result = yield SaveCheckpoint(
+        row, tuple(refs), tuple(blobs.values()), base, needs, max_items(codec.serde)
+    )
     if result.stale and retry:  # cached bases were deleted by someone else: start over
         codec.forget_thread(thread_id)
         return (yield from put_flow(codec, config, checkpoint, metadata, new_versions, False, seen))
@@ -313,7 +316,8 @@ def put_writes_flow(
         add = codec.writes_add_refs and bool(row.hashes)  # type: ignore[union-attr]
         if len(blobs) > 1 and len({b[0] for b in blobs}) < len(blobs):
             blobs = list({b.hash: b for b in blobs}.values())  # one value written twice: one blob
-        new = yield SaveWrites((row,), tuple(blobs), (None,), True, add)
+        bound = max_items(codec.serde)
+        new = yield SaveWrites((row,), tuple(blobs), (None,), True, add, bound)
         if new is not None:
             codec.tasks.put(key, True)
             if row.hashes and not add:  # type: ignore[union-attr]
@@ -330,7 +334,9 @@ def put_writes_flow(
         if row is None:
             return
         by_hash = {b.hash: b for b in blobs}
-        new = yield SaveWrites((row,), tuple(by_hash.values()), (existing,))
+        new = yield SaveWrites(
+            (row,), tuple(by_hash.values()), (existing,), max_items=max_items(codec.serde)
+        )
         if new is not None:  # None: the row changed since we read it (Redis); merge again
             codec.tasks.put(key, True)
             break
