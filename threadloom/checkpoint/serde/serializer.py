@@ -46,8 +46,8 @@ class MsgpackSerializer:
         max_decompressed: refuse to inflate a stored value beyond this size.
         max_decoded_items: refuse a compressed value that decodes to more
             msgpack items than this (a decompression bomb: see
-            :mod:`~threadloom.checkpoint.serde.inflation`); a value holding
-            more is written uncompressed.
+            :mod:`~threadloom.checkpoint.serde.inflation`); a value packing to
+            more bytes than this is written uncompressed.
     """
 
     def __init__(
@@ -131,8 +131,9 @@ class MsgpackSerializer:
         else:
             tag, payload = "msgpack", self._packer.pack(obj)
             threshold = self.compress_threshold
-            # a value with more items than a reader accepts compressed is stored
-            # as it is (serde/inflation.py): its size then bounds its decoding
+            # a value larger than max_decoded_items bytes (so possibly holding more
+            # items than a reader accepts compressed) is stored as it is, without
+            # counting its items (serde/inflation.py): its size bounds its decoding
             if (
                 threshold is not None
                 and len(payload) > threshold
