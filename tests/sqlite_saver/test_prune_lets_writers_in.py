@@ -56,3 +56,49 @@ async def test_writer_gets_in_before_the_last_step(tmp_path, monkeypatch) -> Non
     assert report.checkpoints == 12
     assert len(steps) == 6 and wrote
     assert wrote[0] < steps[-1]  # in before the last step, not after the whole prune
+
+
+def _rests(monkeypatch) -> list[float]:
+    """The rests a sync plan takes between steps (storage/batching.py)."""
+    rests: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(batching.time, "sleep", lambda s: (rests.append(s), sleep(s)))
+    return rests
+
+
+async def test_no_rest_on_an_in_memory_database(tmp_path, monkeypatch) -> None:
+    """No other process can wait on an in-memory database's lock, and this
+    process's threads wait on the saver's own lock, which a rest does not hand
+    over: the rest only made the prune slower (4,000 threads: 4.2 s vs 2.1 s)."""
+    monkeypatch.setattr(batching, "MAX_THREADS", 2)
+    names = [f"t{i}" for i in range(6)]
+    rests = _rests(monkeypatch)
+    with SqliteSaver.from_conn_string(":memory:") as raw:
+        for name in names:
+            await grow(Api(raw, "sync", None), 2, name)
+        assert raw.retention_pause == 0.0
+        assert raw.prune(names, strategy="keep_latest").checkpoints == 6
+    assert rests == []
+    with SqliteSaver.from_conn_string(str(tmp_path / "state.db")) as raw:
+        for name in names:
+            await grow(Api(raw, "sync", None), 2, name)
+        assert raw.retention_pause == 1.0
+        assert raw.prune(names, strategy="keep_latest").checkpoints == 6
+    assert len(rests) == 2  # between the 3 steps
+
+
+async def test_a_pause_set_before_setup_is_kept(tmp_path) -> None:
+    """``retention_pause = 0`` on a file only this process writes: set on the
+    saver, it is not overridden (nor 1.0 set on an in-memory one)."""
+    from threadloom.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    conn = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+    raw = SqliteSaver(conn)
+    raw.retention_pause = 1.0
+    raw.setup()
+    assert raw.retention_pause == 1.0
+    conn.close()
+    async with AsyncSqliteSaver.from_conn_string(":memory:") as saver:
+        assert saver.retention_pause == 0.0
+    async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "a.db")) as saver:
+        assert saver.retention_pause == 1.0

@@ -18,7 +18,7 @@ import aiosqlite
 from threadloom.checkpoint.lease import local
 from threadloom.checkpoint.sqlite import worker
 from threadloom.checkpoint.sqlite.executor import SqliteExecutor, Tracer
-from threadloom.checkpoint.sqlite.saver import _is_file, pragmas
+from threadloom.checkpoint.sqlite.saver import _is_file, _no_rest_in_memory, pragmas
 from threadloom.checkpoint.sqlite.walck import WalCheckpointer
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
@@ -38,7 +38,7 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     Same arguments as ``SqliteSaver`` but with an ``aiosqlite.Connection``.
     """
 
-    retention_pause = 1.0  # lock waiters poll: let them in between prune steps
+    retention_pause = 1.0  # as SqliteSaver's: 0 on an in-memory database
 
     def __init__(
         self,
@@ -93,7 +93,9 @@ class AsyncSqliteSaver(ThreadTTL, StorageSaver):
     def _setup(self) -> None:
         """On the worker thread."""
         self.executor.conn = self.conn._conn
-        self.executor.setup(_is_file(self.executor.conn), self._pragmas)
+        is_file = _is_file(self.executor.conn)
+        self.executor.setup(is_file, self._pragmas)
+        _no_rest_in_memory(self, is_file)
 
     async def _background_checkpoints(self) -> None:
         """WAL checkpoints on a thread of their own, as the sync saver's: only on
