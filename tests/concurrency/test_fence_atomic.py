@@ -13,6 +13,7 @@ import pytest
 
 from tests.concurrency.backends import make_spec, open_saver
 from tests.concurrency.graphs import chain
+from threadloom.checkpoint.ids import uuid6_str
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import FencedSaver, Lease, lease_backend
 from threadloom.errors import LeaseLostError
@@ -53,7 +54,8 @@ def test_redis_lease_taken_between_check_and_save_writes_nothing(tmp_path, reque
         ids = [c.checkpoint["id"] for c in saver.list(cfg)]
         latest = saver.get_tuple(cfg)
 
-        _attempt(saver, other, lambda f: f.put(latest.config, latest.checkpoint, {"step": 9}, {}))
+        fresh = dict(latest.checkpoint, id=uuid6_str())  # a new child of the latest
+        _attempt(saver, other, lambda f: f.put(latest.config, fresh, {"step": 9}, {}))
         assert [c.checkpoint["id"] for c in saver.list(cfg)] == ids
         _attempt(saver, other, lambda f: f.put_writes(latest.config, [("log", ["z"])], "task-z"))
         pending = saver.get_tuple(cfg).pending_writes or []

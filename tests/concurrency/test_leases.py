@@ -9,6 +9,7 @@ import pytest
 
 from tests.concurrency.backends import KINDS, make_spec, open_saver
 from tests.concurrency.graphs import chain
+from threadloom.checkpoint.ids import uuid6_str
 from threadloom.checkpoint.lease import ops as lo
 from threadloom.checkpoint.lease.lease import FencedSaver, Lease, lease_backend
 from threadloom.errors import LeaseLostError, ThreadBusyError
@@ -54,7 +55,7 @@ def test_expired_lease_is_taken_over_and_the_old_writer_is_fenced(spec):
         assert new.try_acquire() is None
 
         with pytest.raises(LeaseLostError) as err:
-            stale.put(latest.config, latest.checkpoint, {"step": 99}, {})
+            stale.put(latest.config, dict(latest.checkpoint, id=uuid6_str()), {"step": 99}, {})
         assert err.value.thread_id == "t"
         with pytest.raises(LeaseLostError):
             stale.put_writes(latest.config, [("log", ["zombie"])], "task-x")
