@@ -15,34 +15,23 @@ runs).
 from __future__ import annotations
 
 import asyncio
-import operator
 from collections.abc import Callable, Generator
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
+from tests.appending import appending
 from tests.savers.test_ttl import CASES, Clock, _open
 from threadloom.checkpoint.lease import lease as lease_mod
 from threadloom.checkpoint.lease.lease import Lease
 from threadloom.errors import StorageError
-from threadloom.graph import END, START, StateGraph
 
 TTL, EVERY = 10.0, 5.0
 CONFIG = {"configurable": {"thread_id": "t"}}
 
 
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
 def _graph(saver: Any) -> Any:
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_node("b", lambda s: {"n": ["b"]})
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", END)
-    return g.compile(checkpointer=saver)
+    return appending("a", "b").compile(checkpointer=saver)
 
 
 async def _invoke(app: Any, mode: str, value: str) -> list:

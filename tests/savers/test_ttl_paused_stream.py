@@ -9,35 +9,24 @@ after the release.
 
 from __future__ import annotations
 
-import operator
 import time
 from contextlib import ExitStack
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 
+from tests.appending import appending
 from tests.savers.test_ttl import Clock
 from threadloom.checkpoint.lease.ops import read_flow
 from threadloom.checkpoint.memory import InMemorySaver
 from threadloom.checkpoint.sqlite import SqliteSaver
-from threadloom.graph import END, START, StateGraph
 
 CONFIG = {"configurable": {"thread_id": "t"}}
 LEASE_TTL = 0.6  # renewed every 0.2 s by the background renewer
 
 
-class State(TypedDict):
-    n: Annotated[list, operator.add]
-
-
 def _graph(saver: Any) -> Any:
-    g = StateGraph(State)
-    g.add_node("a", lambda s: {"n": ["a"]})
-    g.add_node("b", lambda s: {"n": ["b"]})
-    g.add_edge(START, "a")
-    g.add_edge("a", "b")
-    g.add_edge("b", END)
-    return g.compile(checkpointer=saver)
+    return appending("a", "b").compile(checkpointer=saver)
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])

@@ -73,6 +73,19 @@ class Holder(pydantic.BaseModel):
     held: Any = Outer()  # an instance default: its class and its field values
 
 
+def _stored(state: type, update: Any) -> dict[str, Any]:
+    """What a one-node graph on ``state`` writing ``update()`` reads back from
+    its saver: the values went through the compile's allowlist and the serializer."""
+    graph = StateGraph(state)
+    graph.add_node("a", lambda s: update())
+    graph.add_edge(START, "a")
+    graph.add_edge("a", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    cfg = {"configurable": {"thread_id": "1"}}
+    app.invoke({}, cfg)
+    return app.get_state(cfg).values
+
+
 def test_pydantic_enum_default_under_a_str_annotation_is_trusted():
     assert Status in allowlist_from_annotations(Ticket)
 
@@ -173,14 +186,7 @@ def test_a_class_as_default_value_is_walked_like_type_of_it():
 
 
 def test_graph_with_a_class_default_stores_the_class_annotated_elsewhere():
-    b = StateGraph(_AgentState)
-    b.add_node("a", lambda s: {"answer": Answer(text="x"), "mood": Mood.OK})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    app = b.compile(checkpointer=InMemorySaver())
-    cfg = {"configurable": {"thread_id": "1"}}
-    app.invoke({}, cfg)
-    values = app.get_state(cfg).values
+    values = _stored(_AgentState, lambda: {"answer": Answer(text="x"), "mood": Mood.OK})
     assert values["answer"] == Answer(text="x")
     assert values["mood"] is Mood.OK
 
@@ -197,14 +203,8 @@ class _PDState(TypedDict):
 
 def test_pydantic_dataclass_field_default_is_its_value_not_the_field_info():
     assert {Color, Answer} <= allowlist_from_annotations(_PD)
-    b = StateGraph(_PDState)
-    b.add_node("a", lambda s: {"p": _PD()})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    app = b.compile(checkpointer=InMemorySaver())
-    cfg = {"configurable": {"thread_id": "1"}}
-    app.invoke({}, cfg)
-    assert app.get_state(cfg).values["p"].s is Color.RED
+    values = _stored(_PDState, lambda: {"p": _PD()})
+    assert values["p"].s is Color.RED
 
 
 def test_pydantic_v1_dataclass_field_default_is_unwrapped():
@@ -244,14 +244,7 @@ def test_graph_stores_exception_and_deque_defaults_as_their_classes():
         e: _Errs
         q: _Deq
 
-    b = StateGraph(S)
-    b.add_node("a", lambda s: {"e": _Errs(), "q": _Deq()})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    app = b.compile(checkpointer=InMemorySaver())
-    cfg = {"configurable": {"thread_id": "1"}}
-    app.invoke({}, cfg)
-    values = app.get_state(cfg).values
+    values = _stored(S, lambda: {"e": _Errs(), "q": _Deq()})
     assert type(values["e"].plain) is MyError  # not a RevivedError
     assert values["e"].err.args == (Status.PENDING,)
     assert type(values["e"].err.args[0]) is Status
@@ -298,13 +291,7 @@ class _OneErrState(TypedDict):
 def test_an_exception_default_revives_as_its_class():
     # an exception instance as a default trusts its class (1cf62eb): before, it came
     # back as a RevivedError
-    b = StateGraph(_OneErrState)
-    b.add_node("a", lambda s: {"t": _OneErr()})
-    b.add_edge(START, "a")
-    b.add_edge("a", END)
-    app = b.compile(checkpointer=InMemorySaver())
-    cfg = {"configurable": {"thread_id": "1"}}
-    app.invoke({}, cfg)
-    err = app.get_state(cfg).values["t"].err
+    values = _stored(_OneErrState, lambda: {"t": _OneErr()})
+    err = values["t"].err
     assert type(err) is MyError
     assert err.args == ("x",)
