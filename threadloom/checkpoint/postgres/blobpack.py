@@ -25,7 +25,11 @@ Deleting a row never inflates it (the reference counting reads only its
 from __future__ import annotations
 
 from threadloom.checkpoint.serde.codec import compress, decompress
-from threadloom.checkpoint.serde.inflation import DEFAULT_MAX_DECODED_ITEMS, check_items
+from threadloom.checkpoint.serde.inflation import (
+    DEFAULT_MAX_DECODED_ITEMS,
+    check_items,
+    compressible,
+)
 from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.checkpoint.storage.reading import MANIFEST2_TAG, MANIFEST_TAG
 from threadloom.errors import CorruptBlobError
@@ -66,7 +70,7 @@ def pack(tag: str, data: bytes, max_items: int | None = None) -> tuple[str, byte
     default); msgpack of more bytes than it is stored raw (see the module doc)."""
     code = TAGS.get(tag)
     limit = MAX_PACKED if max_items is None or tag != "msgpack" else min(MAX_PACKED, max_items)
-    if len(data) < MIN_SIZE or len(data) > limit or "zstd" in tag:  # (zstd: by the serializer)
+    if len(data) < MIN_SIZE or not compressible(data, limit) or "zstd" in tag:  # (zstd: serde)
         return (tag, data) if code is None else ("~" + code, data)
     packed = compress(bytes(data))
     if len(packed) > len(data) * (1 - MIN_SAVING):
