@@ -16,7 +16,7 @@ from tests.postgres.conftest import add_blob_ids, blob_ids_version, drop_blob_id
 from tests.postgres.test_pg_optimistic import consistent
 from tests.storage.upgrade_scenario import THREADS, resume_all, snapshot, write_history
 from threadloom.checkpoint.postgres import PostgresSaver
-from threadloom.checkpoint.postgres.queries import quote_ident
+from threadloom.checkpoint.postgres.schema import quote_ident
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -16,7 +16,7 @@ import pytest
 from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.base import empty_checkpoint
 from threadloom.checkpoint.postgres import PostgresSaver
-from threadloom.checkpoint.postgres.queries import MIGRATIONS
+from threadloom.checkpoint.postgres.schema import MIGRATIONS
 from threadloom.errors import StorageError
 
 pytestmark = pytest.mark.postgres

@@ -19,7 +19,7 @@ from threadloom.checkpoint.postgres.idpack import (
     unpack_version,
 )
 from threadloom.checkpoint.postgres.metapack import sql_unpack, unpack_meta
-from threadloom.checkpoint.postgres.queries import LEASE_TABLE, MIGRATIONS, quote_ident
+from threadloom.checkpoint.postgres.schema import LEASE_TABLE, MIGRATIONS, quote_ident
 from threadloom.checkpoint.storage.record import RECORD_TAG
 
 psycopg = pytest.importorskip("psycopg")

@@ -13,7 +13,7 @@ import pytest
 
 from tests.postgres.conftest import add_blob_ids, drop_blob_ids, schema_at
 from threadloom.checkpoint.postgres import PostgresSaver
-from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+from threadloom.checkpoint.postgres.schema import MIGRATIONS, quote_ident
 from threadloom.graph import END, START, StateGraph
 
 psycopg = pytest.importorskip("psycopg")

@@ -22,7 +22,7 @@ from threadloom.checkpoint.postgres.idpack import (
     pack_ordered,
     unpack_ordered,
 )
-from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
+from threadloom.checkpoint.postgres.schema import MIGRATIONS, quote_ident
 
 psycopg = pytest.importorskip("psycopg")
 

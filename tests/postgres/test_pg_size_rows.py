@@ -17,8 +17,8 @@ from tests.postgres.conftest import schema_at
 from threadloom.checkpoint.postgres import PostgresSaver, blobpack
 from threadloom.checkpoint.postgres.idpack import pack_path, unpack_path
 from threadloom.checkpoint.postgres.metapack import pack_meta, sql_unpack, unpack_meta
-from threadloom.checkpoint.postgres.queries import MIGRATIONS, quote_ident
 from threadloom.checkpoint.postgres.saver import COMPACT_EVERY
+from threadloom.checkpoint.postgres.schema import MIGRATIONS, quote_ident
 from threadloom.checkpoint.storage.ops import BlobRow
 from threadloom.errors import LeaseLostError
 from threadloom.graph import END, START, StateGraph

@@ -40,7 +40,7 @@ def _t(sql: Any) -> str:
     return f"{sql.s}.tl_leases"
 
 
-TABLE = (  # a migration of the saver's schema (postgres/queries.py MIGRATIONS)
+TABLE = (  # a migration of the saver's schema (postgres/schema.py MIGRATIONS)
     "CREATE TABLE IF NOT EXISTS {s}.tl_leases (thread_id TEXT PRIMARY KEY,"
     " holder TEXT NOT NULL, token TEXT NOT NULL,"
     " expires_at DOUBLE PRECISION NOT NULL, stop TEXT NOT NULL DEFAULT '')"

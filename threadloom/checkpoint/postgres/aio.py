@@ -20,8 +20,8 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from threadloom.checkpoint.postgres.aconnection import AsyncPgConnector
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
-from threadloom.checkpoint.postgres.queries import setup_flow
 from threadloom.checkpoint.postgres.saver import PgSaverBase
+from threadloom.checkpoint.postgres.schema import setup_flow
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import run_sync
 from threadloom.checkpoint.storage.drive import Flow

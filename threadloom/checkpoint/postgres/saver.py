@@ -19,7 +19,8 @@ from threadloom.checkpoint.postgres.connection import PgConnector
 from threadloom.checkpoint.postgres.executor import PgExecutor
 from threadloom.checkpoint.postgres.health import describe_target, storage_error
 from threadloom.checkpoint.postgres.pool import connect_kwargs, pool_kwargs
-from threadloom.checkpoint.postgres.queries import SQL, setup_flow
+from threadloom.checkpoint.postgres.queries import SQL
+from threadloom.checkpoint.postgres.schema import setup_flow
 from threadloom.checkpoint.storage import drive
 from threadloom.checkpoint.storage.bridge import in_thread
 from threadloom.checkpoint.storage.core import StorageSaver

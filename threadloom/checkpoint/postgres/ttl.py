@@ -1,5 +1,5 @@
 """Per-thread TTL clocks on Postgres: a ``tl_thread_clocks`` row per thread in
-the saver's schema (a migration of ``postgres/queries.py``)."""
+the saver's schema (a migration of ``postgres/schema.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from threadloom.checkpoint.storage import ttl as t
 
 __all__ = ["PLANNERS", "TABLE"]
 
-TABLE = (  # a migration of the saver's schema (postgres/queries.py MIGRATIONS)
+TABLE = (  # a migration of the saver's schema (postgres/schema.py MIGRATIONS)
     "CREATE TABLE IF NOT EXISTS {s}.tl_thread_clocks (thread_id TEXT PRIMARY KEY,"
     " touched_at DOUBLE PRECISION NOT NULL, ttl DOUBLE PRECISION)"
 )
